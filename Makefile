@@ -1,0 +1,31 @@
+# The two commands of the README: `make demo` and `make test`. Both create .venv and install into it.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install test lint demo clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "fleetpilot needs Python 3.11 or newer")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[server,agent,dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest
+
+demo: install
+	$(BIN)/fleetpilot db upgrade
+	$(BIN)/fleetpilot demo
+
+clean:
+	rm -rf $(VENV) .fleetpilot .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,43 @@
+"""The collector's error tree; the web layer translates each kind into one HTTP answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class CollectorError(Exception):
+    """Base of everything the collector raises on purpose."""
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    """One thing wrong in an ingest body: which sample (None for the envelope), which field, and why."""
+
+    sample: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"samples[{self.sample}].{self.field}" if self.sample is not None else self.field
+        return f"{where}: {self.message}"
+
+
+class InvalidBatch(CollectorError):
+    """The batch breaks a rule of the wire format; nothing of it is stored."""
+
+    def __init__(self, problems: list[FieldProblem]) -> None:
+        self.problems = problems
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        super().__init__(f"{problems[0]}{more}")
+
+
+class BatchTooLarge(CollectorError):
+    """The body, compressed or not, is over the configured limit."""
+
+
+class StorageUnavailable(CollectorError):
+    """The database cannot be reached or refused the write; the caller should retry later."""
+
+
+class InvalidQuery(CollectorError):
+    """A query parameter is wrong; the message names it."""

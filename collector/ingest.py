@@ -1,0 +1,171 @@
+"""The hot ingest path: one validated batch becomes one transaction of Core bulk statements.
+
+Per batch: insert the samples ignoring ``(node_id, seq)`` conflicts (a resend counts as duplicate), upsert the node
+(registration and liveness), upsert the latest value of each series touched, and note rollup buckets the rollup job
+has already passed. The caller answers the agent only after ``write_batch`` returns, i.e. after the commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, Engine, case, func
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from collector.catalog import METRIC_NAMES
+from collector.database import insert_for
+from collector.errors import StorageUnavailable
+from collector.tables import NO_DEVICE, NO_POOL, devices, nodes, rollup_backlog, samples, series_latest
+from collector.wire import IngestBatch, WireInventory, WireSample
+
+ROLLUP_BUCKET_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    accepted: int
+    duplicates: int
+
+
+def sample_row(node_id: str, sample: WireSample) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "node_id": node_id,
+        "seq": sample.seq,
+        "ts": sample.ts,
+        "device": NO_DEVICE if sample.device is None else sample.device,
+        "pool": NO_POOL if sample.pool is None else sample.pool,
+        "extra": sample.extra or None,
+    }
+    values = sample.metrics
+    for name in METRIC_NAMES:
+        row[name] = getattr(values, name)
+    return row
+
+
+class SampleWriter:
+    """Writes batches for the ingest endpoint; ``late_after_seconds`` is how far behind the rollup job may be."""
+
+    def __init__(self, engine: Engine, *, late_after_seconds: float) -> None:
+        self._engine = engine
+        self._late_after_seconds = late_after_seconds
+        dialect = engine.dialect.name
+        self._insert_samples = (
+            insert_for(dialect, samples)
+            .on_conflict_do_nothing(index_elements=["node_id", "seq"])
+            .returning(samples.c.seq)
+        )
+        latest = insert_for(dialect, series_latest)
+        self._upsert_latest = latest.on_conflict_do_update(
+            index_elements=["node_id", "device", "pool"],
+            set_={name: latest.excluded[name] for name in ("ts", *METRIC_NAMES, "extra")},
+            where=series_latest.c.ts <= latest.excluded.ts,
+        )
+        node = insert_for(dialect, nodes)
+        self._upsert_node = node.on_conflict_do_update(
+            index_elements=["id"],
+            set_={
+                "last_seen": node.excluded.last_seen,
+                "last_sample_ts": func.coalesce(
+                    case(
+                        (node.excluded.last_sample_ts > nodes.c.last_sample_ts, node.excluded.last_sample_ts),
+                        else_=nodes.c.last_sample_ts,
+                    ),
+                    node.excluded.last_sample_ts,
+                ),
+                "last_seq": func.coalesce(
+                    case((node.excluded.last_seq > nodes.c.last_seq, node.excluded.last_seq), else_=nodes.c.last_seq),
+                    node.excluded.last_seq,
+                ),
+            },
+        )
+        self._register_node = insert_for(dialect, nodes).on_conflict_do_nothing(index_elements=["id"])
+        self._mark_backlog = insert_for(dialect, rollup_backlog).on_conflict_do_nothing(
+            index_elements=["node_id", "bucket"]
+        )
+        device = insert_for(dialect, devices)
+        self._upsert_devices = device.on_conflict_do_update(
+            index_elements=["node_id", "index"],
+            set_={
+                c: device.excluded[c] for c in ("name", "uuid", "memory_total_bytes", "driver_version", "updated_at")
+            },
+        )
+
+    def write_batch(self, batch: IngestBatch, *, received_at: float) -> IngestResult:
+        """Store ``batch`` in one transaction; raises ``StorageUnavailable`` when the database is away."""
+        try:
+            with self._engine.begin() as conn:
+                return self._write(conn, batch, received_at)
+        except OperationalError as exc:
+            raise StorageUnavailable(f"database unavailable: {exc.orig}") from exc
+        except DBAPIError as exc:
+            if exc.connection_invalidated:
+                raise StorageUnavailable(f"database connection lost: {exc.orig}") from exc
+            raise
+
+    def _write(self, conn: Connection, batch: IngestBatch, received_at: float) -> IngestResult:
+        node_id = batch.node_id
+        if batch.inventory is not None:
+            self._write_inventory(conn, node_id, batch.inventory, received_at)
+        if not batch.samples:
+            conn.execute(self._register_node, [{"id": node_id, "first_seen": received_at, "last_seen": received_at}])
+            return IngestResult(accepted=0, duplicates=0)
+
+        rows = [sample_row(node_id, s) for s in batch.samples]
+        accepted = len(conn.execute(self._insert_samples, rows).all())
+        conn.execute(
+            self._upsert_node,
+            [
+                {
+                    "id": node_id,
+                    "first_seen": received_at,
+                    "last_seen": received_at,
+                    "last_sample_ts": max(r["ts"] for r in rows),
+                    "last_seq": max(r["seq"] for r in rows),
+                }
+            ],
+        )
+        if accepted:
+            conn.execute(self._upsert_latest, _latest_per_series(rows))
+            late = _late_buckets(rows, received_at - self._late_after_seconds)
+            if late:
+                conn.execute(self._mark_backlog, [{"node_id": node_id, "bucket": b} for b in sorted(late)])
+        return IngestResult(accepted=accepted, duplicates=len(rows) - accepted)
+
+    def _write_inventory(self, conn: Connection, node_id: str, inventory: WireInventory, now: float) -> None:
+        node = insert_for(conn.dialect.name, nodes)
+        conn.execute(
+            node.on_conflict_do_update(
+                index_elements=["id"],
+                set_={"hostname": node.excluded.hostname, "agent_version": node.excluded.agent_version},
+            ),
+            [
+                {
+                    "id": node_id,
+                    "hostname": inventory.hostname,
+                    "agent_version": inventory.agent_version,
+                    "first_seen": now,
+                    "last_seen": now,
+                }
+            ],
+        )
+        if inventory.gpus:
+            conn.execute(
+                self._upsert_devices,
+                [{"node_id": node_id, **gpu.model_dump(), "updated_at": now} for gpu in inventory.gpus],
+            )
+
+
+def _latest_per_series(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The newest row of each (device, pool) series, in key order so concurrent upserts lock rows alike."""
+    latest: dict[tuple[int, str], dict[str, Any]] = {}
+    for row in rows:
+        key = (row["device"], row["pool"])
+        kept = latest.get(key)
+        if kept is None or row["ts"] >= kept["ts"]:
+            latest[key] = row
+    return [{k: v for k, v in latest[key].items() if k != "seq"} for key in sorted(latest)]
+
+
+def _late_buckets(rows: list[dict[str, Any]], late_before: float) -> set[float]:
+    return {row["ts"] // ROLLUP_BUCKET_SECONDS * ROLLUP_BUCKET_SECONDS for row in rows if row["ts"] < late_before}

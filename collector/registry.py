@@ -1,0 +1,137 @@
+"""The node registry: what each node is, whether it is up, and the latest value of each of its series."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import Connection, Row, select
+
+from collector.aggregate import combine_series
+from collector.catalog import BY_NAME, METRIC_NAMES
+from collector.tables import NO_DEVICE, NO_POOL, devices, nodes, series_latest
+
+
+class NodeStatus(StrEnum):
+    UP = "up"
+    DOWN = "down"
+
+
+def node_status(last_seen: float, *, now: float, down_after_seconds: float) -> NodeStatus:
+    """Up while the last batch with samples arrived under ``down_after_seconds`` ago (server clock)."""
+    return NodeStatus.UP if now - last_seen < down_after_seconds else NodeStatus.DOWN
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    name: str | None
+    uuid: str | None
+    memory_total_bytes: int | None
+    driver_version: str | None
+
+
+@dataclass(frozen=True)
+class LatestSeries:
+    node_id: str
+    device: int | None
+    pool: str | None
+    ts: float
+    metrics: dict[str, float]
+    extra: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class NodeView:
+    id: str
+    status: NodeStatus
+    hostname: str | None
+    agent_version: str | None
+    first_seen: float
+    last_seen: float
+    last_sample_ts: float | None
+    gpus: list[Gpu]
+    series: list[LatestSeries] = field(default_factory=list)
+
+    @property
+    def latest(self) -> dict[str, float]:
+        """One value per metric over the node's series, combined as the catalog says (sum or max)."""
+        return combine_latest(self.series)
+
+
+def combine_latest(series: Iterable[LatestSeries]) -> dict[str, float]:
+    values: dict[str, list[float]] = defaultdict(list)
+    for s in series:
+        for name, value in s.metrics.items():
+            values[name].append(value)
+    return {name: combine_series(vs, BY_NAME[name].pool_aggregate) for name, vs in values.items()}
+
+
+def latest_from_row(row: Row[Any]) -> LatestSeries:
+    m = row._mapping
+    return LatestSeries(
+        node_id=m["node_id"],
+        device=None if m["device"] == NO_DEVICE else m["device"],
+        pool=None if m["pool"] == NO_POOL else m["pool"],
+        ts=m["ts"],
+        metrics={name: m[name] for name in METRIC_NAMES if m[name] is not None},
+        extra=m["extra"],
+    )
+
+
+def read_latest(conn: Connection, node_ids: Sequence[str] | None = None) -> list[LatestSeries]:
+    query = select(series_latest).order_by(series_latest.c.node_id, series_latest.c.device, series_latest.c.pool)
+    if node_ids is not None:
+        query = query.where(series_latest.c.node_id.in_(node_ids))
+    return [latest_from_row(r) for r in conn.execute(query)]
+
+
+def node_statuses(conn: Connection, *, now: float, down_after_seconds: float) -> dict[str, NodeStatus]:
+    rows = conn.execute(select(nodes.c.id, nodes.c.last_seen))
+    return {r.id: node_status(r.last_seen, now=now, down_after_seconds=down_after_seconds) for r in rows}
+
+
+def list_nodes(
+    conn: Connection, *, now: float, down_after_seconds: float, after: str | None = None, limit: int = 100
+) -> list[NodeView]:
+    """Nodes ordered by id, starting after the cursor ``after``."""
+    query = select(nodes).order_by(nodes.c.id).limit(limit)
+    if after is not None:
+        query = query.where(nodes.c.id > after)
+    return _views(conn, conn.execute(query).all(), now=now, down_after_seconds=down_after_seconds)
+
+
+def get_node(conn: Connection, node_id: str, *, now: float, down_after_seconds: float) -> NodeView | None:
+    rows = conn.execute(select(nodes).where(nodes.c.id == node_id)).all()
+    views = _views(conn, rows, now=now, down_after_seconds=down_after_seconds)
+    return views[0] if views else None
+
+
+def _views(conn: Connection, node_rows: Sequence[Row[Any]], *, now: float, down_after_seconds: float) -> list[NodeView]:
+    ids = [r.id for r in node_rows]
+    if not ids:
+        return []
+    gpus: dict[str, list[Gpu]] = defaultdict(list)
+    for d in conn.execute(select(devices).where(devices.c.node_id.in_(ids)).order_by(devices.c.index)):
+        g = d._mapping
+        gpus[g["node_id"]].append(Gpu(g["index"], g["name"], g["uuid"], g["memory_total_bytes"], g["driver_version"]))
+    series: dict[str, list[LatestSeries]] = defaultdict(list)
+    for s in read_latest(conn, ids):
+        series[s.node_id].append(s)
+    return [
+        NodeView(
+            id=r.id,
+            status=node_status(r.last_seen, now=now, down_after_seconds=down_after_seconds),
+            hostname=r.hostname,
+            agent_version=r.agent_version,
+            first_seen=r.first_seen,
+            last_seen=r.last_seen,
+            last_sample_ts=r.last_sample_ts,
+            gpus=gpus[r.id],
+            series=series[r.id],
+        )
+        for r in node_rows
+    ]

@@ -1,0 +1,129 @@
+"""SQLAlchemy tables of the collector: nodes, devices, raw samples, latest values, 1-minute rollups.
+
+Every table of the product hangs on ``metadata`` (higher rooms add theirs to it); Alembic compares against it.
+Series keys use ``device = -1`` for "no GPU" and ``pool = ''`` for "no pool" so that the key columns can be part of
+primary keys on every database (a NULL never conflicts with another NULL).
+Times are Unix seconds (``Double``).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    Double,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+)
+
+from collector.catalog import METRICS
+
+NO_DEVICE = -1
+NO_POOL = ""
+ROLLUP_STATS: tuple[str, ...] = ("min", "mean", "max", "p99")
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(column_0_N_label)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+
+def _series_key() -> list[Column[object]]:
+    return [
+        Column("node_id", String(128), primary_key=True),
+        Column("device", Integer, primary_key=True),
+        Column("pool", String(128), primary_key=True),
+    ]
+
+
+def _metric_columns() -> list[Column[object]]:
+    return [Column(m.name, Double, nullable=True) for m in METRICS]
+
+
+def rollup_column(metric_name: str, stat: str) -> str:
+    return f"{metric_name}_{stat}"
+
+
+nodes = Table(
+    "nodes",
+    metadata,
+    Column("id", String(128), primary_key=True),
+    Column("hostname", String(255), nullable=True),
+    Column("agent_version", String(64), nullable=True),
+    Column("first_seen", Double, nullable=False),
+    # Server clock at the last batch that carried samples: liveness never depends on the node's clock.
+    Column("last_seen", Double, nullable=False),
+    Column("last_sample_ts", Double, nullable=True),
+    Column("last_seq", BigInteger, nullable=True),
+)
+
+devices = Table(
+    "devices",
+    metadata,
+    Column("node_id", String(128), primary_key=True),
+    Column("index", Integer, primary_key=True),
+    Column("name", String(255), nullable=True),
+    Column("uuid", String(128), nullable=True),
+    Column("memory_total_bytes", BigInteger, nullable=True),
+    Column("driver_version", String(64), nullable=True),
+    Column("updated_at", Double, nullable=False),
+)
+
+samples = Table(
+    "samples",
+    metadata,
+    Column("node_id", String(128), primary_key=True),
+    Column("seq", BigInteger, primary_key=True),
+    Column("ts", Double, nullable=False),
+    Column("device", Integer, nullable=False),
+    Column("pool", String(128), nullable=False),
+    *_metric_columns(),
+    Column("extra", JSON, nullable=True),
+    Index(None, "node_id", "ts"),
+    Index(None, "pool", "ts"),
+    Index(None, "ts"),
+)
+
+series_latest = Table(
+    "series_latest",
+    metadata,
+    *_series_key(),
+    Column("ts", Double, nullable=False),
+    *_metric_columns(),
+    Column("extra", JSON, nullable=True),
+)
+
+rollups_1m = Table(
+    "rollups_1m",
+    metadata,
+    *_series_key(),
+    Column("bucket", Double, primary_key=True),
+    Column("samples", Integer, nullable=False),
+    *[Column(rollup_column(m.name, s), Double, nullable=True) for m in METRICS for s in ROLLUP_STATS],
+    Index(None, "bucket"),
+    Index(None, "pool", "bucket"),
+)
+
+# Buckets that received samples after the rollup job had passed them (a spool replayed after an outage).
+rollup_backlog = Table(
+    "rollup_backlog",
+    metadata,
+    Column("node_id", String(128), primary_key=True),
+    Column("bucket", Double, primary_key=True),
+)
+
+job_state = Table(
+    "job_state",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("watermark", Double, nullable=False),
+)

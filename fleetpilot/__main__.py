@@ -1,0 +1,5 @@
+import sys
+
+from fleetpilot.cli import main
+
+sys.exit(main())

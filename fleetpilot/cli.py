@@ -1,0 +1,160 @@
+"""``fleetpilot`` command line (CONTRACT section 3). Heavy imports happen inside the subcommand that needs them, so
+the agent's install never loads the server's dependencies."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from fleetpilot.settings import ServerSettings
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return handler(args)
+    except ValidationError as exc:
+        print(f"fleetpilot: invalid settings:\n{_settings_errors(exc)}", file=sys.stderr)
+        return 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fleetpilot", description="Control plane for GPU inference fleets.")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    server = commands.add_parser("server", help="run the control plane (ingest, API, /metrics, background jobs)")
+    _server_flags(server)
+    server.set_defaults(handler=run_server)
+
+    demo = commands.add_parser("demo", help="run the whole system on this machine (what `make demo` runs)")
+    demo.add_argument("--port", type=int, default=None, help="port of the dashboard and API (default: a free one)")
+    demo.set_defaults(handler=run_demo)
+
+    db = commands.add_parser("db", help="database maintenance")
+    db_commands = db.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    upgrade = db_commands.add_parser("upgrade", help="apply the Alembic migrations up to head")
+    _database_flag(upgrade)
+    upgrade.set_defaults(handler=run_db_upgrade)
+
+    token = commands.add_parser("token", help="API tokens")
+    token_commands = token.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    create = token_commands.add_parser("create", help="create a token; prints it once, alone on the last line")
+    create.add_argument("--role", required=True, choices=["admin", "operator", "viewer", "agent"])
+    create.add_argument("--node", default=None, help="the node an agent token may ingest for (agent role only)")
+    create.add_argument("--name", default="", help="a label to recognise the token by")
+    _database_flag(create)
+    create.set_defaults(handler=run_token_create)
+    return parser
+
+
+def _database_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--database-url",
+        default=None,
+        help="SQLAlchemy URL (default: FLEETPILOT_DATABASE_URL or sqlite:///./.fleetpilot/fleetpilot.db)",
+    )
+
+
+def _server_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=None, help="port to listen on (default 8080)")
+    _database_flag(parser)
+
+
+def _settings(args: argparse.Namespace, **overrides: Any) -> ServerSettings:
+    flags = {name: getattr(args, name, None) for name in ("host", "port", "database_url")}
+    flags.update(overrides)
+    return ServerSettings(**{k: v for k, v in flags.items() if v is not None})
+
+
+def _settings_errors(exc: ValidationError) -> str:
+    return "\n".join(f"  {'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors())
+
+
+def run_db_upgrade(args: argparse.Namespace) -> int:
+    from migrations import runner
+
+    settings = _settings(args)
+    runner.upgrade(settings.database_url)
+    print(f"database at head: {settings.database_url}")
+    return 0
+
+
+def run_token_create(args: argparse.Namespace) -> int:
+    from collector.database import make_engine
+    from migrations import runner
+    from web.tokens import Role, TokenStore
+
+    settings = _settings(args)
+    role = Role(args.role)
+    if (role is Role.AGENT) != (args.node is not None):
+        print("fleetpilot: --node is required for --role agent and allowed only there", file=sys.stderr)
+        return 2
+    if settings.database_url.startswith("sqlite"):
+        runner.upgrade(settings.database_url)
+    engine = make_engine(settings.database_url)
+    info, clear = TokenStore(engine).create(role, now=time.time(), name=args.name, node_id=args.node)
+    engine.dispose()
+    print(f"created {info.role.value} token {info.id} ({info.name}); it is shown only once:")
+    print(clear)
+    return 0
+
+
+def run_server(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    return serve(settings, announce=_announce_bootstrap)
+
+
+def _announce_bootstrap(settings: ServerSettings, admin_token: str | None) -> None:
+    print(f"fleetpilot server on http://{settings.host}:{settings.port}/ (API docs at /docs)", flush=True)
+    if admin_token is not None:
+        print(f"First start: created an admin token; it is shown only once.\nAdmin token: {admin_token}", flush=True)
+
+
+def serve(settings: ServerSettings, *, announce: Callable[[ServerSettings, str | None], None]) -> int:
+    import uvicorn
+
+    from fleetpilot.server import bootstrap_admin, build_services, prepare_database, server_app
+
+    prepare_database(settings)
+    services = build_services(settings)
+    announce(settings, bootstrap_admin(services))
+    uvicorn.run(server_app(services), host=settings.host, port=settings.port, log_level="warning")
+    return 0
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from fleetpilot.launch import free_port
+    from fleetpilot.server import build_services, prepare_database
+    from web.tokens import Role
+
+    settings = _settings(args, host="127.0.0.1", port=args.port or free_port())
+    prepare_database(settings)
+    services = build_services(settings)
+    _info, admin_token = services.tokens.create(Role.ADMIN, now=time.time(), name="demo")
+    services.engine.dispose()
+
+    def announce(s: ServerSettings, _bootstrap: str | None) -> None:
+        print(f"Dashboard: http://{s.host}:{s.port}/", flush=True)
+        print(f"Admin token: {admin_token}", flush=True)
+        print("API docs at /docs; Prometheus metrics at /metrics. Ctrl-C stops everything.", flush=True)
+
+    return serve(settings, announce=announce)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

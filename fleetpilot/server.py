@@ -1,0 +1,81 @@
+"""Composition of the server deployable: storage, services, the web app and the background jobs."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from prometheus_client import CollectorRegistry
+from sqlalchemy import Engine
+
+from collector.database import make_engine
+from collector.exposition import FleetCollector, FleetSnapshot
+from collector.ingest import SampleWriter
+from collector.registry import node_statuses, read_latest
+from collector.telemetry import IngestTelemetry
+from fleetpilot.settings import ServerSettings
+from migrations import runner
+from web.app import create_app
+from web.services import AppServices
+from web.tokens import Role, TokenStore
+
+log = logging.getLogger(__name__)
+
+
+def build_services(settings: ServerSettings, engine: Engine | None = None) -> AppServices:
+    engine = engine or make_engine(settings.database_url)
+    registry = CollectorRegistry()
+    services = AppServices(
+        settings=settings,
+        engine=engine,
+        tokens=TokenStore(engine, cache_seconds=settings.token_cache_seconds),
+        writer=SampleWriter(engine, late_after_seconds=settings.rollup_interval_seconds * 2),
+        registry=registry,
+        telemetry=IngestTelemetry(registry),
+    )
+    registry.register(FleetCollector(lambda: fleet_snapshot(services)))
+    return services
+
+
+def fleet_snapshot(services: AppServices) -> FleetSnapshot:
+    with services.engine.connect() as conn:
+        return FleetSnapshot(
+            series=read_latest(conn),
+            node_status=node_statuses(
+                conn, now=services.clock(), down_after_seconds=services.settings.node_down_after_seconds
+            ),
+        )
+
+
+def prepare_database(settings: ServerSettings) -> None:
+    """Migrate SQLite on start (one process owns it); PostgreSQL is migrated by ``fleetpilot db upgrade``."""
+    if settings.database_url.startswith("sqlite"):
+        runner.upgrade(settings.database_url)
+
+
+def bootstrap_admin(services: AppServices) -> str | None:
+    """On a first start, create the admin token (from settings, or a new one) and return it to print once."""
+    if services.tokens.has_admin():
+        return None
+    _info, clear = services.tokens.create(
+        Role.ADMIN, now=time.time(), name="bootstrap-admin", secret=services.settings.admin_token
+    )
+    return clear
+
+
+def server_app(services: AppServices) -> FastAPI:
+    from fleetpilot.jobs import start_jobs  # APScheduler only where jobs run
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        jobs = start_jobs(services)
+        try:
+            yield
+        finally:
+            jobs.shutdown(wait=False)
+            services.engine.dispose()
+
+    return create_app(services, lifespan=lifespan)

@@ -1,0 +1,15 @@
+"""``GET /metrics``: the Prometheus text format of the fleet and of the control plane itself."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from web.auth import ServicesDep
+
+router = APIRouter(tags=["metrics"])
+
+
+@router.get("/metrics", response_class=Response)
+def metrics(services: ServicesDep) -> Response:
+    return Response(generate_latest(services.registry), media_type=CONTENT_TYPE_LATEST)

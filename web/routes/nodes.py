@@ -1,0 +1,94 @@
+"""``GET /api/v1/nodes`` and ``/nodes/{id}``: the registry with liveness and the latest values."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query, status
+from pydantic import BaseModel
+
+from collector.registry import NodeStatus, NodeView, get_node, list_nodes
+from web.auth import ServicesDep, ViewerToken
+
+router = APIRouter(tags=["nodes"])
+
+
+class GpuOut(BaseModel):
+    index: int
+    name: str | None
+    uuid: str | None
+    memory_total_bytes: int | None
+    driver_version: str | None
+
+
+class SeriesOut(BaseModel):
+    device: int | None
+    pool: str | None
+    ts: float
+    metrics: dict[str, float]
+    extra: dict[str, Any] | None
+
+
+class NodeOut(BaseModel):
+    id: str
+    status: NodeStatus
+    hostname: str | None
+    agent_version: str | None
+    first_seen: float
+    last_seen: float
+    last_sample_ts: float | None
+    gpus: list[GpuOut]
+    latest: dict[str, float]
+    series: list[SeriesOut]
+
+
+class NodePage(BaseModel):
+    items: list[NodeOut]
+    next: str | None
+
+
+def _out(view: NodeView) -> NodeOut:
+    return NodeOut(
+        id=view.id,
+        status=view.status,
+        hostname=view.hostname,
+        agent_version=view.agent_version,
+        first_seen=view.first_seen,
+        last_seen=view.last_seen,
+        last_sample_ts=view.last_sample_ts,
+        gpus=[GpuOut(**vars(g)) for g in view.gpus],
+        latest=view.latest,
+        series=[
+            SeriesOut(device=s.device, pool=s.pool, ts=s.ts, metrics=s.metrics, extra=s.extra) for s in view.series
+        ],
+    )
+
+
+@router.get("/nodes")
+def nodes(
+    services: ServicesDep,
+    _token: ViewerToken,
+    cursor: Annotated[str | None, Query(description="the `next` of the previous page")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> NodePage:
+    with services.engine.connect() as conn:
+        views = list_nodes(
+            conn,
+            now=services.clock(),
+            down_after_seconds=services.settings.node_down_after_seconds,
+            after=cursor,
+            limit=limit + 1,
+        )
+    page = views[:limit]
+    return NodePage(items=[_out(v) for v in page], next=page[-1].id if len(views) > limit else None)
+
+
+@router.get("/nodes/{node_id}", responses={404: {}})
+def node(node_id: str, services: ServicesDep, _token: ViewerToken) -> NodeOut:
+    with services.engine.connect() as conn:
+        view = get_node(
+            conn, node_id, now=services.clock(), down_after_seconds=services.settings.node_down_after_seconds
+        )
+    if view is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no node {node_id!r}")
+    return _out(view)

@@ -1,0 +1,35 @@
+"""What the web layer is handed by the composition root: settings, storage and the clock, nothing global."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from sqlalchemy import Engine
+
+from collector.ingest import SampleWriter
+from collector.telemetry import IngestTelemetry
+from fleetpilot.settings import ServerSettings
+from web.tokens import TokenStore
+
+# What a node should run, as the control plane sees it; None while nothing is decided for the node.
+DesiredStateSource = Callable[[str], dict[str, Any] | None]
+
+
+def _nothing_desired(_node_id: str) -> dict[str, Any] | None:
+    return None
+
+
+@dataclass
+class AppServices:
+    settings: ServerSettings
+    engine: Engine
+    tokens: TokenStore
+    writer: SampleWriter
+    registry: CollectorRegistry
+    telemetry: IngestTelemetry
+    desired_state: DesiredStateSource = _nothing_desired
+    clock: Callable[[], float] = field(default=time.time)

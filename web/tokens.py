@@ -1,0 +1,115 @@
+"""API tokens: creation, hashed storage, lookup with a short in-process cache for the ingest hot path.
+
+A token is ``fp_<id>_<secret>`` with 256 bits of secret, so a plain SHA-256 digest is a safe stored form (no
+slow hash needed: there is nothing to brute-force). Deleting a token takes effect within ``cache_seconds``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import threading
+from dataclasses import dataclass
+from enum import StrEnum
+
+from sqlalchemy import Engine, delete, insert, select
+
+from web.tables import api_tokens
+
+
+class Role(StrEnum):
+    ADMIN = "admin"
+    OPERATOR = "operator"
+    VIEWER = "viewer"
+    AGENT = "agent"
+
+
+# Human roles form a ladder; the agent role stands apart (ingest for its own node only).
+ROLE_RANK = {Role.VIEWER: 1, Role.OPERATOR: 2, Role.ADMIN: 3}
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    id: str
+    name: str
+    role: Role
+    node_id: str | None
+    created_at: float
+
+    def can_act_as(self, needed: Role) -> bool:
+        if needed is Role.AGENT or self.role is Role.AGENT:
+            return self.role is needed
+        return ROLE_RANK[self.role] >= ROLE_RANK[needed]
+
+
+def digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _info(row: object) -> TokenInfo:
+    m = row._mapping  # type: ignore[attr-defined]
+    return TokenInfo(m["id"], m["name"], Role(m["role"]), m["node_id"], m["created_at"])
+
+
+class TokenStore:
+    def __init__(self, engine: Engine, *, cache_seconds: float = 5.0) -> None:
+        self._engine = engine
+        self._cache_seconds = cache_seconds
+        self._cache: dict[str, tuple[TokenInfo | None, float]] = {}
+        self._lock = threading.Lock()
+
+    def create(
+        self, role: Role, *, now: float, name: str = "", node_id: str | None = None, secret: str | None = None
+    ) -> tuple[TokenInfo, str]:
+        """Store a new token and return it with its clear text (shown once, never stored)."""
+        if role is Role.AGENT and not node_id:
+            raise ValueError("an agent token needs the node it may ingest for (node_id)")
+        if role is not Role.AGENT and node_id:
+            raise ValueError("only agent tokens are scoped to a node")
+        token_id = secrets.token_hex(6)
+        clear = secret or f"fp_{token_id}_{secrets.token_urlsafe(32)}"
+        info = TokenInfo(token_id, name or f"{role.value}-{token_id}", role, node_id, now)
+        with self._engine.begin() as conn:
+            conn.execute(
+                insert(api_tokens).values(
+                    id=info.id,
+                    name=info.name,
+                    role=info.role.value,
+                    node_id=info.node_id,
+                    token_hash=digest(clear),
+                    created_at=now,
+                )
+            )
+        return info, clear
+
+    def verify(self, clear: str, *, now: float) -> TokenInfo | None:
+        key = digest(clear)
+        with self._lock:
+            cached = self._cache.get(key)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        with self._engine.connect() as conn:
+            row = conn.execute(select(api_tokens).where(api_tokens.c.token_hash == key)).first()
+        info = _info(row) if row is not None else None
+        with self._lock:
+            if len(self._cache) > 10_000:
+                self._cache.clear()
+            self._cache[key] = (info, now + self._cache_seconds)
+        return info
+
+    def list(self) -> list[TokenInfo]:
+        with self._engine.connect() as conn:
+            rows = conn.execute(select(api_tokens).order_by(api_tokens.c.created_at, api_tokens.c.id)).all()
+        return [_info(r) for r in rows]
+
+    def delete(self, token_id: str) -> bool:
+        with self._engine.begin() as conn:
+            deleted = conn.execute(delete(api_tokens).where(api_tokens.c.id == token_id)).rowcount
+        with self._lock:
+            self._cache.clear()
+        return bool(deleted)
+
+    def has_admin(self) -> bool:
+        with self._engine.connect() as conn:
+            row = conn.execute(select(api_tokens.c.id).where(api_tokens.c.role == Role.ADMIN.value).limit(1)).first()
+        return row is not None
