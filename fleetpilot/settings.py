@@ -30,7 +30,6 @@ class ServerSettings(BaseSettings):
     database_url: str = DEFAULT_DATABASE_URL
     # A token to install as the first admin token instead of generating one (e.g. from a Kubernetes Secret).
     admin_token: str | None = None
-    external_url: str | None = None
 
     ingest_max_body_bytes: int = Field(8 * 1024 * 1024, gt=0)
     ingest_max_samples: int = Field(20_000, gt=0)

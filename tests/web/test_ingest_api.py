@@ -1,0 +1,252 @@
+"""POST /api/v1/ingest (CONTRACT section 5): idempotent, all-or-nothing, every bad input named."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, func, select
+
+from collector.database import make_engine
+from collector.tables import nodes, samples
+from fleetpilot.server import build_services
+from fleetpilot.settings import ServerSettings
+from tests.conftest import gpu_sample, pool_sample
+from tests.support.clock import FakeClock
+from web.app import create_app
+from web.tokens import TokenStore
+
+Auth = Callable[..., dict[str, str]]
+
+
+def stored(engine: Engine, node_id: str = "node-a") -> list[int]:
+    with engine.connect() as conn:
+        return list(conn.scalars(select(samples.c.seq).where(samples.c.node_id == node_id).order_by(samples.c.seq)))
+
+
+def batch(*samples_: dict[str, Any], node_id: str = "node-a") -> dict[str, Any]:
+    return {"node_id": node_id, "samples": list(samples_)}
+
+
+def test_accepts_the_contract_example_and_answers_after_commit(
+    client: TestClient, auth: Auth, engine: Engine, clock: FakeClock
+) -> None:
+    body = {
+        "node_id": "node-a",
+        "samples": [
+            {
+                "seq": 1041,
+                "ts": clock(),
+                "device": 0,
+                "pool": None,
+                "metrics": {"gpu_utilization_ratio": 0.83, "gpu_memory_used_bytes": 61203283968},
+                "extra": {},
+            },
+            {
+                "seq": 1042,
+                "ts": clock(),
+                "device": None,
+                "pool": "llama-8b",
+                "metrics": {"request_rate_per_second": 41.5, "queue_depth_requests": 3},
+            },
+        ],
+    }
+    answer = client.post("/api/v1/ingest", json=body, headers=auth("agent", "node-a"))
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"accepted": 2, "duplicates": 0, "desired": None}
+    assert stored(engine) == [1041, 1042]
+    with engine.connect() as conn:
+        row = conn.execute(select(samples).where(samples.c.seq == 1041)).one()._mapping
+    assert row["gpu_memory_used_bytes"] == 61203283968
+    assert row["gpu_power_watts"] is None  # not measured: absent, never 0
+
+
+def test_resent_samples_count_as_duplicates_and_are_stored_once(
+    client: TestClient, auth: Auth, engine: Engine, clock: FakeClock
+) -> None:
+    headers = auth("agent", "node-a")
+    first = batch(gpu_sample(1, clock()), gpu_sample(2, clock() + 0.5))
+    assert client.post("/api/v1/ingest", json=first, headers=headers).json()["accepted"] == 2
+    again = batch(gpu_sample(2, clock() + 0.5), gpu_sample(3, clock() + 1.0))
+    assert client.post("/api/v1/ingest", json=again, headers=headers).json() == {
+        "accepted": 1,
+        "duplicates": 1,
+        "desired": None,
+    }
+    assert stored(engine) == [1, 2, 3]
+
+
+def test_gzip_body_is_accepted(client: TestClient, auth: Auth, engine: Engine, clock: FakeClock) -> None:
+    raw = json.dumps(batch(gpu_sample(7, clock()))).encode()
+    headers = {**auth("agent", "node-a"), "Content-Encoding": "gzip", "Content-Type": "application/json"}
+    answer = client.post("/api/v1/ingest", content=gzip.compress(raw), headers=headers)
+    assert answer.status_code == 200, answer.text
+    assert stored(engine) == [7]
+
+
+def _with(sample: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    return {**sample, **changes}
+
+
+def _metrics(**metrics: Any) -> dict[str, Any]:
+    return _with(gpu_sample(2, 1_764_424_800.0), metrics=metrics)
+
+
+BAD_SAMPLES: list[tuple[str, dict[str, Any] | str, str]] = [
+    ("unknown metric", _metrics(gpu_fan_speed_ratio=0.5), "metrics.gpu_fan_speed_ratio"),
+    ("NaN", _metrics(gpu_utilization_ratio="NaN"), "metrics.gpu_utilization_ratio"),
+    ("Infinity", _metrics(gpu_power_watts="Infinity"), "metrics.gpu_power_watts"),
+    ("negative", _metrics(gpu_power_watts=-3.0), "metrics.gpu_power_watts"),
+    ("ratio above 1", _metrics(gpu_utilization_ratio=1.2), "metrics.gpu_utilization_ratio"),
+    (
+        "ratio below 0",
+        _metrics(gpu_memory_bandwidth_utilization_ratio=-0.1),
+        "metrics.gpu_memory_bandwidth_utilization_ratio",
+    ),
+    ("far future", _with(gpu_sample(2, 1_764_424_800.0 + 301)), "ts"),
+    ("seq missing", {k: v for k, v in gpu_sample(2, 1_764_424_800.0).items() if k != "seq"}, "seq"),
+    ("seq negative", _with(gpu_sample(2, 1_764_424_800.0), seq=-1), "seq"),
+    ("seq a string", _with(gpu_sample(2, 1_764_424_800.0), seq="2"), "seq"),
+    ("ts a string", _with(gpu_sample(2, 1_764_424_800.0), ts="yesterday"), "ts"),
+    ("metric a string", _metrics(gpu_utilization_ratio="high"), "metrics.gpu_utilization_ratio"),
+    ("GPU metric without device", _with(gpu_sample(2, 1_764_424_800.0), device=None), "metrics.gpu_utilization_ratio"),
+    ("pool metric without pool", _with(pool_sample(2, 1_764_424_800.0), pool=None), "metrics.request_rate_per_second"),
+    ("bad pool name", _with(pool_sample(2, 1_764_424_800.0), pool="has space"), "pool"),
+    ("NaN inside extra", _with(gpu_sample(2, 1_764_424_800.0), extra={"ecc": [1, "NaN"]}), "extra.ecc[1]"),
+]
+
+
+@pytest.mark.parametrize(("case", "bad", "field"), BAD_SAMPLES, ids=[c[0] for c in BAD_SAMPLES])
+def test_bad_sample_is_rejected_naming_index_and_field_and_nothing_is_stored(
+    client: TestClient, auth: Auth, engine: Engine, clock: FakeClock, case: str, bad: dict[str, Any], field: str
+) -> None:
+    good = gpu_sample(1, clock())
+    # JSON has no NaN/Infinity literals by default; write them the way a careless client would.
+    text = json.dumps(batch(good, bad)).replace('"NaN"', "NaN").replace('"Infinity"', "Infinity")
+    answer = client.post(
+        "/api/v1/ingest", content=text, headers={**auth("agent", "node-a"), "Content-Type": "application/json"}
+    )
+    assert answer.status_code == 422, answer.text
+    problem = answer.json()["errors"][0]
+    assert (problem["sample"], problem["field"]) == (1, field)
+    assert f"samples[1].{field}" in answer.json()["detail"]
+    assert stored(engine) == []  # the good sample of the same request is not stored either
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (b"{", "body"),
+        (b"[]", "body"),
+        (json.dumps({"samples": []}).encode(), "node_id"),
+        (json.dumps({"node_id": "node-a"}).encode(), "samples"),
+    ],
+    ids=["truncated JSON", "not an object", "no node_id", "no samples"],
+)
+def test_bad_envelope_is_rejected(client: TestClient, auth: Auth, body: bytes, field: str) -> None:
+    answer = client.post("/api/v1/ingest", content=body, headers=auth("agent", "node-a"))
+    assert answer.status_code == 422
+    assert answer.json()["errors"][0]["field"] == field
+
+
+def test_rejection_keeps_what_was_accepted_before(
+    client: TestClient, auth: Auth, engine: Engine, clock: FakeClock
+) -> None:
+    headers = auth("agent", "node-a")
+    client.post("/api/v1/ingest", json=batch(gpu_sample(1, clock())), headers=headers)
+    bad = batch(gpu_sample(2, clock()), _metrics(gpu_utilization_ratio=3.0))
+    assert client.post("/api/v1/ingest", json=bad, headers=headers).status_code == 422
+    assert stored(engine) == [1]
+
+
+@pytest.mark.parametrize(
+    ("headers", "code"),
+    [({}, 401), ({"Authorization": "Bearer fp_nope_nope"}, 401), ({"Authorization": "Basic abc"}, 401)],
+    ids=["no token", "unknown token", "not bearer"],
+)
+def test_missing_or_wrong_token_is_401(
+    client: TestClient, clock: FakeClock, headers: dict[str, str], code: int
+) -> None:
+    answer = client.post("/api/v1/ingest", json=batch(gpu_sample(1, clock())), headers=headers)
+    assert answer.status_code == code
+
+
+@pytest.mark.parametrize("role", ["admin", "operator", "viewer"])
+def test_token_of_another_role_is_403(client: TestClient, auth: Auth, clock: FakeClock, role: str) -> None:
+    answer = client.post("/api/v1/ingest", json=batch(gpu_sample(1, clock())), headers=auth(role))
+    assert answer.status_code == 403
+
+
+def test_agent_token_of_another_node_is_403(client: TestClient, auth: Auth, engine: Engine, clock: FakeClock) -> None:
+    answer = client.post(
+        "/api/v1/ingest", json=batch(gpu_sample(1, clock()), node_id="node-b"), headers=auth("agent", "node-a")
+    )
+    assert answer.status_code == 403
+    assert "node-b" in answer.json()["detail"]
+    assert stored(engine, "node-b") == []
+
+
+def test_body_over_the_limit_is_413(services: Any, auth: Auth, clock: FakeClock) -> None:
+    services.settings = services.settings.model_copy(update={"ingest_max_body_bytes": 2_000})
+    big = batch(*[gpu_sample(i, clock()) for i in range(50)])
+    with TestClient(create_app(services)) as client:
+        headers = auth("agent", "node-a")
+        assert client.post("/api/v1/ingest", json=big, headers=headers).status_code == 413
+        bomb = gzip.compress(json.dumps(big).encode())
+        assert len(bomb) < 2_000  # small on the wire, over the limit once inflated
+        gz = {**headers, "Content-Encoding": "gzip", "Content-Type": "application/json"}
+        assert client.post("/api/v1/ingest", content=bomb, headers=gz).status_code == 413
+
+
+def test_corrupt_gzip_is_400(client: TestClient, auth: Auth) -> None:
+    headers = {**auth("agent", "node-a"), "Content-Encoding": "gzip"}
+    assert client.post("/api/v1/ingest", content=b"\x1f\x8bnot gzip", headers=headers).status_code == 400
+
+
+def test_database_down_is_503_with_retry_after(auth: Auth, clock: FakeClock, services: Any) -> None:
+    """The token check passes (from the cache) and the write finds no database: 503, never a stack trace."""
+    token_headers = auth("agent", "node-a")
+    cached = TokenStore(services.engine, cache_seconds=60)
+    assert cached.verify(token_headers["Authorization"].removeprefix("Bearer "), now=clock()) is not None
+    url = "postgresql+psycopg://postgres@127.0.0.1:1/none"  # nothing listens on port 1
+    dead = build_services(ServerSettings(database_url=url), make_engine(url, pool_pre_ping=False))
+    dead.tokens, dead.clock = cached, clock
+    with TestClient(create_app(dead)) as client:
+        answer = client.post("/api/v1/ingest", json=batch(gpu_sample(1, clock())), headers=token_headers)
+    assert answer.status_code == 503
+    assert int(answer.headers["Retry-After"]) > 0
+    assert "traceback" not in answer.text.lower()
+
+
+def test_concurrent_ingest_from_many_nodes_loses_nothing(
+    services: Any, token: Callable[..., str], engine: Engine, clock: FakeClock
+) -> None:
+    node_count, pushes, per_push = 8, 10, 9
+    tokens = {f"node-{n}": token("agent", f"node-{n}") for n in range(node_count)}
+    errors: list[str] = []
+
+    def agent(node_id: str, client: TestClient) -> None:
+        headers = {"Authorization": f"Bearer {tokens[node_id]}"}
+        for p in range(pushes):
+            rows = [gpu_sample(p * per_push + i, clock() + p, device=i % 8) for i in range(per_push)]
+            # every push is sent twice: the resend must be counted as duplicates
+            for expected in (per_push, 0):
+                answer = client.post("/api/v1/ingest", json=batch(*rows, node_id=node_id), headers=headers)
+                if answer.status_code != 200 or answer.json()["accepted"] != expected:
+                    errors.append(f"{node_id} push {p}: {answer.status_code} {answer.text}")
+
+    with TestClient(create_app(services)) as client:
+        threads = [threading.Thread(target=agent, args=(n, client)) for n in tokens]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    assert errors == []
+    with engine.connect() as conn:
+        assert conn.scalar(select(func.count()).select_from(samples)) == node_count * pushes * per_push
+        assert conn.scalar(select(func.count()).select_from(nodes)) == node_count

@@ -1,0 +1,82 @@
+"""Tokens: created by admins, shown once, stored hashed, roles enforced."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, select
+
+from tests.support.clock import FakeClock
+from web.tables import api_tokens
+from web.tokens import Role, TokenInfo, TokenStore, digest
+
+Auth = Callable[..., dict[str, str]]
+
+
+@pytest.mark.parametrize(
+    ("holder", "needed", "allowed"),
+    [
+        (Role.ADMIN, Role.OPERATOR, True),
+        (Role.ADMIN, Role.VIEWER, True),
+        (Role.OPERATOR, Role.ADMIN, False),
+        (Role.OPERATOR, Role.VIEWER, True),
+        (Role.VIEWER, Role.OPERATOR, False),
+        (Role.AGENT, Role.VIEWER, False),
+        (Role.ADMIN, Role.AGENT, False),
+        (Role.AGENT, Role.AGENT, True),
+    ],
+)
+def test_role_ladder(holder: Role, needed: Role, allowed: bool) -> None:
+    info = TokenInfo("id", "name", holder, "n" if holder is Role.AGENT else None, 0.0)
+    assert info.can_act_as(needed) is allowed
+
+
+def test_admin_creates_a_token_that_works_and_is_stored_hashed(client: TestClient, auth: Auth, engine: Engine) -> None:
+    created = client.post("/api/v1/tokens", json={"role": "viewer", "name": "grafana"}, headers=auth("admin"))
+    assert created.status_code == 201, created.text
+    clear = created.json()["token"]
+    viewer = {"Authorization": f"Bearer {clear}"}
+    assert client.get("/api/v1/nodes", headers=viewer).status_code == 200
+    with engine.connect() as conn:
+        stored = conn.execute(select(api_tokens).where(api_tokens.c.id == created.json()["id"])).one()._mapping
+    assert stored["token_hash"] == digest(clear)
+    assert clear not in str(dict(stored))
+    listed = client.get("/api/v1/tokens", headers=auth("admin")).json()["items"]
+    assert "grafana" in [t["name"] for t in listed]
+    assert all("token" not in t for t in listed)
+
+
+def test_deleted_token_stops_working(client: TestClient, auth: Auth) -> None:
+    admin = auth("admin")
+    created = client.post("/api/v1/tokens", json={"role": "viewer"}, headers=admin).json()
+    assert client.delete(f"/api/v1/tokens/{created['id']}", headers=admin).status_code == 204
+    assert client.get("/api/v1/nodes", headers={"Authorization": f"Bearer {created['token']}"}).status_code == 401
+    assert client.delete(f"/api/v1/tokens/{created['id']}", headers=admin).status_code == 404
+
+
+@pytest.mark.parametrize("role", ["operator", "viewer"])
+def test_only_admins_manage_tokens(client: TestClient, auth: Auth, role: str) -> None:
+    headers = auth(role)
+    assert client.get("/api/v1/tokens", headers=headers).status_code == 403
+    assert client.post("/api/v1/tokens", json={"role": "admin"}, headers=headers).status_code == 403
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"role": "agent"}, {"role": "viewer", "node_id": "node-a"}, {"role": "root"}],
+    ids=["agent without node", "node on a viewer", "unknown role"],
+)
+def test_bad_token_requests_are_422(client: TestClient, auth: Auth, body: dict[str, str]) -> None:
+    assert client.post("/api/v1/tokens", json=body, headers=auth("admin")).status_code == 422
+
+
+def test_cache_expires_so_a_deleted_token_dies_within_the_ttl(engine: Engine, clock: FakeClock) -> None:
+    store = TokenStore(engine, cache_seconds=5)
+    info, clear = store.create(Role.VIEWER, now=clock())
+    assert store.verify(clear, now=clock()) == info
+    other_process = TokenStore(engine, cache_seconds=5)
+    other_process.delete(info.id)
+    assert store.verify(clear, now=clock() + 1) == info  # still cached in this process
+    assert store.verify(clear, now=clock() + 6) is None
