@@ -16,10 +16,16 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from collector.catalog import METRIC_NAMES
 from collector.database import insert_for
 from collector.errors import StorageUnavailable
-from collector.tables import NO_DEVICE, NO_POOL, devices, nodes, rollup_backlog, samples, series_latest
+from collector.tables import (
+    NO_DEVICE,
+    NO_POOL,
+    devices,
+    nodes,
+    rollup_backlog,
+    samples,
+    series_latest,
+)
 from collector.wire import IngestBatch, WireInventory, WireSample
-
-ROLLUP_BUCKET_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -80,8 +86,11 @@ class SampleWriter:
             },
         )
         self._register_node = insert_for(dialect, nodes).on_conflict_do_nothing(index_elements=["id"])
-        self._mark_backlog = insert_for(dialect, rollup_backlog).on_conflict_do_nothing(
-            index_elements=["node_id", "bucket"]
+        backlog = insert_for(dialect, rollup_backlog)
+        # DO UPDATE (not DO NOTHING) takes the row lock on PostgreSQL, so this commit cannot slip between the rollup
+        # job deleting a backlog row and reading that minute's samples.
+        self._mark_backlog = backlog.on_conflict_do_update(
+            index_elements=["node_id", "bucket"], set_={"bucket": backlog.excluded.bucket}
         )
         device = insert_for(dialect, devices)
         self._upsert_devices = device.on_conflict_do_update(
@@ -168,4 +177,4 @@ def _latest_per_series(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _late_buckets(rows: list[dict[str, Any]], late_before: float) -> set[float]:
-    return {row["ts"] // ROLLUP_BUCKET_SECONDS * ROLLUP_BUCKET_SECONDS for row in rows if row["ts"] < late_before}
+    return {bucket_start(row["ts"]) for row in rows if row["ts"] < late_before}

@@ -18,10 +18,9 @@ from sqlalchemy import Connection, Select, Table, select
 from collector.aggregate import Stat, combine_series, reduce_rollups, reduce_values
 from collector.catalog import BY_NAME, PoolAggregate
 from collector.errors import InvalidQuery
-from collector.tables import rollup_column, rollups_1m, samples
+from collector.tables import ROLLUP_BUCKET_SECONDS, rollup_column, rollups_1m, samples
 
 MAX_POINTS = 11_000
-ROLLUP_STEP_SECONDS = 60.0
 DEFAULT_RAW_STEP_SECONDS = 1.0
 
 Point = tuple[float, float]
@@ -85,7 +84,7 @@ def query_series(conn: Connection, query: SeriesQuery, *, raw_max_seconds: float
         by_series[(row[0], row[1], row[2])].append((float(row[3]), float(row[4])))
     step = query.step
     if step is None and source is Source.ROLLUP:
-        step = ROLLUP_STEP_SECONDS
+        step = ROLLUP_BUCKET_SECONDS
     if step is None and len(by_series) > 1:
         step = DEFAULT_RAW_STEP_SECONDS
     how = BY_NAME[query.metric].pool_aggregate

@@ -25,6 +25,7 @@ from collector.catalog import METRICS
 NO_DEVICE = -1
 NO_POOL = ""
 ROLLUP_STATS: tuple[str, ...] = ("min", "mean", "max", "p99")
+ROLLUP_BUCKET_SECONDS = 60.0
 
 metadata = MetaData(
     naming_convention={

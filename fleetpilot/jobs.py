@@ -6,9 +6,9 @@ import logging
 import time
 
 from apscheduler.schedulers.background import BackgroundScheduler
+
 from collector.retention import RetentionJob
 from collector.rollups import RollupJob
-
 from web.services import AppServices
 
 log = logging.getLogger(__name__)
@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 
 def start_jobs(services: AppServices) -> BackgroundScheduler:
     settings = services.settings
-    rollups = RollupJob(services.engine)
+    rollups = RollupJob(services.engine, lookback_seconds=settings.rollup_lookback_seconds)
     retention = RetentionJob(
         services.engine,
         raw_retention_seconds=settings.raw_retention_hours * 3600,

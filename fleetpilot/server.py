@@ -32,7 +32,7 @@ def build_services(settings: ServerSettings, engine: Engine | None = None) -> Ap
         settings=settings,
         engine=engine,
         tokens=TokenStore(engine, cache_seconds=settings.token_cache_seconds),
-        writer=SampleWriter(engine, late_after_seconds=settings.rollup_interval_seconds * 2),
+        writer=SampleWriter(engine, late_after_seconds=settings.rollup_lookback_seconds),
         registry=registry,
         telemetry=IngestTelemetry(registry),
     )

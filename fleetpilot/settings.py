@@ -40,6 +40,8 @@ class ServerSettings(BaseSettings):
     raw_retention_hours: float = Field(24.0, gt=0)
     rollup_retention_days: float = Field(30.0, gt=0)
     rollup_interval_seconds: float = Field(60.0, gt=0)
+    # Each rollup run re-rolls this much before its watermark; older arrivals go through the rollup backlog.
+    rollup_lookback_seconds: float = Field(600.0, ge=0)
     retention_interval_seconds: float = Field(300.0, gt=0)
     # Series queries over ranges longer than this read 1-minute rollups instead of raw samples.
     raw_query_max_seconds: float = Field(3600.0, gt=0)

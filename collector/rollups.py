@@ -1,0 +1,227 @@
+"""The 1-minute rollup job: raw samples become one ``rollups_1m`` row per series and closed minute.
+
+Each run re-rolls the last ``lookback_seconds`` before its watermark (samples arriving a few minutes late land in
+their bucket), rolls every minute closed since, and re-rolls the (node, minute) pairs the ingest path put in
+``rollup_backlog`` because they arrived later than that (a spool replayed after an outage). Rows are upserted, so
+re-rolling a bucket replaces it: the job is idempotent. Work goes in short transactions of ``chunk_seconds`` of
+sample time, so a run never holds the single SQLite writer for long or loads a day of samples at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, Engine, and_, bindparam, delete, func, or_, select
+
+from collector.aggregate import Stat, reduce_values
+from collector.catalog import METRIC_NAMES
+from collector.database import insert_for
+from collector.tables import (
+    ROLLUP_BUCKET_SECONDS,
+    ROLLUP_STATS,
+    job_state,
+    rollup_backlog,
+    rollup_column,
+    rollups_1m,
+    samples,
+)
+
+log = logging.getLogger(__name__)
+
+WATERMARK_NAME = "rollups_1m"
+SERIES_KEY: tuple[str, ...] = ("node_id", "device", "pool")
+ROLLUP_KEY: tuple[str, ...] = (*SERIES_KEY, "bucket")
+# Raw rows are read in this column order: the series key, ts, then the catalog's metrics (index 4 onwards).
+RAW_COLUMNS = (
+    samples.c.node_id,
+    samples.c.device,
+    samples.c.pool,
+    samples.c.ts,
+    *(samples.c[name] for name in METRIC_NAMES),
+)
+_FIRST_METRIC = 4
+_STATS: tuple[Stat, ...] = tuple(Stat(s) for s in ROLLUP_STATS)
+
+BucketKey = tuple[str, int, str, float]
+
+
+@dataclass(frozen=True)
+class RollupReport:
+    """What one run did: rollup rows upserted, backlog (node, minute) pairs re-rolled, the watermark after it."""
+
+    buckets_written: int
+    backlog_processed: int
+    watermark: float | None
+
+
+def bucket_start(ts: float) -> float:
+    """The start of ``ts``'s minute: 125.5 → 120.0.
+
+    Floor division, as the ingest path's backlog uses: 119.99999999999999 / 60 rounds up to 2.0, but
+    119.99999999999999 // 60 is 1.0, so a sample is never put in a minute whose ``ts`` range excludes it.
+    """
+    return ts // ROLLUP_BUCKET_SECONDS * ROLLUP_BUCKET_SECONDS
+
+
+def rollup_rows(raw: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
+    """One ``rollups_1m`` row per (series, minute) of ``raw`` rows laid out as ``RAW_COLUMNS``, sorted by key."""
+    groups: dict[BucketKey, list[Sequence[Any]]] = defaultdict(list)
+    for row in raw:
+        groups[(row[0], row[1], row[2], bucket_start(row[3]))].append(row)
+    return [_bucket_row(key, rows) for key, rows in sorted(groups.items())]
+
+
+def _bucket_row(key: BucketKey, rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
+    """Min/mean/max/p99 of each metric over one bucket; NULL where no sample carried the metric (never 0)."""
+    node_id, device, pool, bucket = key
+    out: dict[str, Any] = {"node_id": node_id, "device": device, "pool": pool, "bucket": bucket, "samples": len(rows)}
+    for offset, name in enumerate(METRIC_NAMES, start=_FIRST_METRIC):
+        values = [float(row[offset]) for row in rows if row[offset] is not None]
+        for stat in _STATS:
+            out[rollup_column(name, stat.value)] = reduce_values(values, stat) if values else None
+    return out
+
+
+class RollupJob:
+    """Rolls closed minutes into ``rollups_1m``; the scheduler calls ``run(now)`` about once a minute."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        lookback_seconds: float = 600.0,
+        chunk_seconds: float = 600.0,
+        backlog_batch: int = 100,
+    ) -> None:
+        if chunk_seconds < ROLLUP_BUCKET_SECONDS or chunk_seconds % ROLLUP_BUCKET_SECONDS:
+            raise ValueError(f"chunk_seconds must be a whole number of minutes, got {chunk_seconds}")
+        if lookback_seconds < 0 or backlog_batch < 1:
+            raise ValueError("lookback_seconds must be >= 0 and backlog_batch >= 1")
+        self._engine = engine
+        self._lookback_seconds = lookback_seconds
+        self._chunk_seconds = chunk_seconds
+        self._backlog_batch = backlog_batch
+        upsert = insert_for(engine, rollups_1m)
+        values = [c.name for c in rollups_1m.columns if c.name not in ROLLUP_KEY]
+        self._upsert = upsert.on_conflict_do_update(
+            index_elements=list(ROLLUP_KEY), set_={name: upsert.excluded[name] for name in values}
+        )
+        state = insert_for(engine, job_state)
+        self._store_watermark = state.on_conflict_do_update(
+            index_elements=["name"], set_={"watermark": state.excluded.watermark}
+        )
+        self._delete_backlog = delete(rollup_backlog).where(
+            rollup_backlog.c.node_id == bindparam("b_node_id"), rollup_backlog.c.bucket == bindparam("b_bucket")
+        )
+
+    def run(self, now: float) -> RollupReport:
+        """Roll every closed minute not yet rolled (plus the lookback) and the backlog; never the open minute."""
+        end = bucket_start(now)  # now 1000.5 → 960.0: the minute [960, 1020) is still open
+        previous = self._read_watermark()
+        start = self._range_start(previous)
+        written, watermark = 0, previous
+        if start is not None and start < end:
+            written, watermark = self._roll_range(start, end, previous)
+        processed, backlog_written = self._roll_backlog(end)
+        report = RollupReport(written + backlog_written, processed, watermark)
+        if report.buckets_written or report.backlog_processed:
+            log.info(
+                "rollups: wrote %d buckets, re-rolled %d backlog entries, watermark %s",
+                report.buckets_written,
+                report.backlog_processed,
+                report.watermark,
+            )
+        return report
+
+    def _read_watermark(self) -> float | None:
+        with self._engine.connect() as conn:
+            value = conn.scalar(select(job_state.c.watermark).where(job_state.c.name == WATERMARK_NAME))
+        return None if value is None else float(value)
+
+    def _range_start(self, previous: float | None) -> float | None:
+        """Where this run starts: the lookback before the watermark, or the earliest sample's minute on a first run."""
+        if previous is not None:
+            # watermark 3600, lookback 600 → re-roll from 3000, taking in samples up to ten minutes late
+            return bucket_start(previous - self._lookback_seconds)
+        with self._engine.connect() as conn:
+            earliest = conn.scalar(select(func.min(samples.c.ts)))
+        return None if earliest is None else bucket_start(float(earliest))
+
+    def _roll_range(self, start: float, end: float, previous: float | None) -> tuple[int, float]:
+        """Roll the minutes in [start, end) chunk by chunk, skipping stretches without samples; the new watermark."""
+        written = 0
+        cursor = start
+        stored = previous
+        watermark = end if previous is None else max(previous, end)
+        while cursor < end:
+            first = self._first_sample_ts(cursor, end)
+            if first is None:
+                break
+            # cursor 0, first sample at 7 300.5, chunk 600 → roll [7 260, 7 860) next, not 12 empty chunks
+            low = max(cursor, bucket_start(first))
+            high = min(low + self._chunk_seconds, end)
+            with self._engine.begin() as conn:
+                rows = rollup_rows(conn.execute(select(*RAW_COLUMNS).where(samples.c.ts >= low, samples.c.ts < high)))
+                if rows:
+                    conn.execute(self._upsert, rows)
+                if stored is None or high > stored:
+                    self._write_watermark(conn, high)  # progress survives a crash halfway through a long catch-up
+                    stored = high
+            written += len(rows)
+            cursor = high
+        if stored is None or watermark > stored:
+            with self._engine.begin() as conn:
+                self._write_watermark(conn, watermark)
+        return written, watermark
+
+    def _first_sample_ts(self, low: float, high: float) -> float | None:
+        with self._engine.connect() as conn:
+            first = conn.scalar(select(func.min(samples.c.ts)).where(samples.c.ts >= low, samples.c.ts < high))
+        return None if first is None else float(first)
+
+    def _write_watermark(self, conn: Connection, watermark: float) -> None:
+        conn.execute(self._store_watermark, [{"name": WATERMARK_NAME, "watermark": watermark}])
+
+    def _roll_backlog(self, end: float) -> tuple[int, int]:
+        """Re-roll backlog (node, minute) pairs of closed minutes in batches; (pairs processed, rows written)."""
+        processed = written = 0
+        while True:
+            with self._engine.begin() as conn:
+                pairs = [(str(n), float(b)) for n, b in self._next_backlog(conn, end)]
+                if not pairs:
+                    break
+                written += self._reroll_pairs(conn, pairs)
+            processed += len(pairs)
+        return processed, written
+
+    def _next_backlog(self, conn: Connection, end: float) -> Sequence[Any]:
+        stmt = (
+            select(rollup_backlog.c.node_id, rollup_backlog.c.bucket)
+            .where(rollup_backlog.c.bucket < end)
+            .order_by(rollup_backlog.c.node_id, rollup_backlog.c.bucket)
+            .limit(self._backlog_batch)
+        )
+        return conn.execute(stmt).all()
+
+    def _reroll_pairs(self, conn: Connection, pairs: Sequence[tuple[str, float]]) -> int:
+        """Delete the pairs' backlog rows, then roll their samples, in the caller's transaction.
+
+        Deleting first takes the write lock (SQLite) or the rows' locks (PostgreSQL) before the samples are read,
+        so a sample committed meanwhile either is read here or re-marks its minute for the next run.
+        """
+        conn.execute(self._delete_backlog, [{"b_node_id": n, "b_bucket": b} for n, b in pairs])
+        in_pairs = or_(
+            *(
+                and_(samples.c.node_id == n, samples.c.ts >= b, samples.c.ts < b + ROLLUP_BUCKET_SECONDS)
+                for n, b in pairs
+            )
+        )
+        # A minute whose samples retention already removed yields no rows: its old rollup stays as it was.
+        rows = rollup_rows(conn.execute(select(*RAW_COLUMNS).where(in_pairs)))
+        if rows:
+            conn.execute(self._upsert, rows)
+        return len(rows)
