@@ -16,6 +16,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from collector.catalog import METRIC_NAMES
 from collector.database import insert_for
 from collector.errors import StorageUnavailable
+from collector.rollups import bucket_start
 from collector.tables import (
     NO_DEVICE,
     NO_POOL,
