@@ -43,9 +43,7 @@ class ServerProcess:
     admin_token: str = field(default_factory=lambda: f"fp_admin_{secrets.token_urlsafe(32)}")
     env: dict[str, str] = field(default_factory=dict)
     ready_timeout_s: float = 60.0
-    log_path: Path = field(
-        default_factory=lambda: Path(tempfile.mkstemp(prefix="fleetpilot-server-", suffix=".log")[1])
-    )
+    log_path: Path = field(default_factory=lambda: _temp_log("fleetpilot-server-"))
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -68,7 +66,11 @@ class ServerProcess:
         ]
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-        self.wait_ready()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def wait_ready(self) -> None:

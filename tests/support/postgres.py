@@ -7,18 +7,13 @@ import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
+from tests.support.availability import unavailable
+
 ADMIN_URL = os.environ.get("FLEETPILOT_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
-
-
-def unavailable(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason} (CI=true: .ci/run must provide it)")
-    pytest.skip(reason)
 
 
 @contextmanager
