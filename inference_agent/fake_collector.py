@@ -1,0 +1,54 @@
+"""An in-process stand-in for the collector's ingest endpoint, as an httpx transport, for tests of the pusher.
+
+It keeps what it accepted (by ``seq``), counts duplicates like the real one, and can be switched to refuse
+connections or answer an error status, to play an outage.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+
+@dataclass
+class FakeCollector:
+    token: str = "agent-token"
+    down: bool = False
+    status: int = 200
+    retry_after: str | None = None
+    desired: dict[str, Any] | None = None
+    accepted: dict[int, dict[str, Any]] = field(default_factory=dict)
+    duplicates: int = 0
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self._handle)
+
+    def _handle(self, request: httpx.Request) -> httpx.Response:
+        if self.down:
+            raise httpx.ConnectError("connection refused (fake collector is down)", request=request)
+        if request.headers.get("authorization") != f"Bearer {self.token}":
+            return httpx.Response(401, json={"detail": "unknown token"})
+        raw = request.content
+        body = json.loads(gzip.decompress(raw) if request.headers.get("content-encoding") == "gzip" else raw)
+        with self._lock:
+            self.requests.append(body)
+            if self.status != 200:
+                headers = {"Retry-After": self.retry_after} if self.retry_after else {}
+                return httpx.Response(self.status, json={"detail": "fake failure"}, headers=headers)
+            fresh = 0
+            for sample in body["samples"]:
+                if sample["seq"] in self.accepted:
+                    self.duplicates += 1
+                else:
+                    self.accepted[sample["seq"]] = sample
+                    fresh += 1
+        answer = {"accepted": fresh, "duplicates": len(body["samples"]) - fresh, "desired": self.desired}
+        return httpx.Response(200, json=answer)

@@ -1,0 +1,73 @@
+"""Typed settings of the agent deployable: flags, then ``FLEETPILOT_*`` variables, then defaults."""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENGINE_KINDS = ("vllm", "tgi", "triton")
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """``none`` or an external engine to read (``vllm=http://127.0.0.1:8000/metrics``)."""
+
+    kind: str
+    url: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> WorkloadSpec:
+        if text == "none":
+            return cls("none")
+        kind, sep, url = text.partition("=")
+        if kind in ENGINE_KINDS and sep and url.startswith(("http://", "https://")):
+            return cls(kind, url)
+        raise ValueError(f"workload {text!r}: use none, or vllm=URL, tgi=URL, triton=URL (URL of its /metrics)")
+
+
+class AgentSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="FLEETPILOT_", extra="ignore")
+
+    collector: str = Field(description="base URL of the collector, e.g. http://fleetpilot:8080")
+    token: str = Field(min_length=8)
+    node_id: str = Field(default_factory=socket.gethostname, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+    workload: str = "none"
+    pool: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+    gpu_probe: str = "auto"
+    spool_dir: Path = Path("./.fleetpilot/agent-spool")
+    spool_max_seconds: float = Field(3600.0, gt=0)
+    sample_interval_seconds: float = Field(0.5, gt=0)
+    push_interval_seconds: float = Field(1.0, gt=0)
+    push_max_samples: int = Field(2000, ge=1)
+    engine_scrape_interval_seconds: float = Field(1.0, gt=0)
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = Field(9401, ge=0, le=65535)
+    shutdown_flush_seconds: float = Field(5.0, ge=0)
+
+    @field_validator("collector")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} is not an http(s) URL")
+        return value.rstrip("/")
+
+    @field_validator("workload")
+    @classmethod
+    def _workload(cls, value: str) -> str:
+        WorkloadSpec.parse(value)
+        return value
+
+    @field_validator("gpu_probe")
+    @classmethod
+    def _gpu_probe(cls, value: str) -> str:
+        if value in ("auto", "nvml", "none") or value.startswith("replay:"):
+            return value
+        raise ValueError(f"gpu_probe {value!r}: use auto, nvml, none or replay:PATH[:GPUS]")
+
+    @property
+    def workload_spec(self) -> WorkloadSpec:
+        return WorkloadSpec.parse(self.workload)

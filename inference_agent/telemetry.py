@@ -1,0 +1,81 @@
+"""The agent's own metrics (``fleetpilot_agent_*``) on an explicit registry, served on its ``/metrics``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+JITTER_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5)
+
+
+class AgentTelemetry:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.ticks = Counter("fleetpilot_agent_ticks", "Sampling ticks run.", registry=registry)
+        self.ticks_skipped = Counter(
+            "fleetpilot_agent_ticks_skipped", "Ticks passed over because a tick overran its period.", registry=registry
+        )
+        self.tick_jitter = Histogram(
+            "fleetpilot_agent_tick_jitter_seconds",
+            "How late each tick started after its deadline.",
+            buckets=JITTER_BUCKETS,
+            registry=registry,
+        )
+        self.tick_duration = Histogram(
+            "fleetpilot_agent_tick_duration_seconds",
+            "Time to read every probe and spool the samples of one tick.",
+            buckets=JITTER_BUCKETS,
+            registry=registry,
+        )
+        self.probe_errors = Counter(
+            "fleetpilot_agent_probe_errors", "Readings that carried an error, by probe.", ["probe"], registry=registry
+        )
+        self.pushes = Counter(
+            "fleetpilot_agent_pushes", "Pushes to the collector, by outcome.", ["outcome"], registry=registry
+        )
+        self.pushed_samples = Counter(
+            "fleetpilot_agent_pushed_samples",
+            "Samples acknowledged by the collector, by outcome (accepted, duplicate, rejected).",
+            ["outcome"],
+            registry=registry,
+        )
+        self.push_latency = Histogram(
+            "fleetpilot_agent_push_round_trip_seconds",
+            "Round trip of each push that got an answer.",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+            registry=registry,
+        )
+        self.gpu_probe_up = Gauge(
+            "fleetpilot_agent_gpu_probe_up",
+            "1 when GPU metrics are being read; 0 when they are absent (see fleetpilot_agent_gpu_probe_info).",
+            registry=registry,
+        )
+        self.gpu_probe_info = Gauge(
+            "fleetpilot_agent_gpu_probe_info",
+            "Which GPU probe runs, or why none does.",
+            ["probe", "reason"],
+            registry=registry,
+        )
+        for outcome in ("ok", "failed", "rejected"):
+            self.pushes.labels(outcome)
+        for outcome in ("accepted", "duplicate", "rejected"):
+            self.pushed_samples.labels(outcome)
+
+    def watch_spool(self, pending: Callable[[], int], lost: Callable[[], int], corrupt: Callable[[], int]) -> None:
+        """Gauges read at scrape time from the spool."""
+        Gauge(
+            "fleetpilot_agent_spool_pending_samples",
+            "Samples spooled and not yet acknowledged.",
+            registry=self.registry,
+        ).set_function(lambda: float(pending()))
+        Gauge(
+            "fleetpilot_agent_spool_lost_samples",
+            "Samples dropped because the spool hit its bound (since the agent started).",
+            registry=self.registry,
+        ).set_function(lambda: float(lost()))
+        Gauge(
+            "fleetpilot_agent_spool_corrupt_segments",
+            "Spool segments found corrupt and moved aside (since the agent started).",
+            registry=self.registry,
+        ).set_function(lambda: float(corrupt()))
