@@ -40,6 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     _server_flags(server)
     server.set_defaults(handler=run_server)
 
+    agent = commands.add_parser("agent", help="run the node daemon: sample the 12 metrics and push them")
+    _agent_flags(agent)
+    agent.set_defaults(handler=run_agent)
+
     demo = commands.add_parser("demo", help="run the whole system on this machine (what `make demo` runs)")
     demo.add_argument("--port", type=int, default=None, help="port of the dashboard and API (default: a free one)")
     demo.set_defaults(handler=run_demo)
@@ -73,6 +77,42 @@ def _server_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=None, help="port to listen on (default 8080)")
     _database_flag(parser)
+
+
+def _agent_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--collector", default=None, help="collector base URL (or FLEETPILOT_COLLECTOR)")
+    parser.add_argument("--token", default=None, help="this node's agent token (or FLEETPILOT_TOKEN)")
+    parser.add_argument("--node-id", default=None, help="node identifier (default: the hostname)")
+    parser.add_argument(
+        "--workload", default=None, help="none, or an external engine's metrics URL: vllm=URL, tgi=URL, triton=URL"
+    )
+    parser.add_argument("--pool", default=None, help="pool the external engine serves (default: the engine kind)")
+    parser.add_argument("--gpu-probe", default=None, help="auto (NVML if present), nvml, none, or replay:PATH[:GPUS]")
+    parser.add_argument(
+        "--spool-dir", default=None, help="where unacknowledged samples wait (default ./.fleetpilot/agent-spool)"
+    )
+    parser.add_argument("--metrics-host", default=None, help="address of the agent's /metrics (default 127.0.0.1)")
+    parser.add_argument("--metrics-port", type=int, default=None, help="port of the agent's /metrics (default 9401)")
+
+
+def run_agent(args: argparse.Namespace) -> int:
+    from inference_agent.daemon import Agent, open_probes
+    from inference_agent.settings import AgentSettings
+
+    names = (
+        "collector",
+        "token",
+        "node_id",
+        "workload",
+        "pool",
+        "gpu_probe",
+        "spool_dir",
+        "metrics_host",
+        "metrics_port",
+    )
+    flags = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    settings = AgentSettings(**flags)
+    return Agent(settings, open_probes(settings)).run()
 
 
 def _settings(args: argparse.Namespace, **overrides: Any) -> ServerSettings:

@@ -1,4 +1,4 @@
-"""The sampler: readings become wire samples in the spool; errors travel and are counted; slow probes stay off the tick."""
+"""The sampler: readings become spooled wire samples, errors travel and are counted, slow probes stay off the tick."""
 
 from __future__ import annotations
 
