@@ -128,7 +128,7 @@ class Sampler:
             self._note_errors(probe.name, probe_readings, ts)
             readings.extend(probe_readings)
         readings = with_network_latency(readings, self._network_latency())
-        samples = [wire_sample(r, ts) for r in readings if r.metrics or r.error]
+        samples = [wire_sample(r, ts) for r in readings if r.metrics or r.error or r.extra]
         self._spool.append(samples)
         self._on_spooled()
         return samples

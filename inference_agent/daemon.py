@@ -1,0 +1,182 @@
+"""The node daemon: probes → sampler → spool → pusher, plus the agent's own endpoint; SIGTERM flushes and exits."""
+
+from __future__ import annotations
+
+import logging
+import math
+import signal
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+import httpx
+from prometheus_client import CollectorRegistry
+
+from inference_agent.endpoint import AgentEndpoint
+from inference_agent.probes.base import GpuInfo, GpuProbe, Probe, ProbeUnavailable
+from inference_agent.pusher import Pusher, inventory_body
+from inference_agent.sampler import Sampler
+from inference_agent.settings import AgentSettings
+from inference_agent.spool import Spool
+from inference_agent.telemetry import AgentTelemetry
+from inference_agent.ticker import Ticker
+
+log = logging.getLogger(__name__)
+AGENT_VERSION = "0.1.0"
+SPOOL_SEGMENT_SECONDS = 60.0
+
+
+@dataclass
+class Probes:
+    """What the agent measures with: a GPU probe (or why there is none) and the node and engine probes."""
+
+    gpu: GpuProbe | None
+    gpu_absent_reason: str | None
+    others: list[Probe] = field(default_factory=list)
+
+    @property
+    def inventory(self) -> list[GpuInfo]:
+        return self.gpu.inventory() if self.gpu is not None else []
+
+    def close(self) -> None:
+        for probe in ([self.gpu] if self.gpu else []) + self.others:
+            probe.close()
+
+
+class Agent:
+    def __init__(self, settings: AgentSettings, probes: Probes, *, transport: httpx.BaseTransport | None = None):
+        self.settings = settings
+        self.probes = probes
+        self.stop_event = threading.Event()
+        self.registry = CollectorRegistry()
+        self.telemetry = AgentTelemetry(self.registry)
+        self.desired: dict[str, Any] | None = None
+        self.spool = Spool(
+            settings.spool_dir / "samples",
+            segment_seconds=SPOOL_SEGMENT_SECONDS,
+            max_segments=max(1, math.ceil(settings.spool_max_seconds / SPOOL_SEGMENT_SECONDS)),
+        )
+        self.telemetry.watch_spool(
+            lambda: self.spool.pending, lambda: self.spool.lost_samples, lambda: self.spool.corrupt_segments
+        )
+        self._report_gpu_probe()
+        self.client = httpx.Client(
+            base_url=settings.collector, timeout=httpx.Timeout(10.0, connect=3.0), transport=transport
+        )
+        self.pusher = Pusher(
+            self.spool,
+            self.client,
+            self.telemetry,
+            node_id=settings.node_id,
+            token=settings.token,
+            inventory=inventory_body(socket.gethostname(), AGENT_VERSION, probes.inventory),
+            on_desired=self._on_desired,
+            max_batch=settings.push_max_samples,
+            rejected_dir=settings.spool_dir / "rejected",
+        )
+        self.sampler = Sampler(
+            self.spool,
+            self.telemetry,
+            gpu=probes.gpu,
+            probes=probes.others,
+            network_latency=self.pusher.network_latency,
+        )
+        self.endpoint = AgentEndpoint(settings.metrics_host, settings.metrics_port, self.registry, self.health)
+        self._last_tick = time.monotonic()
+
+    def _report_gpu_probe(self) -> None:
+        if self.probes.gpu is not None:
+            self.telemetry.gpu_probe_up.set(1)
+            self.telemetry.gpu_probe_info.labels(self.probes.gpu.name, "").set(1)
+        else:
+            reason = self.probes.gpu_absent_reason or "no GPU probe configured"
+            self.telemetry.gpu_probe_up.set(0)
+            self.telemetry.gpu_probe_info.labels("none", reason).set(1)
+            log.warning("GPU metrics are absent on this node: %s", reason)
+
+    def _on_desired(self, desired: dict[str, Any]) -> None:
+        if desired != self.desired:
+            log.info("desired state from the control plane: %s", desired)
+        self.desired = desired
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "status": "ok" if not self.stop_event.is_set() else "stopping",
+            "node_id": self.settings.node_id,
+            "spool_pending_samples": self.spool.pending,
+            "gpu_probe": self.probes.gpu.name if self.probes.gpu else None,
+            "gpu_absent_reason": self.probes.gpu_absent_reason,
+        }
+
+    def run(self) -> int:
+        """Sample on this thread, push on another, until SIGTERM/SIGINT; then flush within the grace period."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+        self.endpoint.start()
+        pusher = threading.Thread(
+            target=self.pusher.run,
+            args=(self.stop_event,),
+            kwargs={"interval_s": self.settings.push_interval_seconds},
+            name="pusher",
+        )
+        pusher.start()
+        log.info(
+            "agent %s sampling every %.3g s, pushing to %s; metrics on port %d",
+            self.settings.node_id,
+            self.settings.sample_interval_seconds,
+            self.settings.collector,
+            self.endpoint.port,
+        )
+        try:
+            self.sampler.run(Ticker(self.settings.sample_interval_seconds, stop=self.stop_event))
+        finally:
+            self.stop_event.set()
+            pusher.join(timeout=15)
+            left = self.pusher.flush(self.settings.shutdown_flush_seconds)
+            log.info("agent stopped; %d samples stay spooled for the next start", left)
+            self.close()
+        return 0
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s: stopping", signal.Signals(signum).name)
+        self.stop_event.set()
+
+    def close(self) -> None:
+        self.endpoint.close()
+        self.probes.close()
+        self.client.close()
+
+
+def open_probes(settings: AgentSettings) -> Probes:
+    """The probes the settings ask for; a GPU probe that cannot run leaves the GPU metrics absent, with the reason."""
+    from inference_agent.probes.engines import EngineScrapeProbe
+    from inference_agent.probes.host import HostProbe
+    from inference_agent.sampler import BackgroundProbe
+
+    gpu, reason = _open_gpu_probe(settings.gpu_probe)
+    others: list[Probe] = [HostProbe(data_dir=settings.spool_dir)]
+    spec = settings.workload_spec
+    if spec.url is not None:
+        engine = EngineScrapeProbe(spec.kind, spec.url, settings.pool or spec.kind)
+        others.append(BackgroundProbe(engine, settings.engine_scrape_interval_seconds))
+    return Probes(gpu, reason, others)
+
+
+def _open_gpu_probe(choice: str) -> tuple[GpuProbe | None, str | None]:
+    from inference_agent.probes.nvml import NvmlProbe
+    from inference_agent.probes.replay import ReplayProbe
+
+    if choice == "none":
+        return None, "GPU probe disabled (--gpu-probe none)"
+    if choice.startswith("replay:"):
+        path, _, gpus = choice.removeprefix("replay:").partition(":")
+        return ReplayProbe.from_file(path, gpus=int(gpus) if gpus else None), None
+    try:
+        return NvmlProbe.open(), None
+    except ProbeUnavailable as exc:
+        if choice == "nvml":
+            raise
+        return None, str(exc)
