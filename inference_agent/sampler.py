@@ -136,9 +136,7 @@ class Sampler:
     def run(self, ticker: Ticker) -> None:
         while (tick := ticker.next()) is not None:
             started = time.perf_counter()
-            self._telemetry.ticks.inc()
-            self._telemetry.ticks_skipped.inc(tick.skipped)
-            self._telemetry.tick_jitter.observe(tick.lateness_s)
+            self._telemetry.observe_tick(tick.lateness_s, tick.skipped)
             try:
                 self.sample_once()
             except Exception:

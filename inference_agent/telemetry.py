@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+from collections import deque
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from collector.aggregate import percentile
+
 JITTER_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5)
+JITTER_WINDOW_TICKS = 1200  # 10 minutes at 500 ms
 
 
 class AgentTelemetry:
@@ -22,6 +27,13 @@ class AgentTelemetry:
             buckets=JITTER_BUCKETS,
             registry=registry,
         )
+        self._recent_jitter: deque[float] = deque(maxlen=JITTER_WINDOW_TICKS)
+        self._jitter_lock = threading.Lock()
+        Gauge(
+            "fleetpilot_agent_tick_jitter_p99_seconds",
+            f"99th percentile of tick lateness over the last {JITTER_WINDOW_TICKS} ticks (exact, unlike the buckets).",
+            registry=registry,
+        ).set_function(self.jitter_p99)
         self.tick_duration = Histogram(
             "fleetpilot_agent_tick_duration_seconds",
             "Time to read every probe and spool the samples of one tick.",
@@ -61,6 +73,18 @@ class AgentTelemetry:
             self.pushes.labels(outcome)
         for outcome in ("accepted", "duplicate", "rejected"):
             self.pushed_samples.labels(outcome)
+
+    def observe_tick(self, lateness_s: float, skipped: int) -> None:
+        self.ticks.inc()
+        self.ticks_skipped.inc(skipped)
+        self.tick_jitter.observe(lateness_s)
+        with self._jitter_lock:
+            self._recent_jitter.append(lateness_s)
+
+    def jitter_p99(self) -> float:
+        with self._jitter_lock:
+            recent = list(self._recent_jitter)
+        return percentile(recent, 99.0) if recent else float("nan")
 
     def watch_spool(self, pending: Callable[[], int], lost: Callable[[], int], corrupt: Callable[[], int]) -> None:
         """Gauges read at scrape time from the spool."""

@@ -36,8 +36,15 @@ class Fleet:
 
     def start_agent(self) -> subprocess.Popen[bytes]:
         env = {**os.environ, "FLEETPILOT_SAMPLE_INTERVAL_SECONDS": "0.1", "FLEETPILOT_PUSH_INTERVAL_SECONDS": "0.2"}
-        command = [sys.executable, "-m", "fleetpilot", "agent", "--collector", self.server.url, "--token", self.token,
-                   "--node-id", NODE, "--gpu-probe", "none", "--spool-dir", str(self.spool_dir), "--metrics-port", "0"]
+        flags = {
+            "--collector": self.server.url,
+            "--token": self.token,
+            "--node-id": NODE,
+            "--gpu-probe": "none",
+            "--spool-dir": str(self.spool_dir),
+            "--metrics-port": "0",
+        }
+        command = [sys.executable, "-m", "fleetpilot", "agent", *(part for pair in flags.items() for part in pair)]
         log = (self.tmp / "agent.log").open("ab")
         return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
 
@@ -79,8 +86,11 @@ class Fleet:
 def fleet(tmp_path: Path) -> Iterator[Fleet]:
     server = ServerProcess(f"sqlite:///{tmp_path}/e2e.db")
     with server:
-        answer = httpx.post(f"{server.url}/api/v1/tokens", json={"role": "agent", "node_id": NODE},
-                            headers={"Authorization": f"Bearer {server.admin_token}"})
+        answer = httpx.post(
+            f"{server.url}/api/v1/tokens",
+            json={"role": "agent", "node_id": NODE},
+            headers={"Authorization": f"Bearer {server.admin_token}"},
+        )
         answer.raise_for_status()
         yield Fleet(tmp_path, server, answer.json()["token"])
 
