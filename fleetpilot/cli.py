@@ -25,6 +25,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for chatty in ("httpx", "apscheduler"):  # a line per request or job run would bury what matters
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     try:
         return handler(args)
     except ValidationError as exc:
@@ -155,45 +157,26 @@ def run_token_create(args: argparse.Namespace) -> int:
 
 
 def run_server(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    return serve(settings, announce=_announce_bootstrap)
-
-
-def _announce_bootstrap(settings: ServerSettings, admin_token: str | None) -> None:
-    print(f"fleetpilot server on http://{settings.host}:{settings.port}/ (API docs at /docs)", flush=True)
-    if admin_token is not None:
-        print(f"First start: created an admin token; it is shown only once.\nAdmin token: {admin_token}", flush=True)
-
-
-def serve(settings: ServerSettings, *, announce: Callable[[ServerSettings, str | None], None]) -> int:
     import uvicorn
 
     from fleetpilot.server import bootstrap_admin, build_services, prepare_database, server_app
 
+    settings = _settings(args)
     prepare_database(settings)
     services = build_services(settings)
-    announce(settings, bootstrap_admin(services))
+    admin_token = bootstrap_admin(services)
+    print(f"fleetpilot server on http://{settings.host}:{settings.port}/ (API docs at /docs)", flush=True)
+    if admin_token is not None:
+        print(f"First start: created an admin token; it is shown only once.\nAdmin token: {admin_token}", flush=True)
     uvicorn.run(server_app(services), host=settings.host, port=settings.port, log_level="warning")
     return 0
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    from fleetpilot.demo import run_demo as demo
     from fleetpilot.launch import free_port
-    from fleetpilot.server import build_services, prepare_database
-    from web.tokens import Role
 
-    settings = _settings(args, host="127.0.0.1", port=args.port or free_port())
-    prepare_database(settings)
-    services = build_services(settings)
-    _info, admin_token = services.tokens.create(Role.ADMIN, now=time.time(), name="demo")
-    services.engine.dispose()
-
-    def announce(s: ServerSettings, _bootstrap: str | None) -> None:
-        print(f"Dashboard: http://{s.host}:{s.port}/", flush=True)
-        print(f"Admin token: {admin_token}", flush=True)
-        print("API docs at /docs; Prometheus metrics at /metrics. Ctrl-C stops everything.", flush=True)
-
-    return serve(settings, announce=announce)
+    return demo(_settings(args, host="127.0.0.1", port=args.port or free_port()))
 
 
 if __name__ == "__main__":

@@ -24,10 +24,18 @@ def start_jobs(services: AppServices) -> BackgroundScheduler:
     )
     scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30})
     scheduler.add_job(
-        lambda: rollups.run(now=time.time()), "interval", seconds=settings.rollup_interval_seconds, id="rollups"
+        lambda: rollups.run(now=time.time()),
+        "interval",
+        seconds=settings.rollup_interval_seconds,
+        id="rollups",
+        name="rollups",
     )
     scheduler.add_job(
-        lambda: retention.run(now=time.time()), "interval", seconds=settings.retention_interval_seconds, id="retention"
+        lambda: retention.run(now=time.time()),
+        "interval",
+        seconds=settings.retention_interval_seconds,
+        id="retention",
+        name="retention",
     )
     scheduler.start()
     return scheduler

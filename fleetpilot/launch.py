@@ -1,4 +1,5 @@
-"""Start a real ``fleetpilot server`` process and wait until it is ready: for the demo, benchmarks and tests."""
+"""Real ``fleetpilot server`` and ``fleetpilot agent`` processes, started and awaited: for the demo, benchmarks and
+tests. Each writes its output to a log file, is ready once its health URL answers 200, and is always reaped."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 import httpx
 
@@ -30,42 +32,28 @@ def _temp_log(prefix: str) -> Path:
     return Path(name)
 
 
-@dataclass
-class ServerProcess:
-    """``with ServerProcess(database_url) as server:`` runs a server on loopback with a known admin token.
+@dataclass(kw_only=True)
+class _Child:
+    """A ``python -m fleetpilot ...`` child; subclasses say its arguments and the URL that answers when ready."""
 
-    The server's output goes to ``log_path``; ``stop()`` sends SIGTERM (``kill()`` SIGKILL) and the context exit
-    always reaps the process.
-    """
-
-    database_url: str
-    port: int = field(default_factory=free_port)
-    admin_token: str = field(default_factory=lambda: f"fp_admin_{secrets.token_urlsafe(32)}")
     env: dict[str, str] = field(default_factory=dict)
     ready_timeout_s: float = 60.0
-    log_path: Path = field(default_factory=lambda: _temp_log("fleetpilot-server-"))
+    log_path: Path = field(default_factory=lambda: _temp_log("fleetpilot-"))
     process: subprocess.Popen[bytes] | None = None
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+    def arguments(self) -> list[str]:
+        raise NotImplementedError
 
-    def start(self) -> ServerProcess:
-        env = {**os.environ, **self.env, "FLEETPILOT_ADMIN_TOKEN": self.admin_token}
-        command = [
-            sys.executable,
-            "-m",
-            "fleetpilot",
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--database-url",
-            self.database_url,
-        ]
+    def ready_url(self) -> str:
+        raise NotImplementedError
+
+    def child_env(self) -> dict[str, str]:
+        return {**os.environ, **self.env}
+
+    def start(self) -> Self:
+        command = [sys.executable, "-m", "fleetpilot", *self.arguments()]
         with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self.child_env())
         try:
             self.wait_ready()
         except BaseException:
@@ -77,16 +65,17 @@ class ServerProcess:
         deadline = time.monotonic() + self.ready_timeout_s
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
-                raise RuntimeError(f"server exited with {self.process.returncode}:\n{self.log_tail()}")
+                raise RuntimeError(f"{self.arguments()[0]} exited with {self.process.returncode}:\n{self.log_tail()}")
             try:
-                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
+                if httpx.get(self.ready_url(), timeout=1.0).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
-        raise TimeoutError(f"server not ready within {self.ready_timeout_s} s:\n{self.log_tail()}")
+        raise TimeoutError(f"{self.arguments()[0]} not ready within {self.ready_timeout_s} s:\n{self.log_tail()}")
 
     def stop(self, sig: signal.Signals = signal.SIGTERM, timeout_s: float = 15.0) -> int | None:
+        """Signal the process and reap it (SIGKILL after ``timeout_s``); its exit code, None if never started."""
         if self.process is None or self.process.poll() is not None:
             return None if self.process is None else self.process.returncode
         self.process.send_signal(sig)
@@ -105,8 +94,60 @@ class ServerProcess:
         except OSError:
             return "(no log)"
 
-    def __enter__(self) -> ServerProcess:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *_exc: type[BaseException] | BaseException | TracebackType | None) -> None:
         self.stop()
+
+
+@dataclass
+class ServerProcess(_Child):
+    """``with ServerProcess(database_url) as server:`` runs a server on loopback with a known admin token."""
+
+    database_url: str
+    port: int = field(default_factory=free_port)
+    admin_token: str = field(default_factory=lambda: f"fp_admin_{secrets.token_urlsafe(32)}")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def arguments(self) -> list[str]:
+        return ["server", "--host", "127.0.0.1", "--port", str(self.port), "--database-url", self.database_url]
+
+    def ready_url(self) -> str:
+        return f"{self.url}/readyz"
+
+    def child_env(self) -> dict[str, str]:
+        return {**super().child_env(), "FLEETPILOT_ADMIN_TOKEN": self.admin_token}
+
+
+@dataclass(kw_only=True)
+class AgentProcess(_Child):
+    """One node agent pushing to ``collector``, with its own spool folder and ``/metrics`` port."""
+
+    collector: str
+    token: str
+    node_id: str
+    spool_dir: Path
+    gpu_probe: str = "auto"
+    metrics_port: int = field(default_factory=free_port)
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}"
+
+    def arguments(self) -> list[str]:
+        flags = {
+            "--collector": self.collector,
+            "--token": self.token,
+            "--node-id": self.node_id,
+            "--gpu-probe": self.gpu_probe,
+            "--spool-dir": str(self.spool_dir),
+            "--metrics-port": str(self.metrics_port),
+        }
+        return ["agent", *(part for pair in flags.items() for part in pair)]
+
+    def ready_url(self) -> str:
+        return f"{self.metrics_url}/healthz"

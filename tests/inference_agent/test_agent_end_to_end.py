@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,7 +13,7 @@ from sqlalchemy import func, select
 
 from collector.database import make_engine
 from collector.tables import samples
-from fleetpilot.launch import ServerProcess
+from fleetpilot.launch import AgentProcess, ServerProcess
 from inference_agent.spool import Spool
 
 pytestmark = pytest.mark.slow
@@ -34,19 +30,16 @@ class Fleet:
     def spool_dir(self) -> Path:
         return self.tmp / "agent-spool"
 
-    def start_agent(self) -> subprocess.Popen[bytes]:
-        env = {**os.environ, "FLEETPILOT_SAMPLE_INTERVAL_SECONDS": "0.1", "FLEETPILOT_PUSH_INTERVAL_SECONDS": "0.2"}
-        flags = {
-            "--collector": self.server.url,
-            "--token": self.token,
-            "--node-id": NODE,
-            "--gpu-probe": "none",
-            "--spool-dir": str(self.spool_dir),
-            "--metrics-port": "0",
-        }
-        command = [sys.executable, "-m", "fleetpilot", "agent", *(part for pair in flags.items() for part in pair)]
-        log = (self.tmp / "agent.log").open("ab")
-        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    def start_agent(self) -> AgentProcess:
+        return AgentProcess(
+            collector=self.server.url,
+            token=self.token,
+            node_id=NODE,
+            spool_dir=self.spool_dir,
+            gpu_probe="none",
+            env={"FLEETPILOT_SAMPLE_INTERVAL_SECONDS": "0.1", "FLEETPILOT_PUSH_INTERVAL_SECONDS": "0.2"},
+            log_path=self.tmp / "agent.log",
+        ).start()
 
     def stored(self) -> tuple[int, int, int]:
         """(rows, min seq, max seq) stored for the node."""
@@ -95,9 +88,8 @@ def fleet(tmp_path: Path) -> Iterator[Fleet]:
         yield Fleet(tmp_path, server, answer.json()["token"])
 
 
-def stop_agent(agent: subprocess.Popen[bytes]) -> None:
-    agent.send_signal(signal.SIGTERM)
-    assert agent.wait(30) == 0
+def stop_agent(agent: AgentProcess) -> None:
+    assert agent.stop(timeout_s=30) == 0  # SIGTERM: flush, then a clean exit
 
 
 def test_collector_killed_for_five_seconds_loses_nothing(fleet: Fleet) -> None:
@@ -121,7 +113,6 @@ def test_agent_killed_mid_outage_and_restarted_loses_nothing(fleet: Fleet) -> No
         fleet.server.kill()
         time.sleep(2)
         agent.kill()  # SIGKILL: no flush, samples only in the spool
-        agent.wait(10)
         agent = fleet.start_agent()
         time.sleep(2)
         fleet.server.start()

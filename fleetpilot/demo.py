@@ -1,0 +1,86 @@
+"""``fleetpilot demo``: the whole system on this machine — a server on SQLite and two agents — until Ctrl-C."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+
+from collector.database import make_engine
+from fleetpilot.launch import AgentProcess, ServerProcess
+from fleetpilot.settings import ServerSettings
+from migrations import runner
+from web.tokens import Role, TokenStore
+
+DEMO_NODES = ("demo-node-1", "demo-node-2")
+
+
+def run_demo(settings: ServerSettings, *, state_dir: Path = Path(".fleetpilot")) -> int:
+    runner.upgrade(settings.database_url)
+    admin_token, agent_tokens = _demo_tokens(settings.database_url)
+    logs = state_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    server = ServerProcess(
+        settings.database_url, port=settings.port, admin_token=admin_token, log_path=logs / "server.log"
+    )
+    agents = [
+        AgentProcess(
+            collector=server.url,
+            token=agent_tokens[node],
+            node_id=node,
+            spool_dir=state_dir / "agents" / node,
+            log_path=logs / f"{node}.log",
+        )
+        for node in DEMO_NODES
+    ]
+    stop = threading.Event()
+
+    def on_signal(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    try:
+        server.start()
+        for agent in agents:
+            agent.start()
+        _announce(server, admin_token, logs)
+        _watch(stop, server, agents)
+    finally:
+        print("stopping the agents (they flush their spools) and the server ...", flush=True)
+        for agent in agents:
+            agent.stop()
+        server.stop()
+    return 0
+
+
+def _demo_tokens(database_url: str) -> tuple[str, dict[str, str]]:
+    """A fresh admin token for this run and one agent token per demo node."""
+    engine = make_engine(database_url)
+    try:
+        store = TokenStore(engine)
+        now = time.time()
+        _info, admin = store.create(Role.ADMIN, now=now, name="demo")
+        agents = {node: store.create(Role.AGENT, now=now, name=f"demo {node}", node_id=node)[1] for node in DEMO_NODES}
+    finally:
+        engine.dispose()
+    return admin, agents
+
+
+def _announce(server: ServerProcess, admin_token: str, logs: Path) -> None:
+    print(f"Dashboard: {server.url}/", flush=True)
+    print(f"Admin token: {admin_token}", flush=True)
+    print(f"API docs: {server.url}/docs    Prometheus metrics: {server.url}/metrics", flush=True)
+    print(f"Try: curl -H 'Authorization: Bearer {admin_token}' {server.url}/api/v1/nodes", flush=True)
+    print(f"Agents {', '.join(DEMO_NODES)} push every second; logs in {logs}/. Ctrl-C stops everything.", flush=True)
+
+
+def _watch(stop: threading.Event, server: ServerProcess, agents: list[AgentProcess]) -> None:
+    """Wait for Ctrl-C; a child that dies on its own ends the demo with its log tail."""
+    while not stop.wait(1.0):
+        for child in (server, *agents):
+            if child.process is not None and child.process.poll() is not None:
+                print(f"{child.arguments()[0]} exited with {child.process.returncode}:\n{child.log_tail()}", flush=True)
+                return
