@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The GPU checks, as ONE script for a lent GPU machine (the `device` tool): nvidia-smi, the tests marked `gpu`
+# (NVML readings compared with nvidia-smi), and a real NVML recording for the replay probe. Results land in $OUT.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-./gpu-check-out}"
+mkdir -p "$OUT"
+
+nvidia-smi | tee "$OUT/nvidia-smi.txt"
+python3 -m venv .venv-gpu
+.venv-gpu/bin/pip install -q --upgrade pip
+.venv-gpu/bin/pip install -q -e '.[server,agent,dev]'
+.venv-gpu/bin/pytest -m gpu -v -p no:cacheprovider tests 2>&1 | tee "$OUT/pytest-gpu.txt"
+.venv-gpu/bin/python scripts/record_nvml.py "$OUT/nvml_recording.jsonl" --samples 160 --interval 0.5
+echo "recording: $OUT/nvml_recording.jsonl ($(wc -l < "$OUT/nvml_recording.jsonl") lines)"
