@@ -3,6 +3,7 @@ tests. Each writes its output to a log file, is ready once its health URL answer
 
 from __future__ import annotations
 
+import ctypes
 import os
 import secrets
 import signal
@@ -17,6 +18,20 @@ from types import TracebackType
 from typing import Self
 
 import httpx
+
+PR_SET_PDEATHSIG = 1
+try:  # looked up here, in the parent: the child between fork and exec must not load libraries
+    _LIBC: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
+except OSError:
+    _LIBC = None
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to SIGTERM it when the parent dies, so a killed benchmark, test run or
+    demo never leaves servers and agents behind (elsewhere the context managers still stop them on a normal exit).
+    Linux ties this to the thread that started the child: start children from a thread that outlives them."""
+    if _LIBC is not None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def free_port() -> int:
@@ -53,7 +68,13 @@ class _Child:
     def start(self) -> Self:
         command = [sys.executable, "-m", "fleetpilot", *self.arguments()]
         with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self.child_env())
+            self.process = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.child_env(),
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - one async-signal-safe prctl call, nothing else
+            )
         try:
             self.wait_ready()
         except BaseException:
