@@ -86,7 +86,10 @@ def _agent_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token", default=None, help="this node's agent token (or FLEETPILOT_TOKEN)")
     parser.add_argument("--node-id", default=None, help="node identifier (default: the hostname)")
     parser.add_argument(
-        "--workload", default=None, help="none, or an external engine's metrics URL: vllm=URL, tgi=URL, triton=URL"
+        "--workload",
+        default=None,
+        help="none; builtin (run the torch replicas of --pools and serve them on --serve-port); "
+        "or an external engine's metrics URL: vllm=URL, tgi=URL, triton=URL",
     )
     parser.add_argument("--pool", default=None, help="pool the external engine serves (default: the engine kind)")
     parser.add_argument("--gpu-probe", default=None, help="auto (NVML if present), nvml, none, or replay:PATH[:GPUS]")
@@ -95,6 +98,16 @@ def _agent_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--metrics-host", default=None, help="address of the agent's /metrics (default 127.0.0.1)")
     parser.add_argument("--metrics-port", type=int, default=None, help="port of the agent's /metrics (default 9401)")
+    parser.add_argument(
+        "--serve-port", type=int, default=None, help="port of the built-in workload's serving API (default 8100)"
+    )
+    parser.add_argument("--serve-host", default=None, help="address of the serving API (default 127.0.0.1)")
+    parser.add_argument(
+        "--pools",
+        default=None,
+        help="built-in pools until the control plane says otherwise: NAME=KIND:REPLICAS,... with KIND text or "
+        "classify (default text-small=text:1)",
+    )
 
 
 def run_agent(args: argparse.Namespace) -> int:
@@ -111,6 +124,9 @@ def run_agent(args: argparse.Namespace) -> int:
         "spool_dir",
         "metrics_host",
         "metrics_port",
+        "serve_host",
+        "serve_port",
+        "pools",
     )
     flags = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
     settings = AgentSettings(**flags)

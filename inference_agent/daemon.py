@@ -10,7 +10,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from prometheus_client import CollectorRegistry
@@ -23,6 +23,9 @@ from inference_agent.settings import AgentSettings
 from inference_agent.spool import Spool
 from inference_agent.telemetry import AgentTelemetry
 from inference_agent.ticker import Ticker
+
+if TYPE_CHECKING:
+    from inference_agent.serving.workload import BuiltinWorkload
 
 log = logging.getLogger(__name__)
 AGENT_VERSION = "0.1.0"
@@ -63,6 +66,7 @@ class Agent:
             lambda: self.spool.pending, lambda: self.spool.lost_samples, lambda: self.spool.corrupt_segments
         )
         self._report_gpu_probe()
+        self.workload = self._builtin_workload()
         self.client = httpx.Client(
             base_url=settings.collector, timeout=httpx.Timeout(10.0, connect=3.0), transport=transport
         )
@@ -97,10 +101,23 @@ class Agent:
             self.telemetry.gpu_probe_info.labels("none", reason).set(1)
             log.warning("GPU metrics are absent on this node: %s", reason)
 
+    def _builtin_workload(self) -> BuiltinWorkload | None:
+        """With ``--workload builtin``: the replicas, their serving API, and the probe of their serving metrics."""
+        if self.settings.workload_spec.kind != "builtin":
+            return None
+        from inference_agent.sampler import BackgroundProbe
+        from inference_agent.serving.workload import BuiltinWorkload
+
+        workload = BuiltinWorkload.from_settings(self.settings, self.registry, gpus=len(self.probes.inventory))
+        self.probes.others.append(BackgroundProbe(workload.probe(), self.settings.sample_interval_seconds))
+        return workload
+
     def _on_desired(self, desired: dict[str, Any]) -> None:
         if desired != self.desired:
             log.info("desired state from the control plane: %s", desired)
         self.desired = desired
+        if self.workload is not None:
+            self.workload.on_desired(desired)
 
     def health(self) -> dict[str, Any]:
         return {
@@ -109,6 +126,7 @@ class Agent:
             "spool_pending_samples": self.spool.pending,
             "gpu_probe": self.probes.gpu.name if self.probes.gpu else None,
             "gpu_absent_reason": self.probes.gpu_absent_reason,
+            **({"pools": self.workload.status()} if self.workload is not None else {}),
         }
 
     def run(self) -> int:
@@ -116,6 +134,8 @@ class Agent:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
         self.endpoint.start()
+        if self.workload is not None:
+            self.workload.start()
         pusher = threading.Thread(
             target=self.pusher.run,
             args=(self.stop_event,),
@@ -134,6 +154,8 @@ class Agent:
             self.sampler.run(Ticker(self.settings.sample_interval_seconds, stop=self.stop_event))
         finally:
             self.stop_event.set()
+            if self.workload is not None:
+                self.workload.stop(self.settings.replica_drain_seconds)  # in-flight requests finish first
             pusher.join(timeout=15)
             left = self.pusher.flush(self.settings.shutdown_flush_seconds)
             log.info("agent stopped; %d samples stay spooled for the next start", left)
@@ -145,6 +167,8 @@ class Agent:
         self.stop_event.set()
 
     def close(self) -> None:
+        if self.workload is not None:
+            self.workload.stop(0.0)
         self.endpoint.close()
         self.probes.close()
         self.client.close()

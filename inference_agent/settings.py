@@ -5,28 +5,34 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from inference_agent.serving.pools import PoolSpec, parse_pools
 
 ENGINE_KINDS = ("vllm", "tgi", "triton")
 
 
 @dataclass(frozen=True)
 class WorkloadSpec:
-    """``none`` or an external engine to read (``vllm=http://127.0.0.1:8000/metrics``)."""
+    """``none``, ``builtin`` (this agent runs the torch replicas of its pools), or an external engine to read
+    (``vllm=http://127.0.0.1:8000/metrics``)."""
 
     kind: str
     url: str | None = None
 
     @classmethod
     def parse(cls, text: str) -> WorkloadSpec:
-        if text == "none":
-            return cls("none")
+        if text in ("none", "builtin"):
+            return cls(text)
         kind, sep, url = text.partition("=")
         if kind in ENGINE_KINDS and sep and url.startswith(("http://", "https://")):
             return cls(kind, url)
-        raise ValueError(f"workload {text!r}: use none, or vllm=URL, tgi=URL, triton=URL (URL of its /metrics)")
+        raise ValueError(
+            f"workload {text!r}: use none, builtin, or vllm=URL, tgi=URL, triton=URL (URL of its /metrics)"
+        )
 
 
 class AgentSettings(BaseSettings):
@@ -47,6 +53,17 @@ class AgentSettings(BaseSettings):
     metrics_host: str = "127.0.0.1"
     metrics_port: int = Field(9401, ge=0, le=65535)
     shutdown_flush_seconds: float = Field(5.0, ge=0)
+    # the built-in workload (--workload builtin): its pools until the control plane says, and its serving API
+    pools: str = "text-small=text:1"
+    serve_host: str = "127.0.0.1"
+    serve_port: int = Field(8100, ge=0, le=65535)
+    replica_engine: Literal["torch", "fake"] = "torch"
+    replica_device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:[0-9]+)?)$")
+    replica_drain_seconds: float = Field(20.0, ge=0)
+    replica_startup_timeout_seconds: float = Field(300.0, gt=0)
+    replica_max_in_flight: int = Field(32, ge=1)
+    serve_queue_limit: int = Field(256, ge=0)
+    serve_queue_timeout_seconds: float = Field(30.0, gt=0)
 
     @field_validator("collector")
     @classmethod
@@ -61,6 +78,12 @@ class AgentSettings(BaseSettings):
         WorkloadSpec.parse(value)
         return value
 
+    @field_validator("pools")
+    @classmethod
+    def _pools(cls, value: str) -> str:
+        parse_pools(value)
+        return value
+
     @field_validator("gpu_probe")
     @classmethod
     def _gpu_probe(cls, value: str) -> str:
@@ -71,3 +94,7 @@ class AgentSettings(BaseSettings):
     @property
     def workload_spec(self) -> WorkloadSpec:
         return WorkloadSpec.parse(self.workload)
+
+    @property
+    def pool_specs(self) -> dict[str, PoolSpec]:
+        return parse_pools(self.pools)

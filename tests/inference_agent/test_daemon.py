@@ -68,7 +68,7 @@ def test_workload_flag(text: str, spec: WorkloadSpec) -> None:
     assert WorkloadSpec.parse(text) == spec
 
 
-@pytest.mark.parametrize("text", ["vllm", "vllm=localhost:8000", "sglang=http://x/metrics", "builtin"])
+@pytest.mark.parametrize("text", ["vllm", "vllm=localhost:8000", "sglang=http://x/metrics", "built-in"])
 def test_bad_workload_flag_says_what_is_accepted(text: str) -> None:
     with pytest.raises(ValueError, match="vllm=URL"):
         WorkloadSpec.parse(text)

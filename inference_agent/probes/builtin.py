@@ -1,0 +1,129 @@
+"""The built-in workload's serving metrics: each pool's ready replicas' ``/stats`` combined into one pool reading.
+
+Per pool (CONTRACT section 4): request arrivals and generated tokens per second (counter deltas over the time since
+the previous read, so the first read has no rates), requests waiting (in the replicas' engines plus the front end's
+queue), p99 end-to-end latency over every replica's trailing 10 s, and KV blocks used over blocks available (absent
+for classify pools, which have no KV cache). A replica that does not answer puts an error on the reading; the
+figures then cover the replicas that did.
+
+A replica counts toward a rate from its second read on (same ``instance``): a replica new since the previous read
+(just warm, its counters holding the warm-up) or restarted between reads (a new instance, counters reset) gives no
+delta yet, so neither warm-up tokens nor a counter reset ever distort a rate.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from collector.aggregate import percentile
+from inference_agent.probes.base import Reading
+from inference_agent.serving.supervisor import PoolRoutes
+
+
+@dataclass(frozen=True)
+class _Counts:
+    instance: str
+    arrived: int
+    generated_tokens: int
+
+
+@dataclass(frozen=True)
+class _PoolRead:
+    at: float  # monotonic
+    counts: Mapping[str, _Counts]  # by replica id
+
+
+class BuiltinEngineProbe:
+    name = "builtin"
+
+    def __init__(
+        self,
+        routes: Callable[[], Mapping[str, PoolRoutes]],
+        *,
+        queued: Callable[[str], int] = lambda _pool: 0,
+        client: httpx.Client | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._routes = routes
+        self._queued = queued
+        self._client = client or httpx.Client(timeout=httpx.Timeout(1.0, connect=0.3))
+        self._clock = clock
+        self._previous: dict[str, _PoolRead] = {}
+
+    def read(self) -> list[Reading]:
+        return [self._read_pool(name, routes) for name, routes in sorted(self._routes().items())]
+
+    def _read_pool(self, pool: str, routes: PoolRoutes) -> Reading:
+        now = self._clock()
+        stats: dict[str, dict[str, Any]] = {}
+        errors: list[str] = []
+        for endpoint in routes.ready:
+            try:
+                answer = self._client.get(f"{endpoint.url}/stats")
+                answer.raise_for_status()
+                stats[endpoint.replica_id] = answer.json()
+            except (httpx.HTTPError, ValueError) as exc:
+                errors.append(f"replica {endpoint.replica_id}: {type(exc).__name__}: {exc}")
+        counts = {rid: _counts(s) for rid, s in stats.items()}
+        metrics = _gauges(routes.kind, stats.values(), self._queued(pool))
+        previous = self._previous.get(pool)
+        if previous is not None and now > previous.at:
+            metrics.update(_rates(routes.kind, previous, counts, now))
+        self._previous[pool] = _PoolRead(now, counts)
+        extra: dict[str, Any] = {"replicas_ready": len(routes.ready), "replicas_starting": routes.starting}
+        extra.update(_extras(stats.values()))
+        return Reading(metrics, pool=pool, extra=extra, error="; ".join(errors) or None)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _counts(stats: Mapping[str, Any]) -> _Counts:
+    engine = stats.get("engine") or {}
+    return _Counts(str(stats["instance"]), int(stats["requests"]["arrived"]), int(engine.get("generated_tokens", 0)))
+
+
+def _gauges(kind: str, stats: Any, queued: int) -> dict[str, float]:
+    stats = list(stats)
+    metrics: dict[str, float] = {}
+    engines = [s["engine"] for s in stats if s.get("engine")]
+    if stats:
+        metrics["queue_depth_requests"] = float(sum(e["waiting"] for e in engines) + queued)
+    latencies = [x for s in stats for x in s["latency"]["samples_seconds"]]
+    if latencies:
+        metrics["request_latency_p99_seconds"] = percentile(latencies, 99.0)
+    total = sum(e["kv_blocks_total"] for e in engines)
+    if kind == "text" and total > 0:
+        metrics["kv_cache_utilization_ratio"] = min(1.0, sum(e["kv_blocks_used"] for e in engines) / total)
+    return metrics
+
+
+def _rates(kind: str, previous: _PoolRead, counts: Mapping[str, _Counts], now: float) -> dict[str, float]:
+    """Per-second increases since the previous read; worked: 40 arrivals in 0.5 s → 80 requests/s."""
+    arrived = tokens = 0
+    for rid, current in counts.items():
+        before = previous.counts.get(rid)
+        if before is not None and before.instance == current.instance:
+            arrived += current.arrived - before.arrived
+            tokens += current.generated_tokens - before.generated_tokens
+    elapsed = now - previous.at
+    rates = {"request_rate_per_second": max(0, arrived) / elapsed}
+    if kind == "text":
+        rates["token_throughput_per_second"] = max(0, tokens) / elapsed
+    return rates
+
+
+def _extras(stats: Any) -> dict[str, float]:
+    engines = [s["engine"] for s in stats if s.get("engine")]
+    if not engines:
+        return {}
+    return {
+        "requests_running": float(sum(e["running"] for e in engines)),
+        "kv_swaps_out": float(sum(e["swaps_out"] for e in engines)),
+        "kv_swaps_in": float(sum(e["swaps_in"] for e in engines)),
+    }

@@ -1,0 +1,103 @@
+"""Which replica takes a request, and who waits when every replica of a pool is full.
+
+Each replica takes at most ``max_in_flight`` requests from the front end at once; the next one goes to the ready
+replica with the fewest in flight (ties rotate). When all are full, requests wait in one queue per pool ordered by
+priority, then arrival: a latency-critical request overtakes standard and batch ones already waiting.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from bisect import insort
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from inference_agent.engine.api import Priority
+from inference_agent.serving.supervisor import Endpoint
+
+
+class NoCapacity(Exception):
+    """No replica can take the request: none is ready, the queue is full, or the wait ran out (answered 503)."""
+
+
+def least_loaded(
+    endpoints: Sequence[Endpoint], in_flight: Mapping[str, int], limit: int, rotation: int = 0
+) -> Endpoint | None:
+    """The endpoint with the fewest requests in flight under ``limit``; among equals, the one ``rotation`` points at
+    first (so that light traffic spreads rather than always landing on the first replica)."""
+    n = len(endpoints)
+    candidates = [(in_flight.get(e.replica_id, 0), (i - rotation) % n, e) for i, e in enumerate(endpoints)]
+    open_ = [c for c in candidates if c[0] < limit]
+    return min(open_, key=lambda c: (c[0], c[1]))[2] if open_ else None
+
+
+@dataclass(order=True, frozen=True)
+class _Ticket:
+    priority: int
+    seq: int
+
+
+class Dispatcher:
+    def __init__(self, *, max_in_flight: int, max_queue: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_in_flight = max_in_flight
+        self.max_queue = max_queue
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._in_flight: dict[str, int] = {}
+        self._queues: dict[str, list[_Ticket]] = {}
+        self._seq = itertools.count()
+        self._rotation = itertools.count()
+
+    def in_flight(self, replica_id: str) -> int:
+        return self._in_flight.get(replica_id, 0)
+
+    def queued(self, pool: str) -> int:
+        return len(self._queues.get(pool, ()))
+
+    def acquire(
+        self, pool: str, endpoints: Callable[[], Sequence[Endpoint]], priority: Priority, timeout_s: float
+    ) -> Endpoint:
+        """A replica slot for one request (release it with ``release``); raises NoCapacity."""
+        deadline = self._clock() + timeout_s
+        with self._cond:
+            queue = self._queues.setdefault(pool, [])
+            ticket: _Ticket | None = None
+            while True:
+                current = endpoints()
+                if not current:
+                    self._leave(queue, ticket)
+                    raise NoCapacity(f"no ready replica of pool {pool}")
+                if ticket is None or queue[0] == ticket:
+                    pick = least_loaded(current, self._in_flight, self.max_in_flight, next(self._rotation))
+                    if pick is not None and (ticket is not None or not queue):
+                        self._leave(queue, ticket)
+                        self._in_flight[pick.replica_id] = self._in_flight.get(pick.replica_id, 0) + 1
+                        return pick
+                if ticket is None:
+                    if len(queue) >= self.max_queue:
+                        raise NoCapacity(f"pool {pool} is overloaded: {len(queue)} requests waiting")
+                    ticket = _Ticket(int(priority), next(self._seq))
+                    insort(queue, ticket)
+                    continue
+                left = deadline - self._clock()
+                if left <= 0:
+                    self._leave(queue, ticket)
+                    raise NoCapacity(f"pool {pool} is overloaded: no replica slot within {timeout_s:.0f} s")
+                # re-check at least every 100 ms: replicas come and go without a notify
+                self._cond.wait(min(left, 0.1))
+
+    def _leave(self, queue: list[_Ticket], ticket: _Ticket | None) -> None:
+        if ticket is not None:
+            queue.remove(ticket)
+            self._cond.notify_all()  # the next in line may go now
+
+    def release(self, endpoint: Endpoint) -> None:
+        with self._cond:
+            left = self._in_flight.get(endpoint.replica_id, 0) - 1
+            if left > 0:
+                self._in_flight[endpoint.replica_id] = left
+            else:
+                self._in_flight.pop(endpoint.replica_id, None)
+            self._cond.notify_all()

@@ -1,0 +1,244 @@
+"""The agent's serving API on ``--serve-port`` (CONTRACT section 11): admit, queue, route, proxy.
+
+A request names its pool in ``model`` and its tenant in ``X-Tenant`` (default ``default``). Order of checks: a body
+without a valid ``model`` → 422; an unknown pool → 404; the rest of the body → 422; the tenant over its quota →
+429 with ``Retry-After``; the front end draining, no ready replica, or the pool's queue full or too slow → 503.
+Admitted requests go to the least-loaded ready replica (``dispatch.py``) over loopback; streams are relayed chunk
+by chunk, and a client that leaves closes the replica's stream, which aborts the generation.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import httpx
+
+from inference_agent.engine.api import Priority
+from inference_agent.serving.admission import QuotaBook, TenantState, Verdict, admit, release
+from inference_agent.serving.dispatch import Dispatcher, NoCapacity
+from inference_agent.serving.handler import ClientGone, JsonHandler, Server
+from inference_agent.serving.replica_handler import PRIORITY_HEADER, QUEUED_HEADER
+from inference_agent.serving.schema import BadRequest, model_of, parse_classify, parse_completion, parse_json
+from inference_agent.serving.supervisor import Endpoint, PoolRoutes
+from inference_agent.serving.telemetry import ServingTelemetry
+
+log = logging.getLogger(__name__)
+ROUTES = {"/v1/completions": "text", "/v1/classify": "classify"}
+
+
+@dataclass(frozen=True)
+class FrontendLimits:
+    max_in_flight_per_replica: int = 32
+    max_queue_per_pool: int = 256
+    queue_timeout_s: float = 30.0
+
+
+class Refusal(Exception):
+    def __init__(self, code: int, detail: str, retry_after: str | None = None) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+        self.retry_after = retry_after
+
+
+class Frontend:
+    def __init__(
+        self,
+        routes: Callable[[], Mapping[str, PoolRoutes]],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        limits: FrontendLimits = FrontendLimits(),
+        quotas: QuotaBook | None = None,
+        telemetry: ServingTelemetry | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.routes = routes
+        self.limits = limits
+        self.quotas = quotas or QuotaBook()
+        self.telemetry = telemetry
+        self.clock = clock
+        self.dispatcher = Dispatcher(
+            max_in_flight=limits.max_in_flight_per_replica, max_queue=limits.max_queue_per_pool
+        )
+        self.client = httpx.Client(
+            timeout=httpx.Timeout(600.0, connect=1.0),
+            limits=httpx.Limits(max_connections=1024, max_keepalive_connections=128),
+        )
+        self.draining = False
+        self._tenants: dict[tuple[str, str], TenantState] = {}
+        self._admission_lock = threading.Lock()
+        self._server = Server(host, port, _handler(self), name="serving-frontend")
+
+    @property
+    def port(self) -> int:
+        return self._server.port
+
+    def start(self) -> None:
+        self._server.start()
+
+    def close(self) -> None:
+        self._server.close()
+        self.client.close()
+
+    def set_quotas(self, quotas: QuotaBook) -> None:
+        self.quotas = quotas
+
+    def queued(self, pool: str) -> int:
+        return self.dispatcher.queued(pool)
+
+    # ---- one request, step by step
+    def check(self, path: str, raw: bytes) -> tuple[str, bool]:
+        """Validate; answers (pool, stream) or raises BadRequest / Refusal."""
+        body = parse_json(raw)
+        pool = model_of(body)
+        known = self.routes().get(pool)
+        if known is None:
+            raise Refusal(404, f"unknown pool {pool!r}: this node serves {sorted(self.routes())}")
+        if known.kind != ROUTES[path]:
+            raise Refusal(404, f"pool {pool!r} serves {known.kind}, not {path}")
+        if known.kind == "text":
+            stream = parse_completion(body).stream
+        else:
+            parse_classify(body)
+            stream = False
+        if self.draining:
+            raise Refusal(503, "this node is draining", "5")
+        return pool, stream
+
+    def admit(self, tenant: str, pool: str) -> int:
+        """Take the tenant's token and slot; answers the request's priority or raises Refusal(429)."""
+        policy = self.quotas.policy(tenant)
+        with self._admission_lock:
+            key = (tenant, pool)
+            decision, self._tenants[key] = admit(self._tenants.get(key, TenantState()), policy, pool, self.clock())
+        if decision.verdict is not Verdict.ADMIT:
+            what = "rate" if decision.verdict is Verdict.RATE_LIMITED else "concurrency"
+            raise Refusal(
+                429, f"tenant {tenant!r} is over its {what} quota on pool {pool!r}", decision.retry_after_header
+            )
+        return int(decision.priority)
+
+    def leave(self, tenant: str, pool: str) -> None:
+        with self._admission_lock:
+            key = (tenant, pool)
+            self._tenants[key] = release(self._tenants.get(key, TenantState()))
+
+    def slot(self, pool: str, priority: int, exclude: frozenset[str] = frozenset()) -> Endpoint:
+        def ready() -> tuple[Endpoint, ...]:
+            routes = self.routes().get(pool)
+            return tuple(e for e in routes.ready if e.replica_id not in exclude) if routes else ()
+
+        if self.telemetry is not None:
+            self.telemetry.queued.labels(pool).set(self.dispatcher.queued(pool))
+        try:
+            return self.dispatcher.acquire(pool, ready, Priority(priority), self.limits.queue_timeout_s)
+        except NoCapacity as exc:
+            raise Refusal(503, str(exc), "1") from None
+        finally:
+            if self.telemetry is not None:
+                self.telemetry.queued.labels(pool).set(self.dispatcher.queued(pool))
+
+
+def _handler(frontend: Frontend) -> type[JsonHandler]:
+    class FrontendHandler(JsonHandler):
+        def on_get(self, path: str) -> None:
+            if path == "/healthz":
+                pools = {
+                    n: {"kind": r.kind, "ready": len(r.ready), "starting": r.starting}
+                    for n, r in frontend.routes().items()
+                }
+                self.answer_json(503 if frontend.draining else 200, {"pools": pools})
+            elif path == "/v1/models":
+                data = [{"id": name, "object": "model", "owned_by": "fleetpilot"} for name in frontend.routes()]
+                self.answer_json(200, {"object": "list", "data": data})
+            else:
+                self.answer_json(404, {"detail": f"not found: {path}"})
+
+        def on_post(self, path: str, raw: bytes) -> None:
+            if path not in ROUTES:
+                self.answer_json(404, {"detail": f"not found: {path}; try /v1/completions or /v1/classify"})
+                return
+            pool = "-"
+            started = time.monotonic()
+            try:
+                pool, stream = frontend.check(path, raw)
+                tenant = self.headers.get("X-Tenant") or "default"
+                priority = frontend.admit(tenant, pool)
+                try:
+                    code = self._route(path, raw, pool, tenant, priority, stream, started)
+                finally:
+                    frontend.leave(tenant, pool)
+            except BadRequest as exc:
+                code = 422
+                self.answer_json(code, exc.body())
+            except Refusal as exc:
+                code = exc.code
+                headers = {"Retry-After": exc.retry_after} if exc.retry_after else None
+                self.answer_json(code, {"detail": exc.detail}, headers=headers)
+            if frontend.telemetry is not None:
+                frontend.telemetry.requests.labels(pool, str(code)).inc()
+
+        def _route(
+            self, path: str, raw: bytes, pool: str, tenant: str, priority: int, stream: bool, started: float
+        ) -> int:
+            tried: frozenset[str] = frozenset()
+            while True:
+                endpoint = frontend.slot(pool, priority, tried)
+                headers = {
+                    "Content-Type": "application/json",
+                    "X-Tenant": tenant,
+                    PRIORITY_HEADER: str(priority),
+                    QUEUED_HEADER: f"{time.monotonic() - started:.6f}",
+                }
+                try:
+                    return self._proxy(f"{endpoint.url}{path}", raw, headers, stream)
+                except _Retry:
+                    tried |= {endpoint.replica_id}  # it was draining or gone: try another one once
+                    if len(tried) > 1:
+                        raise Refusal(503, f"no replica of pool {pool} took the request", "1") from None
+                finally:
+                    frontend.dispatcher.release(endpoint)
+
+        def _proxy(self, url: str, raw: bytes, headers: dict[str, str], stream: bool) -> int:
+            try:
+                with frontend.client.stream("POST", url, content=raw, headers=headers) as answer:
+                    if answer.status_code == 503:
+                        raise _Retry
+                    if not stream or answer.status_code != 200:
+                        self._relay(answer)
+                        return answer.status_code
+                    self.start_stream(200, answer.headers.get("content-type", "text/event-stream"))
+                    try:
+                        for chunk in answer.iter_raw():
+                            self.write_chunk(chunk)
+                    except ClientGone:
+                        return 499  # leaving the block closes the replica's stream, which aborts the request
+                    except httpx.HTTPError as exc:
+                        log.warning("replica at %s failed mid-stream: %s", url, exc)
+                        self.close_connection = True  # the client sees the stream end without [DONE]
+                        return 502
+                    self.end_stream()
+                    return 200
+            except httpx.ConnectError:
+                raise _Retry from None
+            except httpx.HTTPError as exc:
+                log.warning("replica at %s failed mid-request: %s", url, exc)
+                raise Refusal(503, "the replica failed; retry", "1") from None
+
+        def _relay(self, answer: httpx.Response) -> None:
+            payload = answer.read()
+            extra = {"Retry-After": answer.headers["retry-after"]} if "retry-after" in answer.headers else None
+            self.answer_bytes(
+                answer.status_code, payload, answer.headers.get("content-type", "application/json"), headers=extra
+            )
+
+    return FrontendHandler
+
+
+class _Retry(Exception):
+    """The replica refused before doing any work (draining, or gone): another replica may take the request."""

@@ -1,0 +1,87 @@
+"""Starting replica processes: the narrow ``Launcher`` Protocol the supervisor uses, and the real one.
+
+Each replica runs ``python -m inference_agent.serving.replica`` in its own session (a Ctrl-C at the terminal reaches
+the agent, which drains the replicas in order, not the replicas directly), with its output in ``LOG_DIR/ID.log``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    replica_id: str
+    pool: str
+    kind: str
+    port: int
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class ReplicaProcess(Protocol):
+    @property
+    def pid(self) -> int: ...
+
+    def poll(self) -> int | None: ...
+
+    def terminate(self) -> None: ...
+
+    def kill(self) -> None: ...
+
+
+class Launcher(Protocol):
+    def launch(self, spec: LaunchSpec) -> ReplicaProcess: ...
+
+    def log_tail(self, replica_id: str, lines: int = 20) -> str: ...
+
+
+@dataclass(frozen=True)
+class ProcessLauncher:
+    """Replica processes of ``engine`` (torch or fake) on ``device``; ``drain_timeout_s`` is what SIGTERM waits."""
+
+    log_dir: Path
+    engine: str = "torch"
+    device: str = "cpu"
+    seed: int = 0
+    drain_timeout_s: float = 5.0
+    extra_args: tuple[str, ...] = ()
+
+    def launch(self, spec: LaunchSpec) -> ReplicaProcess:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        command = [
+            sys.executable,
+            "-m",
+            "inference_agent.serving.replica",
+            *("--pool", spec.pool, "--kind", spec.kind, "--port", str(spec.port)),
+            *("--engine", self.engine, "--device", self.device, "--seed", str(self.seed)),
+            *("--drain-timeout-s", str(self.drain_timeout_s)),
+            *self.extra_args,
+        ]
+        with (self.log_dir / f"{spec.replica_id}.log").open("ab") as log:
+            return subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **spec.env},
+                start_new_session=True,
+            )
+
+    def log_tail(self, replica_id: str, lines: int = 20) -> str:
+        try:
+            text = (self.log_dir / f"{replica_id}.log").read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])

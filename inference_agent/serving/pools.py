@@ -1,0 +1,90 @@
+"""The pools a node runs: from the agent's ``--pools`` setting, and from the control plane's ``desired`` state.
+
+``--pools "text-small=text:1,classify-small=classify:2"`` is NAME=KIND:REPLICAS, comma-separated. The control plane's
+``desired`` (the ingest answer, CONTRACT section 5) takes over as soon as it carries ``pools``::
+
+    {"pools": {"text-small": {"replicas": 2, "kind": "text",
+                              "active_thread_percentage": 50, "gpu_memory_mib": 8192}}}
+
+``kind`` defaults to the pool's current kind (else ``text``); the two GPU fields are optional (MPS quotas).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from inference_agent.serving.placement import GpuQuota
+
+KINDS = ("text", "classify")
+POOL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+MAX_REPLICAS_PER_NODE = 64
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    replicas: int
+    kind: str = "text"
+    gpu_quota: GpuQuota = field(default_factory=GpuQuota)
+
+
+def parse_pools(text: str) -> dict[str, PoolSpec]:
+    """``"a=text:1,b=classify:2"`` → {"a": PoolSpec(1, "text"), "b": PoolSpec(2, "classify")}."""
+    pools: dict[str, PoolSpec] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, _, rest = item.partition("=")
+        kind, _, replicas = rest.partition(":")
+        if not POOL_NAME.match(name) or kind not in KINDS or not replicas.isdigit():
+            raise ValueError(
+                f"pool {item!r}: use NAME=KIND:REPLICAS with KIND text or classify, e.g. text-small=text:1"
+            )
+        if name in pools:
+            raise ValueError(f"pool {name!r} named twice")
+        pools[name] = PoolSpec(_replicas(f"pools.{name}", int(replicas)), kind)
+    return pools
+
+
+def pools_from_desired(desired: Mapping[str, Any], current: Mapping[str, PoolSpec]) -> dict[str, PoolSpec] | None:
+    """The pools ``desired`` asks for, or None when it says nothing about pools; ValueError names a bad field."""
+    body = desired.get("pools")
+    if body is None:
+        return None
+    if not isinstance(body, Mapping):
+        raise ValueError("pools: expected an object of pool name → {replicas, kind}")
+    pools: dict[str, PoolSpec] = {}
+    for name, spec in body.items():
+        where = f"pools.{name}"
+        if not isinstance(name, str) or not POOL_NAME.match(name):
+            raise ValueError(f"{where}: not a valid pool name")
+        if not isinstance(spec, Mapping):
+            raise ValueError(f"{where}: expected an object")
+        replicas = spec.get("replicas")
+        if isinstance(replicas, bool) or not isinstance(replicas, int):
+            raise ValueError(f"{where}.replicas: an integer is required")
+        kind = spec.get("kind", current[name].kind if name in current else "text")
+        if kind not in KINDS:
+            raise ValueError(f"{where}.kind: one of {', '.join(KINDS)}")
+        quota = GpuQuota(
+            _optional_int(f"{where}.active_thread_percentage", spec.get("active_thread_percentage"), 1, 100),
+            _optional_int(f"{where}.gpu_memory_mib", spec.get("gpu_memory_mib"), 1, 10**9),
+        )
+        pools[name] = PoolSpec(_replicas(where, replicas), kind, quota)
+    return pools
+
+
+def _replicas(where: str, value: int) -> int:
+    if not 0 <= value <= MAX_REPLICAS_PER_NODE:
+        raise ValueError(f"{where}.replicas: from 0 to {MAX_REPLICAS_PER_NODE}")
+    return value
+
+
+def _optional_int(where: str, value: Any, low: int, high: int) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{where}: an integer from {low} to {high}")
+    return value

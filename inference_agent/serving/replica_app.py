@@ -1,0 +1,91 @@
+"""A replica's state, shared by its request threads: the engine, the request ledger, and whether it admits work.
+
+Kept apart from ``replica.py`` (the process entry point, run as ``__main__``) so that the routes and the entry
+point share one copy of these classes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+import uuid
+from enum import StrEnum
+from typing import Any
+
+from inference_agent.engine.api import ImageClassifier, TextEngine
+from inference_agent.serving.ledger import RequestLedger
+
+
+class ReplicaState(StrEnum):
+    WARMING = "warming"
+    READY = "ready"
+    DRAINING = "draining"
+
+
+class Refused(Exception):
+    """The replica does not take new requests now (warming or draining): answered 503."""
+
+
+class ReplicaApp:
+    """The replica's state, shared by its request threads: the engine, the ledger, and whether it admits work."""
+
+    def __init__(self, pool: str, kind: str, ledger: RequestLedger | None = None) -> None:
+        self.pool = pool
+        self.kind = kind
+        self.ledger = ledger or RequestLedger()
+        self.instance = uuid.uuid4().hex
+        self.started_at = time.time()
+        self.state = ReplicaState.WARMING
+        self.text_engine: TextEngine | None = None
+        self.classifier: ImageClassifier | None = None
+        self._lock = threading.Lock()
+        self._active: set[str] = set()
+
+    def ready(self, *, text_engine: TextEngine | None = None, classifier: ImageClassifier | None = None) -> None:
+        with self._lock:
+            self.text_engine = text_engine
+            self.classifier = classifier
+            if self.state is ReplicaState.WARMING:
+                self.state = ReplicaState.READY
+
+    def admit(self, request_id: str) -> None:
+        """Count the request in, atomically with the state check, so that a drain never misses it."""
+        with self._lock:
+            if self.state is not ReplicaState.READY:
+                self.ledger.reject()
+                raise Refused(self.state.value)
+            self.ledger.arrive()
+            self._active.add(request_id)
+
+    def done(self, request_id: str, latency_s: float, *, ok: bool) -> None:
+        with self._lock:
+            self._active.discard(request_id)
+        self.ledger.finish(latency_s, ok=ok)
+
+    def drain(self) -> None:
+        with self._lock:
+            self.state = ReplicaState.DRAINING
+
+    def abort_all(self) -> int:
+        with self._lock:
+            active = list(self._active)
+        if self.text_engine is not None:
+            for request_id in active:
+                self.text_engine.abort(request_id)
+        return len(active)
+
+    def stats(self) -> dict[str, Any]:
+        engine = self.text_engine or self.classifier
+        engine_stats = engine.stats() if engine is not None else None
+        return {
+            "instance": self.instance,
+            "pool": self.pool,
+            "kind": self.kind,
+            "state": self.state.value,
+            "started_at": self.started_at,
+            "engine": None
+            if engine_stats is None
+            else {**dataclasses.asdict(engine_stats), "kv_utilization_ratio": engine_stats.kv_utilization_ratio},
+            **self.ledger.snapshot(),
+        }

@@ -1,0 +1,159 @@
+"""The replica's HTTP routes: completions (plain and streamed), classify, health, stats and drain.
+
+The front end passes the request's priority (``X-Fleetpilot-Priority``: 0 latency-critical, 1 standard, 2 batch),
+the tenant (``X-Tenant``) and how long the request waited in its queue (``X-Fleetpilot-Queued-Seconds``), which is
+added to the end-to-end latency the replica records.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from inference_agent.engine.api import CompletionRequest, CompletionResult, FinishReason, Priority, TokenEvent
+from inference_agent.serving.handler import ClientGone, JsonHandler
+from inference_agent.serving.replica_app import Refused, ReplicaApp
+from inference_agent.serving.schema import (
+    SSE_DONE,
+    BadRequest,
+    completion_answer,
+    completion_chunk,
+    parse_classify,
+    parse_completion,
+    parse_json,
+)
+
+if TYPE_CHECKING:
+    from inference_agent.serving.replica_app import ReplicaApp
+
+log = logging.getLogger(__name__)
+PRIORITY_HEADER = "X-Fleetpilot-Priority"
+QUEUED_HEADER = "X-Fleetpilot-Queued-Seconds"
+
+
+def _priority(text: str | None) -> Priority:
+    try:
+        return Priority(int(text)) if text is not None else Priority.STANDARD
+    except ValueError:
+        return Priority.STANDARD
+
+
+def _queued_s(text: str | None) -> float:
+    try:
+        return max(0.0, float(text)) if text is not None else 0.0
+    except ValueError:
+        return 0.0
+
+
+def handler_for(app: ReplicaApp) -> type[JsonHandler]:
+    class ReplicaHandler(JsonHandler):
+        def on_get(self, path: str) -> None:
+            if path == "/healthz":
+                ready = app.state.value == "ready"
+                self.answer_json(200 if ready else 503, {"state": app.state.value, "pool": app.pool})
+            elif path == "/stats":
+                self.answer_json(200, app.stats())
+            else:
+                self.answer_json(404, {"detail": f"not found: {path}"})
+
+        def on_post(self, path: str, raw: bytes) -> None:
+            if path == "/drain":
+                app.drain()
+                self.answer_json(200, {"state": app.state.value, "in_flight": app.ledger.in_flight})
+                return
+            wanted = {"/v1/completions": "text", "/v1/classify": "classify"}.get(path)
+            if wanted is None:
+                self.answer_json(404, {"detail": f"not found: {path}"})
+                return
+            if wanted != app.kind:
+                self.answer_json(404, {"detail": f"pool {app.pool} serves {app.kind}, not {path}"})
+                return
+            started = time.monotonic() - _queued_s(self.headers.get(QUEUED_HEADER))
+            request_id = f"cmpl-{uuid.uuid4().hex[:24]}" if wanted == "text" else f"cls-{uuid.uuid4().hex[:24]}"
+            try:
+                body = parse_json(raw)
+                parsed = parse_completion(body) if wanted == "text" else parse_classify(body)
+                app.admit(request_id)
+            except BadRequest as exc:
+                self.answer_json(422, exc.body())
+                return
+            except Refused as exc:
+                self.answer_json(503, {"detail": f"replica {exc}"}, headers={"Retry-After": "1"})
+                return
+            ok = False
+            try:
+                ok = self._serve(request_id, parsed)
+            except BadRequest as exc:  # the engine refused it (longer than its context or KV pool)
+                self.answer_json(422, exc.body())
+            except Exception:
+                log.exception("request %s failed", request_id)
+                self.answer_json(500, {"detail": "the engine failed; see the replica's log"}, close=True)
+            finally:
+                app.done(request_id, time.monotonic() - started, ok=ok)
+
+        def _serve(self, request_id: str, parsed: object) -> bool:
+            from inference_agent.serving.schema import ClassifyBody, CompletionBody
+
+            if isinstance(parsed, ClassifyBody):
+                assert app.classifier is not None
+                results = app.classifier.classify(parsed.inputs)
+                answer = [{"label": r.label, "score": r.score} for r in results]
+                self.answer_json(200, {"model": parsed.model, "results": answer})
+                return True
+            assert isinstance(parsed, CompletionBody) and app.text_engine is not None
+            request = CompletionRequest(
+                request_id,
+                parsed.prompt,
+                parsed.max_tokens,
+                _priority(self.headers.get(PRIORITY_HEADER)),
+                self.headers.get("X-Tenant") or "default",
+            )
+            try:
+                events = app.text_engine.submit(request)
+            except ValueError as exc:
+                raise BadRequest("prompt" if str(exc).startswith("prompt is") else "max_tokens", str(exc)) from None
+            if parsed.stream:
+                return self._stream(request, parsed.model, events)
+            result = collect(request, events)
+            self.answer_json(200, completion_answer(result, parsed.model))
+            return result.finish_reason is not FinishReason.ABORT
+
+        def _stream(self, request: CompletionRequest, model: str, events: Iterator[TokenEvent]) -> bool:
+            assert app.text_engine is not None
+            created = int(time.time())
+            self.start_stream(200, "text/event-stream")
+            finish: FinishReason | None = None
+            try:
+                for event in events:
+                    finish = event.finish_reason
+                    reason = finish.value if finish is not None else None
+                    self.write_chunk(completion_chunk(request.request_id, model, created, event.text, reason))
+                self.write_chunk(SSE_DONE)
+            except ClientGone:
+                app.text_engine.abort(request.request_id)
+                for _ in events:  # let the engine release the sequence
+                    pass
+                return False
+            self.end_stream()
+            return finish is not FinishReason.ABORT
+
+    return ReplicaHandler
+
+
+def collect(request: CompletionRequest, events: Iterator[TokenEvent]) -> CompletionResult:
+    """Gather a request's token events into one result; an abort event carries no token.
+
+    Prompt tokens are the prompt's bytes: both engines tokenize byte-level.
+    """
+    texts: list[str] = []
+    generated = 0
+    finish = FinishReason.ABORT
+    for event in events:
+        texts.append(event.text)
+        generated += event.finish_reason is not FinishReason.ABORT
+        if event.finish_reason is not None:
+            finish = event.finish_reason
+    return CompletionResult(request.request_id, "".join(texts), len(request.prompt.encode()), generated, finish)

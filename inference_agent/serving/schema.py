@@ -1,0 +1,138 @@
+"""The request bodies of the serving API (CONTRACT section 11), validated once for the front end and the replicas.
+
+A bad body raises ``BadRequest`` naming the field; both servers answer it as 422. Completions follow the OpenAI
+completions shape; the classifier takes 3×64×64 images with values in 0..1.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from inference_agent.engine.api import CompletionResult
+
+MAX_TOKENS_LIMIT = 4096
+MAX_PROMPT_BYTES = 64 * 1024
+MAX_IMAGES = 64
+IMAGE_SHAPE = (3, 64, 64)
+
+
+class BadRequest(ValueError):
+    """A request body the API cannot take; ``field`` names the offending part."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+    def body(self) -> dict[str, Any]:
+        return {"detail": [{"loc": ["body", *self.field.split(".")], "msg": self.message}]}
+
+
+@dataclass(frozen=True)
+class CompletionBody:
+    model: str
+    prompt: str
+    max_tokens: int
+    stream: bool
+
+
+@dataclass(frozen=True)
+class ClassifyBody:
+    model: str
+    inputs: list[list[list[list[float]]]]
+
+
+def parse_json(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadRequest("body", f"not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise BadRequest("body", "expected a JSON object")
+    return body
+
+
+def model_of(body: dict[str, Any]) -> str:
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise BadRequest("model", "the pool's name (a non-empty string) is required")
+    return model
+
+
+def parse_completion(body: dict[str, Any]) -> CompletionBody:
+    model = model_of(body)
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]  # OpenAI clients may send a one-element batch
+    if not isinstance(prompt, str):
+        raise BadRequest("prompt", "a string is required")
+    if len(prompt.encode()) > MAX_PROMPT_BYTES:
+        raise BadRequest("prompt", f"longer than {MAX_PROMPT_BYTES} bytes")
+    max_tokens = body.get("max_tokens", 16)
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 1 <= max_tokens <= MAX_TOKENS_LIMIT:
+        raise BadRequest("max_tokens", f"an integer from 1 to {MAX_TOKENS_LIMIT}")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise BadRequest("stream", "true or false")
+    return CompletionBody(model, prompt, max_tokens, stream)
+
+
+def parse_classify(body: dict[str, Any]) -> ClassifyBody:
+    model = model_of(body)
+    inputs = body.get("inputs")
+    if not isinstance(inputs, list) or not 1 <= len(inputs) <= MAX_IMAGES:
+        raise BadRequest("inputs", f"a list of 1 to {MAX_IMAGES} images")
+    for i, image in enumerate(inputs):
+        _check_image(f"inputs.{i}", image)
+    return ClassifyBody(model, inputs)
+
+
+def _check_image(where: str, image: Any) -> None:
+    channels, height, width = IMAGE_SHAPE
+    shape_error = BadRequest(where, f"an image of {channels}×{height}×{width} numbers in 0..1")
+    if not isinstance(image, list) or len(image) != channels:
+        raise shape_error
+    for plane in image:
+        if not isinstance(plane, list) or len(plane) != height:
+            raise shape_error
+        for row in plane:
+            if not isinstance(row, list) or len(row) != width:
+                raise shape_error
+            for value in row:
+                # NaN fails the range check too
+                if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+                    raise shape_error
+
+
+def completion_answer(result: CompletionResult, model: str, created: int | None = None) -> dict[str, Any]:
+    """The OpenAI completions answer for one finished request."""
+    return {
+        "id": result.request_id,
+        "object": "text_completion",
+        "created": created if created is not None else int(time.time()),
+        "model": model,
+        "choices": [{"text": result.text, "index": 0, "logprobs": None, "finish_reason": result.finish_reason.value}],
+        "usage": {
+            "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": result.completion_tokens,
+            "total_tokens": result.prompt_tokens + result.completion_tokens,
+        },
+    }
+
+
+def completion_chunk(request_id: str, model: str, created: int, text: str, finish_reason: str | None) -> bytes:
+    """One server-sent event of a streamed completion."""
+    chunk = {
+        "id": request_id,
+        "object": "text_completion",
+        "created": created,
+        "model": model,
+        "choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": finish_reason}],
+    }
+    return b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
+
+
+SSE_DONE = b"data: [DONE]\n\n"

@@ -1,0 +1,285 @@
+"""The replica supervisor: runs each pool's replica processes and reconciles them toward the target.
+
+The target is the agent's ``--pools`` until the control plane's ``desired`` names pools (shape in ``pools.py``).
+Each pass observes (process exits, warm ``/healthz``, in-flight counts), asks ``reconcile.decide`` what to do, and
+does it: start replicas on free loopback ports with their quota environment (``placement.py``), route to them once
+warm, drain on scale-down (``POST /drain``, then SIGTERM when nothing is in flight or the drain deadline passed),
+restart crashed ones after their back-off. ``routes()`` is what the front end and the builtin probe read.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import httpx
+
+from inference_agent.serving.launcher import Launcher, LaunchSpec, ReplicaProcess, free_port
+from inference_agent.serving.placement import replica_environment
+from inference_agent.serving.pools import PoolSpec, pools_from_desired
+from inference_agent.serving.reconcile import (
+    Action,
+    Phase,
+    ReplicaView,
+    Timing,
+    Verb,
+    crashed,
+    decide,
+    settled,
+)
+from inference_agent.serving.telemetry import ServingTelemetry
+
+log = logging.getLogger(__name__)
+STOP_GRACE_S = 15.0  # after SIGTERM, before SIGKILL (the replica itself waits its --drain-timeout-s first)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    replica_id: str
+    port: int
+    host: str = "127.0.0.1"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class PoolRoutes:
+    """A pool as routing sees it: its kind, its warm replicas, and how many are on their way."""
+
+    kind: str
+    ready: tuple[Endpoint, ...] = ()
+    starting: int = 0
+
+
+@dataclass
+class _Replica:
+    view: ReplicaView
+    slot: int
+    port: int = 0
+    process: ReplicaProcess | None = None
+
+
+@dataclass
+class _Stopping:
+    process: ReplicaProcess
+    kill_at: float
+
+
+@dataclass
+class Supervisor:
+    configured: Mapping[str, PoolSpec]
+    launcher: Launcher
+    telemetry: ServingTelemetry | None = None
+    timing: Timing = field(default_factory=Timing)
+    device: str = "cpu"
+    mps: bool = False
+    cpus: tuple[int, ...] = field(default_factory=lambda: tuple(sorted(os.sched_getaffinity(0))))
+    load: Callable[[str], int] = lambda _replica_id: 0
+    clock: Callable[[], float] = time.monotonic
+    client: httpx.Client = field(default_factory=lambda: httpx.Client(timeout=httpx.Timeout(2.0, connect=0.5)))
+
+    def __post_init__(self) -> None:
+        self._target: dict[str, PoolSpec] = dict(self.configured)
+        self._replicas: list[_Replica] = []
+        self._stopping: list[_Stopping] = []
+        self._routes: dict[str, PoolRoutes] = {}
+        self._step_lock = threading.Lock()
+        self._next_id = 0
+        self._publish()
+
+    # ---- what others read and set
+    def routes(self) -> dict[str, PoolRoutes]:
+        return self._routes
+
+    def target(self) -> dict[str, PoolSpec]:
+        return dict(self._target)
+
+    def set_desired(self, desired: Mapping[str, Any]) -> None:
+        """Take the control plane's pools; a malformed ``desired`` is logged and the target kept."""
+        try:
+            pools = pools_from_desired(desired, self._target)
+        except ValueError as exc:
+            log.error("desired state ignored: %s", exc)
+            return
+        if pools is not None and pools != self._target:
+            log.info("target pools now %s", {name: (p.kind, p.replicas) for name, p in pools.items()})
+            self._target = pools
+            self._publish()
+
+    # ---- the loop
+    def run(self, stop: threading.Event, interval_s: float = 0.25) -> None:
+        while not stop.wait(interval_s):
+            try:
+                self.step()
+            except Exception:  # one bad pass must not end supervision
+                log.exception("supervisor pass failed")
+
+    def step(self) -> list[Action]:
+        with self._step_lock:
+            now = self.clock()
+            self._observe(now)
+            actions = decide(self._target, [r.view for r in self._replicas], now, self.timing)
+            for action in actions:
+                self._apply(action, now)
+            self._reap(now)
+            self._publish()
+            return actions
+
+    def shutdown(self, deadline_s: float) -> None:
+        """Drain every replica (up to ``deadline_s``), then stop them all and reap them."""
+        self._target = {}
+        end = self.clock() + deadline_s
+        while self._replicas and self.clock() < end:
+            self.step()
+            time.sleep(0.05)
+        with self._step_lock:
+            for replica in self._replicas:
+                self._terminate(replica, self.clock())
+            self._replicas = []
+            while self._stopping and self.clock() < end + STOP_GRACE_S:
+                self._reap(self.clock())
+                time.sleep(0.05)
+            for stopping in self._stopping:
+                stopping.process.kill()
+            self._stopping = []
+            self._publish()
+        self.client.close()
+
+    # ---- observing
+    def _observe(self, now: float) -> None:
+        for replica in self._replicas:
+            view = replica.view
+            if replica.process is not None and replica.process.poll() is not None:
+                self._exited(replica, now)
+            elif view.phase is Phase.STARTING and self._answers(replica, "/healthz"):
+                replica.view = replace(view, phase=Phase.READY, since=now)
+                log.info("replica %s of pool %s is warm on port %d", view.id, view.pool, replica.port)
+            elif view.phase is Phase.READY:
+                replica.view = settled(replace(view, in_flight=self.load(view.id)), now, self.timing)
+            elif view.phase is Phase.DRAINING:
+                stats = self._get(replica, "/stats")
+                if stats is not None:
+                    replica.view = replace(view, in_flight=int(stats["requests"]["in_flight"]))
+        self._replicas = [r for r in self._replicas if r.view.phase is not Phase.DRAINING or r.process is not None]
+
+    def _exited(self, replica: _Replica, now: float) -> None:
+        code = replica.process.poll() if replica.process is not None else None
+        replica.process = None
+        if replica.view.phase is Phase.DRAINING:
+            return  # it finished on its own; dropped by the caller
+        replica.view = crashed(replica.view, now, self.timing)
+        if self.telemetry is not None:
+            self.telemetry.replica_crashes.labels(replica.view.pool).inc()
+        log.error(
+            "replica %s of pool %s exited with %s (crash %d; restart in %.0f s); its log ends:\n%s",
+            replica.view.id,
+            replica.view.pool,
+            code,
+            replica.view.crashes,
+            (replica.view.restart_at or now) - now,
+            self.launcher.log_tail(replica.view.id),
+        )
+
+    def _answers(self, replica: _Replica, path: str) -> bool:
+        try:
+            return self.client.get(f"http://127.0.0.1:{replica.port}{path}").status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def _get(self, replica: _Replica, path: str) -> dict[str, Any] | None:
+        try:
+            answer = self.client.get(f"http://127.0.0.1:{replica.port}{path}")
+            body: dict[str, Any] = answer.json()
+            return body if answer.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, KeyError):
+            return None
+
+    # ---- acting
+    def _apply(self, action: Action, now: float) -> None:
+        if self.telemetry is not None:
+            self.telemetry.replica_actions.labels(action.verb.value, action.reason.value).inc()
+        if action.verb is Verb.START:
+            self._next_id += 1
+            view = ReplicaView(f"{action.pool}-{self._next_id}", action.pool, action.kind, Phase.STARTING, now)
+            replica = _Replica(view, self._free_slot())
+            self._replicas.append(replica)
+            self._spawn(replica, now)
+            return
+        replica = next(r for r in self._replicas if r.view.id == action.replica_id)
+        log.info("replica %s of pool %s: %s (%s)", replica.view.id, action.pool, action.verb, action.reason)
+        if action.verb is Verb.RESTART:
+            self._spawn(replica, now)
+        elif action.verb is Verb.DRAIN:
+            replica.view = replace(replica.view, phase=Phase.DRAINING, since=now)
+            self._publish()  # stop routing to it before it refuses work
+            try:
+                self.client.post(f"http://127.0.0.1:{replica.port}/drain")
+            except httpx.HTTPError as exc:
+                log.warning("replica %s did not take the drain: %s", replica.view.id, exc)
+        elif action.verb is Verb.STOP:
+            self._terminate(replica, now)
+            self._replicas.remove(replica)
+        elif action.verb is Verb.FAIL:
+            self._terminate(replica, now)
+            replica.view = crashed(replica.view, now, self.timing)
+            if self.telemetry is not None:
+                self.telemetry.replica_crashes.labels(replica.view.pool).inc()
+        elif action.verb is Verb.FORGET:
+            self._replicas.remove(replica)
+
+    def _spawn(self, replica: _Replica, now: float) -> None:
+        view = replica.view
+        replica.port = free_port()
+        slots = max(sum(p.replicas for p in self._target.values()), len(self._replicas))
+        spec = self._target.get(view.pool)
+        env = replica_environment(
+            slot=replica.slot,
+            slots=slots,
+            cpus=self.cpus,
+            device=self.device,
+            mps=self.mps,
+            **({"gpu_quota": spec.gpu_quota} if spec is not None else {}),
+        )
+        replica.process = self.launcher.launch(LaunchSpec(view.id, view.pool, view.kind, replica.port, env))
+        replica.view = replace(view, phase=Phase.STARTING, since=now, restart_at=None)
+        log.info(
+            "replica %s of pool %s starting on port %d (pid %d)", view.id, view.pool, replica.port, replica.process.pid
+        )
+
+    def _free_slot(self) -> int:
+        used = {r.slot for r in self._replicas}
+        return next(i for i in range(len(used) + 1) if i not in used)
+
+    def _terminate(self, replica: _Replica, now: float) -> None:
+        if replica.process is not None and replica.process.poll() is None:
+            replica.process.terminate()
+            self._stopping.append(_Stopping(replica.process, now + STOP_GRACE_S))
+        replica.process = None
+
+    def _reap(self, now: float) -> None:
+        for stopping in list(self._stopping):
+            if stopping.process.poll() is not None:
+                self._stopping.remove(stopping)
+            elif now >= stopping.kill_at:
+                stopping.process.kill()
+
+    def _publish(self) -> None:
+        routes: dict[str, PoolRoutes] = {}
+        for name, spec in self._target.items():
+            mine = [r for r in self._replicas if r.view.pool == name and r.view.kind == spec.kind]
+            ready = tuple(Endpoint(r.view.id, r.port) for r in mine if r.view.phase is Phase.READY)
+            routes[name] = PoolRoutes(spec.kind, ready, sum(r.view.phase is Phase.STARTING for r in mine))
+        self._routes = routes
+        if self.telemetry is not None:
+            pools = set(self._target) | {r.view.pool for r in self._replicas}
+            counts = {p: dict(Counter(r.view.phase for r in self._replicas if r.view.pool == p)) for p in pools}
+            crashes = {p: max((r.view.crashes for r in self._replicas if r.view.pool == p), default=0) for p in pools}
+            self.telemetry.set_replicas(counts, crashes)

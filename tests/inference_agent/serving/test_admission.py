@@ -1,0 +1,115 @@
+"""Admission control with plain numbers: the token bucket, the concurrency cap, SLO classes, quotas from desired."""
+
+from __future__ import annotations
+
+import pytest
+
+from inference_agent.engine.api import Priority
+from inference_agent.serving.admission import (
+    Bucket,
+    Decision,
+    Quota,
+    QuotaBook,
+    SloClass,
+    TenantPolicy,
+    TenantState,
+    Verdict,
+    admit,
+    refill,
+    release,
+    wait_for_token_s,
+)
+
+LIMITED = TenantPolicy(SloClass.STANDARD, {"p": Quota(rate_rps=2.0, burst=2.0, max_concurrency=10)})
+
+
+@pytest.mark.parametrize(
+    ("bucket", "now", "tokens"),
+    [
+        (None, 5.0, 2.0),  # a new bucket starts full
+        (Bucket(0.0, 0.0), 0.25, 0.5),  # 0.25 s at 2 rps → half a token
+        (Bucket(0.0, 0.0), 10.0, 2.0),  # capped at the burst
+        (Bucket(1.5, 3.0), 2.0, 1.5),  # time going backwards adds nothing
+    ],
+)
+def test_refill(bucket: Bucket | None, now: float, tokens: float) -> None:
+    assert refill(bucket, Quota(rate_rps=2.0, burst=2.0), now) == Bucket(tokens, now)
+
+
+def test_wait_for_a_token() -> None:
+    assert wait_for_token_s(Bucket(0.25, 0.0), Quota(rate_rps=0.5)) == pytest.approx(1.5)
+    assert wait_for_token_s(Bucket(1.0, 0.0), Quota(rate_rps=0.5)) == 0.0
+    assert wait_for_token_s(Bucket(0.0, 0.0), Quota()) == 0.0  # no rate limit
+
+
+def test_burst_then_rate_limited_with_retry_after() -> None:
+    state = TenantState()
+    verdicts = []
+    for now in (0.0, 0.0, 0.0):
+        decision, state = admit(state, LIMITED, "p", now)
+        verdicts.append(decision.verdict)
+    assert verdicts == [Verdict.ADMIT, Verdict.ADMIT, Verdict.RATE_LIMITED]
+    assert decision.retry_after_s == pytest.approx(0.5)  # empty bucket at 2 rps
+    assert decision.retry_after_header == "1"
+    decision, state = admit(state, LIMITED, "p", 0.5)
+    assert decision.verdict is Verdict.ADMIT
+
+
+def test_concurrency_cap_and_release() -> None:
+    policy = TenantPolicy(SloClass.BATCH, {"p": Quota(max_concurrency=2)})
+    state = TenantState()
+    for _ in range(2):
+        decision, state = admit(state, policy, "p", 0.0)
+        assert decision.verdict is Verdict.ADMIT
+    decision, state = admit(state, policy, "p", 0.0)
+    assert decision.verdict is Verdict.CONCURRENCY_LIMITED
+    assert state.in_flight == 2
+    state = release(state)
+    decision, state = admit(state, policy, "p", 0.0)
+    assert decision.verdict is Verdict.ADMIT
+
+
+def test_other_pools_keep_the_defaults() -> None:
+    decision, state = admit(TenantState(in_flight=63), LIMITED, "other", 0.0)
+    assert decision.verdict is Verdict.ADMIT
+    decision, _ = admit(state, LIMITED, "other", 0.0)
+    assert decision.verdict is Verdict.CONCURRENCY_LIMITED  # default concurrency 64
+
+
+@pytest.mark.parametrize(
+    ("slo", "priority"),
+    [
+        (SloClass.LATENCY_CRITICAL, Priority.LATENCY_CRITICAL),
+        (SloClass.STANDARD, Priority.STANDARD),
+        (SloClass.BATCH, Priority.BATCH),
+    ],
+)
+def test_slo_class_gives_the_priority(slo: SloClass, priority: Priority) -> None:
+    decision, _ = admit(TenantState(), TenantPolicy(slo), "p", 0.0)
+    assert decision.priority is priority
+
+
+def test_retry_after_is_whole_seconds_at_least_one() -> None:
+    assert Decision(Verdict.RATE_LIMITED, Priority.STANDARD, 1.5).retry_after_header == "2"
+    assert Decision(Verdict.RATE_LIMITED, Priority.STANDARD, 0.01).retry_after_header == "1"
+
+
+def test_quotas_from_desired() -> None:
+    book = QuotaBook.from_desired(
+        {"tenants": {"acme": {"slo_class": "latency_critical", "quotas": {"p": {"rate_rps": 5, "max_concurrency": 4}}}}}
+    )
+    assert book.policy("acme") == TenantPolicy(SloClass.LATENCY_CRITICAL, {"p": Quota(5.0, 5.0, 4)})
+    assert book.policy("nobody") == TenantPolicy()
+
+
+@pytest.mark.parametrize(
+    ("tenants", "field"),
+    [
+        ({"a": {"slo_class": "gold"}}, "tenants.a.slo_class"),
+        ({"a": {"quotas": {"p": {"rate_rps": -1}}}}, "tenants.a.quotas.p.rate_rps"),
+        ({"a": {"quotas": {"p": {"max_concurrency": 0}}}}, "tenants.a.quotas.p.max_concurrency"),
+    ],
+)
+def test_bad_quotas_name_the_field(tenants: dict[str, object], field: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        QuotaBook.from_desired({"tenants": tenants})

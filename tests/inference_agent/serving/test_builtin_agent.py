@@ -1,0 +1,91 @@
+"""A real agent with ``--workload builtin`` (fake engine) pushing to a real server: completions answered through its
+serving port, the pool's serving metrics stored, and SIGTERM drains and exits cleanly."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from collector.database import make_engine
+from collector.tables import samples
+from fleetpilot.launch import AgentProcess, ServerProcess, free_port
+
+pytestmark = pytest.mark.slow
+NODE = "node-builtin"
+
+
+def wait_for(condition: object, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():  # type: ignore[operator]
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{what} not within {timeout_s} s")
+
+
+def pool_rates(database_url: str) -> list[float]:
+    engine = make_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                select(samples.c.request_rate_per_second).where(
+                    samples.c.node_id == NODE, samples.c.pool == "text-small"
+                )
+            ).all()
+    finally:
+        engine.dispose()
+    return [r[0] for r in rows if r[0] is not None]
+
+
+def test_builtin_agent_serves_completions_and_its_metrics_arrive(tmp_path: Path) -> None:
+    with ServerProcess(f"sqlite:///{tmp_path}/e2e.db") as server:
+        answer = httpx.post(
+            f"{server.url}/api/v1/tokens",
+            json={"role": "agent", "node_id": NODE},
+            headers={"Authorization": f"Bearer {server.admin_token}"},
+        )
+        answer.raise_for_status()
+        serve_port = free_port()
+        agent = AgentProcess(
+            collector=server.url,
+            token=answer.json()["token"],
+            node_id=NODE,
+            spool_dir=tmp_path / "spool",
+            gpu_probe="none",
+            env={
+                "FLEETPILOT_WORKLOAD": "builtin",
+                "FLEETPILOT_POOLS": "text-small=text:1",
+                "FLEETPILOT_SERVE_PORT": str(serve_port),
+                "FLEETPILOT_REPLICA_ENGINE": "fake",
+                "FLEETPILOT_SAMPLE_INTERVAL_SECONDS": "0.2",
+                "FLEETPILOT_PUSH_INTERVAL_SECONDS": "0.2",
+            },
+            log_path=tmp_path / "agent.log",
+        ).start()
+        try:
+            serve = f"http://127.0.0.1:{serve_port}"
+
+            def ready() -> bool:
+                pools = httpx.get(f"{serve}/healthz").json()["pools"]
+                return bool(pools["text-small"]["ready"] == 1)
+
+            wait_for(ready, 30, "a warm replica")
+            for _ in range(20):
+                done = httpx.post(
+                    f"{serve}/v1/completions", json={"model": "text-small", "prompt": "hi", "max_tokens": 3}
+                )
+                assert done.status_code == 200, done.text
+            assert done.json()["usage"]["completion_tokens"] == 3
+            assert httpx.post(f"{serve}/v1/completions", json={"model": "nope", "prompt": "x"}).status_code == 404
+            wait_for(lambda: any(rate > 0 for rate in pool_rates(server.database_url)), 30, "a request rate")
+            metrics = httpx.get(f"{agent.metrics_url}/metrics").text
+            assert 'fleetpilot_agent_replicas{phase="ready",pool="text-small"} 1.0' in metrics
+        finally:
+            code = agent.stop(timeout_s=30)
+        assert code == 0, (tmp_path / "agent.log").read_text()[-3000:]
+        log = (tmp_path / "agent.log").read_text()
+        assert "Traceback" not in log, log[-3000:]

@@ -1,0 +1,243 @@
+"""The serving front end over in-process replicas: routing to the least loaded, priority order, 404/422/429/503."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import httpx
+import pytest
+
+from inference_agent.engine.api import Priority
+from inference_agent.serving.admission import Quota, QuotaBook, SloClass, TenantPolicy
+from inference_agent.serving.dispatch import Dispatcher, NoCapacity, least_loaded
+from inference_agent.serving.frontend import Frontend, FrontendLimits
+from inference_agent.serving.supervisor import Endpoint, PoolRoutes
+
+from .conftest import StartReplica
+
+A, B, C = Endpoint("a", 1), Endpoint("b", 2), Endpoint("c", 3)
+
+
+@pytest.mark.parametrize(
+    ("in_flight", "limit", "rotation", "pick"),
+    [
+        ({"a": 2, "b": 1, "c": 3}, 8, 0, B),
+        ({"a": 1, "b": 1}, 8, 0, A),
+        ({"a": 1, "b": 1}, 8, 1, B),  # ties rotate
+        ({"a": 8, "b": 8, "c": 7}, 8, 0, C),
+        ({"a": 8, "b": 8, "c": 8}, 8, 0, None),  # all full
+    ],
+)
+def test_least_loaded(in_flight: dict[str, int], limit: int, rotation: int, pick: Endpoint | None) -> None:
+    endpoints = tuple(e for e in (A, B, C) if e.replica_id in in_flight)
+    assert least_loaded(endpoints, in_flight, limit, rotation) == pick
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.005)
+
+
+def test_latency_critical_overtakes_queued_batch_requests() -> None:
+    dispatcher = Dispatcher(max_in_flight=1, max_queue=10)
+    held = dispatcher.acquire("p", lambda: (A,), Priority.STANDARD, 1.0)
+    order: list[str] = []
+
+    def wait(name: str, priority: Priority) -> None:
+        endpoint = dispatcher.acquire("p", lambda: (A,), priority, 5.0)
+        order.append(name)
+        dispatcher.release(endpoint)
+
+    threads = [threading.Thread(target=wait, args=("batch", Priority.BATCH))]
+    threads[0].start()
+    wait_until(lambda: dispatcher.queued("p") == 1)
+    threads.append(threading.Thread(target=wait, args=("critical", Priority.LATENCY_CRITICAL)))
+    threads[1].start()
+    wait_until(lambda: dispatcher.queued("p") == 2)
+    dispatcher.release(held)
+    for thread in threads:
+        thread.join(5)
+    assert order == ["critical", "batch"]
+
+
+def test_a_full_queue_and_no_replica_are_refused() -> None:
+    dispatcher = Dispatcher(max_in_flight=1, max_queue=0)
+    dispatcher.acquire("p", lambda: (A,), Priority.STANDARD, 1.0)
+    with pytest.raises(NoCapacity, match="overloaded"):
+        dispatcher.acquire("p", lambda: (A,), Priority.STANDARD, 1.0)
+    with pytest.raises(NoCapacity, match="no ready replica"):
+        dispatcher.acquire("q", tuple, Priority.STANDARD, 1.0)
+
+
+class Routes:
+    def __init__(self) -> None:
+        self.pools: dict[str, PoolRoutes] = {}
+
+    def __call__(self) -> dict[str, PoolRoutes]:
+        return self.pools
+
+
+@pytest.fixture
+def routes() -> Routes:
+    return Routes()
+
+
+@pytest.fixture
+def make_frontend(routes: Routes) -> Iterator[Callable[..., Frontend]]:
+    made: list[Frontend] = []
+
+    def make(**kwargs: object) -> Frontend:
+        frontend = Frontend(routes, **kwargs)  # type: ignore[arg-type]
+        frontend.start()
+        made.append(frontend)
+        return frontend
+
+    yield make
+    for frontend in made:
+        frontend.close()
+
+
+def url(frontend: Frontend, path: str = "/v1/completions") -> str:
+    return f"http://127.0.0.1:{frontend.port}{path}"
+
+
+def test_routes_to_the_least_loaded_replica(
+    routes: Routes, make_frontend: Callable[..., Frontend], start_replica: StartReplica
+) -> None:
+    first, a = start_replica("p", name="a", token_delay_s=0.01)
+    second, b = start_replica("p", name="b", token_delay_s=0.01)
+    routes.pools["p"] = PoolRoutes("text", (a, b))
+    frontend = make_frontend()
+    long = threading.Thread(
+        target=httpx.post, args=(url(frontend),), kwargs={"json": {"model": "p", "prompt": "x", "max_tokens": 100}}
+    )
+    long.start()
+    wait_until(lambda: first.ledger.in_flight + second.ledger.in_flight == 1)
+    busy, idle = (first, second) if first.ledger.in_flight else (second, first)
+    for _ in range(3):
+        answer = httpx.post(url(frontend), json={"model": "p", "prompt": "hello", "max_tokens": 2})
+        assert answer.status_code == 200
+    assert (busy.ledger.arrived, idle.ledger.arrived) == (1, 3)
+    long.join(10)
+    body = answer.json()
+    assert body["object"] == "text_completion" and body["model"] == "p"
+    assert body["usage"] == {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
+
+
+def test_streams_through_the_front_end(
+    routes: Routes, make_frontend: Callable[..., Frontend], start_replica: StartReplica
+) -> None:
+    _, a = start_replica("p")
+    routes.pools["p"] = PoolRoutes("text", (a,))
+    frontend = make_frontend()
+    body = {"model": "p", "prompt": "hi", "max_tokens": 4, "stream": True}
+    with httpx.stream("POST", url(frontend), json=body) as answer:
+        assert answer.status_code == 200
+        assert answer.headers["content-type"] == "text/event-stream"
+        events = [line for line in answer.iter_lines() if line]
+    assert events[-1] == "data: [DONE]"
+    chunks = [json.loads(e.removeprefix("data: ")) for e in events[:-1]]
+    assert len(chunks) == 4
+    assert [c["choices"][0]["finish_reason"] for c in chunks] == [None, None, None, "length"]
+
+
+def test_classify_through_the_front_end(
+    routes: Routes, make_frontend: Callable[..., Frontend], start_replica: StartReplica
+) -> None:
+    _, c = start_replica("img", "classify")
+    routes.pools["img"] = PoolRoutes("classify", (c,))
+    frontend = make_frontend()
+    image = [[[0.55] * 64] * 64] * 3
+    answer = httpx.post(url(frontend, "/v1/classify"), json={"model": "img", "inputs": [image]})
+    assert answer.status_code == 200
+    assert answer.json() == {"model": "img", "results": [{"label": 5, "score": pytest.approx(0.775)}]}
+    bad = httpx.post(url(frontend, "/v1/classify"), json={"model": "img", "inputs": [[[0.5]]]})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "inputs", "0"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "code", "field"),
+    [
+        ("/v1/completions", {"model": "nope", "prompt": "x"}, 404, None),
+        ("/v1/classify", {"model": "p", "inputs": []}, 404, None),  # p generates text
+        ("/v1/completions", {"prompt": "x"}, 422, "model"),
+        ("/v1/completions", {"model": "p"}, 422, "prompt"),
+        ("/v1/completions", {"model": "p", "prompt": "x", "max_tokens": 0}, 422, "max_tokens"),
+        ("/v1/completions", {"model": "p", "prompt": "x", "stream": "yes"}, 422, "stream"),
+        ("/v1/embeddings", {"model": "p"}, 404, None),
+    ],
+)
+def test_contract_errors(
+    routes: Routes,
+    make_frontend: Callable[..., Frontend],
+    start_replica: StartReplica,
+    path: str,
+    body: dict[str, object],
+    code: int,
+    field: str | None,
+) -> None:
+    _, a = start_replica("p")
+    routes.pools["p"] = PoolRoutes("text", (a,))
+    answer = httpx.post(url(make_frontend(), path), json=body)
+    assert answer.status_code == code
+    if field is not None:
+        assert answer.json()["detail"][0]["loc"] == ["body", field]
+
+
+def test_not_json_is_422(routes: Routes, make_frontend: Callable[..., Frontend]) -> None:
+    answer = httpx.post(url(make_frontend()), content=b"{nope")
+    assert answer.status_code == 422
+
+
+def test_over_quota_is_429_with_retry_after(
+    routes: Routes, make_frontend: Callable[..., Frontend], start_replica: StartReplica
+) -> None:
+    _, a = start_replica("p")
+    routes.pools["p"] = PoolRoutes("text", (a,))
+    book = QuotaBook({"t": TenantPolicy(SloClass.BATCH, {"p": Quota(rate_rps=0.25, burst=1.0)})})
+    frontend = make_frontend(quotas=book)
+    body = {"model": "p", "prompt": "x", "max_tokens": 1}
+    assert httpx.post(url(frontend), json=body, headers={"X-Tenant": "t"}).status_code == 200
+    refused = httpx.post(url(frontend), json=body, headers={"X-Tenant": "t"})
+    assert refused.status_code == 429
+    assert refused.headers["retry-after"] == "4"  # a whole token at 0.25 rps
+    assert httpx.post(url(frontend), json=body).status_code == 200  # the default tenant is not limited
+
+
+def test_no_ready_replica_overload_and_draining_are_503(
+    routes: Routes, make_frontend: Callable[..., Frontend], start_replica: StartReplica
+) -> None:
+    routes.pools["p"] = PoolRoutes("text", (), starting=1)
+    frontend = make_frontend(limits=FrontendLimits(max_in_flight_per_replica=1, max_queue_per_pool=0))
+    body = {"model": "p", "prompt": "x", "max_tokens": 1}
+    answer = httpx.post(url(frontend), json=body)
+    assert (answer.status_code, answer.headers["retry-after"]) == (503, "1")
+
+    app, a = start_replica("p", token_delay_s=0.02)
+    routes.pools["p"] = PoolRoutes("text", (a,))
+    long = threading.Thread(target=httpx.post, args=(url(frontend),), kwargs={"json": {**body, "max_tokens": 50}})
+    long.start()
+    wait_until(lambda: app.ledger.in_flight == 1)
+    assert httpx.post(url(frontend), json=body).status_code == 503  # the only slot is taken and no queue
+    long.join(10)
+
+    frontend.draining = True
+    assert httpx.post(url(frontend), json=body).status_code == 503
+
+
+def test_a_draining_replica_is_skipped_for_another(
+    routes: Routes, make_frontend: Callable[..., Frontend], start_replica: StartReplica
+) -> None:
+    draining, a = start_replica("p", name="a")
+    serving, b = start_replica("p", name="b")
+    draining.drain()
+    routes.pools["p"] = PoolRoutes("text", (a, b))
+    frontend = make_frontend()
+    for _ in range(4):
+        assert httpx.post(url(frontend), json={"model": "p", "prompt": "x", "max_tokens": 1}).status_code == 200
+    assert serving.ledger.completed == 4

@@ -1,0 +1,158 @@
+"""Supervisor decisions as pure functions: scale up and down, drain, crash back-off, kind changes; placement; pools."""
+
+from __future__ import annotations
+
+import pytest
+
+from inference_agent.serving.placement import GpuQuota, cpu_share, mps_daemon_running, replica_environment
+from inference_agent.serving.pools import PoolSpec, parse_pools, pools_from_desired
+from inference_agent.serving.reconcile import (
+    Action,
+    Phase,
+    ReplicaView,
+    Timing,
+    backoff_s,
+    crashed,
+    decide,
+    settled,
+)
+
+T = Timing(drain_deadline_s=20, startup_timeout_s=60, backoff_base_s=1, backoff_cap_s=60, stable_after_s=60)
+
+
+def view(rid: str, phase: Phase, since: float = 0.0, **kw: object) -> ReplicaView:
+    return ReplicaView(rid, "p", str(kw.pop("kind", "text")), phase, since, **kw)  # type: ignore[arg-type]
+
+
+def verbs(actions: list[Action]) -> list[tuple[str, str | None, str]]:
+    return [(a.verb.value, a.replica_id, a.reason.value) for a in actions]
+
+
+def test_scale_up_starts_the_missing_replicas() -> None:
+    actions = decide({"p": PoolSpec(3)}, [view("a", Phase.READY)], 10.0, T)
+    assert verbs(actions) == [("start", None, "ScaleUp")] * 2
+
+
+def test_scale_down_takes_backoff_then_starting_then_least_busy_newest_ready() -> None:
+    replicas = [
+        view("busy", Phase.READY, since=1, in_flight=5),
+        view("idle-old", Phase.READY, since=1),
+        view("idle-new", Phase.READY, since=2),
+        view("warming", Phase.STARTING, since=3),
+        view("crashed", Phase.BACKOFF, since=3, crashes=1, restart_at=100.0),
+    ]
+    assert verbs(decide({"p": PoolSpec(2)}, replicas, 10.0, T)) == [
+        ("forget", "crashed", "ScaleDown"),
+        ("stop", "warming", "ScaleDown"),
+        ("drain", "idle-new", "ScaleDown"),
+    ]
+
+
+def test_draining_replicas_stop_when_idle_or_at_the_deadline_and_do_not_count() -> None:
+    replicas = [view("d1", Phase.DRAINING, since=0, in_flight=0), view("d2", Phase.DRAINING, since=0, in_flight=2)]
+    assert verbs(decide({"p": PoolSpec(1)}, replicas, 5.0, T)) == [
+        ("stop", "d1", "Drained"),
+        ("start", None, "ScaleUp"),  # draining ones are on their way out
+    ]
+    assert ("stop", "d2", "DrainDeadline") in verbs(decide({"p": PoolSpec(0)}, replicas, 20.0, T))
+
+
+def test_a_removed_pool_drains_everything() -> None:
+    assert verbs(decide({}, [view("a", Phase.READY)], 1.0, T)) == [("drain", "a", "PoolRemoved")]
+
+
+def test_a_kind_change_replaces_the_replicas() -> None:
+    actions = decide({"p": PoolSpec(1, "classify")}, [view("a", Phase.READY)], 1.0, T)
+    assert verbs(actions) == [("drain", "a", "KindChanged"), ("start", None, "ScaleUp")]
+    assert actions[1].kind == "classify"
+
+
+def test_crash_backoff_doubles_and_restarts_when_it_elapsed() -> None:
+    assert [backoff_s(n, T) for n in (1, 2, 3, 7, 8)] == [1, 2, 4, 60, 60]
+    after = crashed(view("a", Phase.READY, in_flight=3), 10.0, T)
+    assert (after.phase, after.crashes, after.restart_at, after.in_flight) == (Phase.BACKOFF, 1, 11.0, 0)
+    assert decide({"p": PoolSpec(1)}, [after], 10.5, T) == []  # still waiting, and it counts: no new start
+    assert verbs(decide({"p": PoolSpec(1)}, [after], 11.0, T)) == [("restart", "a", "BackoffElapsed")]
+    again = crashed(after, 12.0, T)
+    assert (again.crashes, again.restart_at) == (2, 14.0)
+
+
+def test_a_minute_ready_clears_the_crash_count() -> None:
+    ready = view("a", Phase.READY, since=100.0, crashes=4)
+    assert settled(ready, 159.0, T).crashes == 4
+    assert settled(ready, 160.0, T).crashes == 0
+
+
+def test_a_replica_never_warm_fails_once_not_twice() -> None:
+    stuck = view("s", Phase.STARTING, since=0.0)
+    assert verbs(decide({"p": PoolSpec(0)}, [stuck], 60.0, T)) == [("fail", "s", "StartupTimeout")]
+    assert verbs(decide({"p": PoolSpec(1)}, [stuck], 60.0, T)) == [("fail", "s", "StartupTimeout")]
+
+
+@pytest.mark.parametrize(
+    ("slot", "slots", "cpus", "share"),
+    [
+        (0, 2, (0, 1, 2, 3), (0, 1)),
+        (1, 2, (0, 1, 2, 3), (2, 3)),
+        (2, 3, (0, 1), (0,)),  # more replicas than cores: they share
+        (0, 0, (4, 5), (4, 5)),
+    ],
+)
+def test_cpu_share(slot: int, slots: int, cpus: tuple[int, ...], share: tuple[int, ...]) -> None:
+    assert cpu_share(slot, slots, cpus) == share
+
+
+def test_replica_environment_on_cpu_and_with_mps() -> None:
+    assert replica_environment(slot=1, slots=2, cpus=(0, 1, 2, 3), device="cpu", mps=True) == {
+        "FLEETPILOT_REPLICA_CPUS": "2,3",
+        "FLEETPILOT_REPLICA_THREADS": "2",
+    }
+    env = replica_environment(
+        slot=0,
+        slots=1,
+        cpus=(0,),
+        device="cuda",
+        mps=True,
+        gpu_quota=GpuQuota(active_thread_percentage=25, gpu_memory_mib=4096),
+    )
+    assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "25"
+    assert env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=4096M"
+    no_mps = replica_environment(slot=0, slots=1, cpus=(0,), device="cuda", mps=False, gpu_quota=GpuQuota(25, 4096))
+    assert "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" not in no_mps
+
+
+def test_mps_daemon_detection() -> None:
+    assert mps_daemon_running({}, lambda path: path == "/tmp/nvidia-mps/control")
+    assert mps_daemon_running({"CUDA_MPS_PIPE_DIRECTORY": "/x"}, lambda path: path == "/x/control")
+    assert not mps_daemon_running({}, lambda _path: False)
+
+
+def test_pools_setting() -> None:
+    assert parse_pools("a=text:1, b=classify:2") == {"a": PoolSpec(1, "text"), "b": PoolSpec(2, "classify")}
+    assert parse_pools("") == {}
+    for bad in ("a=text", "a=video:1", "a=text:1,a=text:2", "=text:1"):
+        with pytest.raises(ValueError):
+            parse_pools(bad)
+
+
+def test_pools_from_desired() -> None:
+    current = {"c": PoolSpec(1, "classify")}
+    assert pools_from_desired({"tenants": {}}, current) is None
+    got = pools_from_desired({"pools": {"c": {"replicas": 3}, "t": {"replicas": 1, "gpu_memory_mib": 512}}}, current)
+    assert got == {"c": PoolSpec(3, "classify"), "t": PoolSpec(1, "text", GpuQuota(None, 512))}
+    with pytest.raises(ValueError, match=r"pools\.t\.replicas"):
+        pools_from_desired({"pools": {"t": {"replicas": "2"}}}, current)
+    with pytest.raises(ValueError, match=r"pools\.t\.kind"):
+        pools_from_desired({"pools": {"t": {"replicas": 2, "kind": "video"}}}, current)
+
+
+def test_agent_settings_take_builtin_and_its_pools(tmp_path: object) -> None:
+    from inference_agent.settings import AgentSettings, WorkloadSpec
+
+    assert WorkloadSpec.parse("builtin") == WorkloadSpec("builtin")
+    settings = AgentSettings(
+        collector="http://c", token="agent-token", workload="builtin", pools="a=text:2,b=classify:1", serve_port=0
+    )
+    assert settings.pool_specs == {"a": PoolSpec(2, "text"), "b": PoolSpec(1, "classify")}
+    with pytest.raises(ValueError, match="NAME=KIND:REPLICAS"):
+        AgentSettings(collector="http://c", token="agent-token", pools="a=gpu:1")
