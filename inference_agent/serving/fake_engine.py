@@ -20,6 +20,7 @@ from inference_agent.engine.api import (
     FinishReason,
     TokenEvent,
 )
+from inference_agent.engine.tokenizer import count_prompt_tokens
 
 ALPHABET = "abcdefghijklmnopqrstuvwxyz "
 
@@ -55,7 +56,7 @@ class FakeTextEngine:
             pass
 
     def submit(self, request: CompletionRequest) -> Iterator[TokenEvent]:
-        prompt_tokens = len(request.prompt.encode())
+        prompt_tokens = count_prompt_tokens(request.prompt)
         with self._lock:
             self._waiting += 1
         with self._slots:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from inference_agent.engine.api import CompletionRequest, CompletionResult, FinishReason, Priority, TokenEvent
+from inference_agent.engine.tokenizer import count_prompt_tokens
 from inference_agent.serving.handler import ClientGone, JsonHandler
 from inference_agent.serving.replica_app import Refused, ReplicaApp
 from inference_agent.serving.schema import (
@@ -146,7 +147,7 @@ def handler_for(app: ReplicaApp) -> type[JsonHandler]:
 def collect(request: CompletionRequest, events: Iterator[TokenEvent]) -> CompletionResult:
     """Gather a request's token events into one result; an abort event carries no token.
 
-    Prompt tokens are the prompt's bytes: both engines tokenize byte-level.
+    Prompt tokens are counted as the byte-level tokenizer counts them: the prompt's bytes plus BOS.
     """
     texts: list[str] = []
     generated = 0
@@ -156,4 +157,5 @@ def collect(request: CompletionRequest, events: Iterator[TokenEvent]) -> Complet
         generated += event.finish_reason is not FinishReason.ABORT
         if event.finish_reason is not None:
             finish = event.finish_reason
-    return CompletionResult(request.request_id, "".join(texts), len(request.prompt.encode()), generated, finish)
+    prompt_tokens = count_prompt_tokens(request.prompt)
+    return CompletionResult(request.request_id, "".join(texts), prompt_tokens, generated, finish)
