@@ -73,7 +73,7 @@ def test_completions_streams_and_422s(text_replica: Replica) -> None:
     url = f"{text_replica.url}/v1/completions"
     answer = httpx.post(url, json={"model": "p", "prompt": "abc", "max_tokens": 3}).json()
     assert answer["choices"][0]["finish_reason"] == "length" and len(answer["choices"][0]["text"]) == 3
-    assert answer["usage"] == {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}
+    assert answer["usage"] == {"prompt_tokens": 4, "completion_tokens": 3, "total_tokens": 7}  # 3 bytes + BOS
     with httpx.stream("POST", url, json={"model": "p", "prompt": "abc", "max_tokens": 3, "stream": True}) as stream:
         raw = stream.read().decode()
     events = raw.split("\n\n")
@@ -139,7 +139,7 @@ def test_a_real_torch_replica_answers_once_warm() -> None:
             f"{replica.url}/v1/completions", json={"model": "p", "prompt": "hi", "max_tokens": 4}, timeout=60
         )
         assert answer.status_code == 200, answer.text
-        assert answer.json()["usage"]["prompt_tokens"] == 2
+        assert answer.json()["usage"]["prompt_tokens"] == 3  # "hi" + BOS
         assert answer.json()["usage"]["completion_tokens"] >= 1
         stats = httpx.get(f"{replica.url}/stats").json()
         assert stats["engine"]["kv_blocks_total"] > 0
