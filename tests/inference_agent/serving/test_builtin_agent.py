@@ -1,4 +1,4 @@
-"""A real agent with ``--workload builtin`` (fake engine) pushing to a real server: completions answered through its
+"""A real agent with ``--workload builtin`` (torch engine) pushing to a real server: completions answered through its
 serving port, the pool's serving metrics stored, and SIGTERM drains and exits cleanly."""
 
 from __future__ import annotations
@@ -60,7 +60,6 @@ def test_builtin_agent_serves_completions_and_its_metrics_arrive(tmp_path: Path)
                 "FLEETPILOT_WORKLOAD": "builtin",
                 "FLEETPILOT_POOLS": "text-small=text:1",
                 "FLEETPILOT_SERVE_PORT": str(serve_port),
-                "FLEETPILOT_REPLICA_ENGINE": "fake",
                 "FLEETPILOT_SAMPLE_INTERVAL_SECONDS": "0.2",
                 "FLEETPILOT_PUSH_INTERVAL_SECONDS": "0.2",
             },
@@ -73,13 +72,13 @@ def test_builtin_agent_serves_completions_and_its_metrics_arrive(tmp_path: Path)
                 pools = httpx.get(f"{serve}/healthz").json()["pools"]
                 return bool(pools["text-small"]["ready"] == 1)
 
-            wait_for(ready, 30, "a warm replica")
+            wait_for(ready, 120, "a warm replica")
             for _ in range(20):
                 done = httpx.post(
                     f"{serve}/v1/completions", json={"model": "text-small", "prompt": "hi", "max_tokens": 3}
                 )
                 assert done.status_code == 200, done.text
-            assert done.json()["usage"]["completion_tokens"] == 3
+            assert 1 <= done.json()["usage"]["completion_tokens"] <= 3  # random weights may emit end-of-text early
             assert httpx.post(f"{serve}/v1/completions", json={"model": "nope", "prompt": "x"}).status_code == 404
             wait_for(lambda: any(rate > 0 for rate in pool_rates(server.database_url)), 30, "a request rate")
             metrics = httpx.get(f"{agent.metrics_url}/metrics").text
