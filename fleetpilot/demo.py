@@ -9,12 +9,14 @@ from pathlib import Path
 from types import FrameType
 
 from collector.database import make_engine
-from fleetpilot.launch import AgentProcess, ServerProcess
+from fleetpilot.launch import AgentProcess, ServerProcess, free_port
 from fleetpilot.settings import ServerSettings
 from migrations import runner
 from web.tokens import Role, TokenStore
 
 DEMO_NODES = ("demo-node-1", "demo-node-2")
+# Each demo node runs one replica of a text-generation pool and one of an image-classification pool (torch, CPU).
+DEMO_POOLS = "chat=text:1,vision=classify:1"
 
 
 def run_demo(settings: ServerSettings, *, state_dir: Path = Path(".fleetpilot")) -> int:
@@ -32,6 +34,9 @@ def run_demo(settings: ServerSettings, *, state_dir: Path = Path(".fleetpilot"))
             node_id=node,
             spool_dir=state_dir / "agents" / node,
             log_path=logs / f"{node}.log",
+            workload="builtin",
+            pools=DEMO_POOLS,
+            serve_port=free_port(),
         )
         for node in DEMO_NODES
     ]
@@ -46,7 +51,7 @@ def run_demo(settings: ServerSettings, *, state_dir: Path = Path(".fleetpilot"))
         server.start()
         for agent in agents:
             agent.start()
-        _announce(server, admin_token, logs)
+        _announce(server, admin_token, agents, logs)
         _watch(stop, server, agents)
     finally:
         print("stopping the agents (they flush their spools) and the server ...", flush=True)
@@ -69,12 +74,23 @@ def _demo_tokens(database_url: str) -> tuple[str, dict[str, str]]:
     return admin, agents
 
 
-def _announce(server: ServerProcess, admin_token: str, logs: Path) -> None:
+def _announce(server: ServerProcess, admin_token: str, agents: list[AgentProcess], logs: Path) -> None:
     print(f"Dashboard: {server.url}/", flush=True)
     print(f"Admin token: {admin_token}", flush=True)
     print(f"API docs: {server.url}/docs    Prometheus metrics: {server.url}/metrics", flush=True)
     print(f"Try: curl -H 'Authorization: Bearer {admin_token}' {server.url}/api/v1/nodes", flush=True)
     print(f"Agents {', '.join(DEMO_NODES)} push every second; logs in {logs}/. Ctrl-C stops everything.", flush=True)
+    serving = agents[0].serve_url
+    print(
+        f"Inference on each agent ({', '.join(str(a.serve_url) for a in agents)}); the small model has random "
+        "weights, so its text is noise while the load it puts on the node is real. E.g.:",
+        flush=True,
+    )
+    print(
+        f'  curl -H \'X-Tenant: acme\' {serving}/v1/completions -d \'{{"model": "chat", "prompt": '
+        f'"Hello", "max_tokens": 16}}\'',
+        flush=True,
+    )
 
 
 def _watch(stop: threading.Event, server: ServerProcess, agents: list[AgentProcess]) -> None:

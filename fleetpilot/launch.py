@@ -154,6 +154,9 @@ class AgentProcess(_Child):
     spool_dir: Path
     gpu_probe: str = "auto"
     metrics_port: int = field(default_factory=free_port)
+    workload: str = "none"
+    pools: str | None = None  # with the builtin workload: "NAME=text|classify:REPLICAS,..."
+    serve_port: int | None = None
 
     @property
     def metrics_url(self) -> str:
@@ -167,8 +170,17 @@ class AgentProcess(_Child):
             "--gpu-probe": self.gpu_probe,
             "--spool-dir": str(self.spool_dir),
             "--metrics-port": str(self.metrics_port),
+            "--workload": self.workload,
         }
+        if self.pools is not None:
+            flags["--pools"] = self.pools
+        if self.serve_port is not None:
+            flags["--serve-port"] = str(self.serve_port)
         return ["agent", *(part for pair in flags.items() for part in pair)]
+
+    @property
+    def serve_url(self) -> str | None:
+        return None if self.serve_port is None else f"http://127.0.0.1:{self.serve_port}"
 
     def ready_url(self) -> str:
         return f"{self.metrics_url}/healthz"
