@@ -45,7 +45,7 @@ def test_accepts_the_contract_example_and_answers_after_commit(
                 "device": 0,
                 "pool": None,
                 "metrics": {"gpu_utilization_ratio": 0.83, "gpu_memory_used_bytes": 61203283968},
-                "extra": {},
+                "extra": {"gpu_ecc_volatile_corrected_errors": 3, "gpu_clocks_event_reason_names": ["sw_power_cap"]},
             },
             {
                 "seq": 1042,
@@ -64,6 +64,7 @@ def test_accepts_the_contract_example_and_answers_after_commit(
         row = conn.execute(select(samples).where(samples.c.seq == 1041)).one()._mapping
     assert row["gpu_memory_used_bytes"] == 61203283968
     assert row["gpu_power_watts"] is None  # not measured: absent, never 0
+    assert row["extra"] == {"gpu_ecc_volatile_corrected_errors": 3, "gpu_clocks_event_reason_names": ["sw_power_cap"]}
 
 
 def test_resent_samples_count_as_duplicates_and_are_stored_once(
