@@ -133,9 +133,9 @@ class Agent:
         """Sample on this thread, push on another, until SIGTERM/SIGINT; then flush within the grace period."""
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
-        self.endpoint.start()
         if self.workload is not None:
-            self.workload.start()
+            self.workload.start()  # first: once /healthz answers, the serving port is bound too
+        self.endpoint.start()
         pusher = threading.Thread(
             target=self.pusher.run,
             args=(self.stop_event,),

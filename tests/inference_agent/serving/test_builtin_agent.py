@@ -69,7 +69,10 @@ def test_builtin_agent_serves_completions_and_its_metrics_arrive(tmp_path: Path)
             serve = f"http://127.0.0.1:{serve_port}"
 
             def ready() -> bool:
-                pools = httpx.get(f"{serve}/healthz").json()["pools"]
+                try:
+                    pools = httpx.get(f"{serve}/healthz").json()["pools"]
+                except httpx.HTTPError:
+                    return False
                 return bool(pools["text-small"]["ready"] == 1)
 
             wait_for(ready, 120, "a warm replica")
