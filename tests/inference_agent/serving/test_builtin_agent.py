@@ -56,10 +56,10 @@ def test_builtin_agent_serves_completions_and_its_metrics_arrive(tmp_path: Path)
             node_id=NODE,
             spool_dir=tmp_path / "spool",
             gpu_probe="none",
+            workload="builtin",
+            pools="text-small=text:1",
+            serve_port=serve_port,
             env={
-                "FLEETPILOT_WORKLOAD": "builtin",
-                "FLEETPILOT_POOLS": "text-small=text:1",
-                "FLEETPILOT_SERVE_PORT": str(serve_port),
                 "FLEETPILOT_SAMPLE_INTERVAL_SECONDS": "0.2",
                 "FLEETPILOT_PUSH_INTERVAL_SECONDS": "0.2",
             },
