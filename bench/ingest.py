@@ -60,6 +60,7 @@ class BenchConfig:
     concurrency: int
     warmup_s: float
     duration_s: float
+    gzip: bool
     profile: Path | None
 
     @property
@@ -77,6 +78,7 @@ def parse_config(argv: list[str] | None) -> BenchConfig:
     parser.add_argument("--concurrency", type=int, default=16, help="pushes in flight (closed loop)")
     parser.add_argument("--duration", type=float, default=None, help="measured seconds (default 20, quick 8)")
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds of load before measuring")
+    parser.add_argument("--no-gzip", dest="gzip", action="store_false", help="plain JSON bodies (the agent gzips)")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy the server into this .svg/.txt/.json")
     args = parser.parse_args(argv)
     if min(args.nodes, args.gpus, args.batch_ticks, args.concurrency) < 1:
@@ -89,6 +91,7 @@ def parse_config(argv: list[str] | None) -> BenchConfig:
         concurrency=args.concurrency,
         warmup_s=args.warmup,
         duration_s=args.duration if args.duration is not None else (8.0 if args.quick else 20.0),
+        gzip=args.gzip,
         profile=args.profile,
     )
 
@@ -215,7 +218,9 @@ def drive_load(server: ServerProcess, config: BenchConfig, tokens: dict[str, str
     """Run the simulated agents against the server and measure the CPU each side used meanwhile."""
     assert server.process is not None
     server_ps = psutil.Process(server.process.pid)
-    plan = LoadPlan(server.url, tokens, config.shape, config.concurrency, config.warmup_s, config.duration_s)
+    plan = LoadPlan(
+        server.url, tokens, config.shape, config.concurrency, config.warmup_s, config.duration_s, gzip=config.gzip
+    )
     snapshots: list[CpuSnapshot] = []
     with profiled(server.process.pid, config.profile, config.warmup_s + config.duration_s):
         result = run_in_process(plan, on_start=lambda: snapshots.append(cpu_snapshot(server_ps)))
@@ -343,6 +348,7 @@ def summarize(
         "gpus_per_node": config.gpus,
         "batch_ticks": config.batch_ticks,
         "rows_per_request": shape.rows,
+        "gzip": config.gzip,
         "concurrency": config.concurrency,
         "warmup_s": config.warmup_s,
         "duration_s": config.duration_s,

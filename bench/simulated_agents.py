@@ -2,14 +2,17 @@
 
 Each node samples every 500 ms like the real agent and pushes ``batch_ticks`` ticks per request: per tick one
 sample per GPU (the five GPU metrics), one node sample (the two node metrics) and one pool sample (the five pool
-metrics). Load is closed-loop: ``concurrency`` workers, each owning a disjoint set of nodes, send one push at a time
-over a keep-alive ``httpx.AsyncClient`` until the time is up; a node never has two pushes in flight, so its ``seq``
-reaches the server in order, as from a real agent. The generator runs in its own process (``run_in_process``).
+metrics). Bodies are built as ``inference_agent.pusher`` builds them: compact JSON, gzip level 5, the inventory on
+every push until one is acknowledged. Load is closed-loop: ``concurrency`` workers, each owning a disjoint set of
+nodes, send one push at a time over a keep-alive ``httpx.AsyncClient`` until the time is up; a node never has two
+pushes in flight, so its ``seq`` reaches the server in order, as from a real agent. The generator runs in its own
+process (``run_in_process``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import gzip
 import importlib.util
 import json
 import multiprocessing
@@ -59,6 +62,7 @@ class SimulatedNode:
         self.node_id = node_id
         self.gpus = gpus
         self.seq = 0
+        self.registered = False
         self._rng = random.Random(seed)
         self._load = [self._rng.uniform(0.3, 0.9) for _ in range(gpus)]
 
@@ -70,15 +74,26 @@ class SimulatedNode:
         return rows
 
     def batch(self, shape: PushShape, now: float) -> dict[str, Any]:
-        """One push body: the last ``batch_ticks`` ticks, the newest at ``now``."""
+        """One push body: the last ``batch_ticks`` ticks, the newest at ``now``; the inventory until registered."""
         samples: list[dict[str, Any]] = []
         for tick in range(shape.batch_ticks):
             samples.extend(self.tick(round(now - (shape.batch_ticks - 1 - tick) * TICK_SECONDS, 3)))
-        return {"node_id": self.node_id, "samples": samples}
+        body: dict[str, Any] = {"node_id": self.node_id, "samples": samples}
+        if not self.registered:
+            body["inventory"] = self.inventory()
+        return body
+
+    def inventory(self) -> dict[str, Any]:
+        gpus = [
+            {"index": i, "name": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-{self.node_id}-{i}"}
+            | {"memory_total_bytes": GPU_MEMORY_TOTAL_BYTES, "driver_version": "550.54.15"}
+            for i in range(self.gpus)
+        ]
+        return {"hostname": self.node_id, "agent_version": "bench", "gpus": gpus}
 
     def _sample(self, ts: float, device: int | None, pool: str | None, metrics: dict[str, float]) -> dict[str, Any]:
         self.seq += 1
-        return {"seq": self.seq, "ts": ts, "device": device, "pool": pool, "metrics": metrics}
+        return {"seq": self.seq, "ts": ts, "device": device, "pool": pool, "metrics": metrics, "extra": {}}
 
     def _device_sample(self, ts: float, device: int) -> dict[str, Any]:
         rng = self._rng
@@ -122,6 +137,7 @@ class LoadPlan:
     concurrency: int
     warmup_s: float
     duration_s: float
+    gzip: bool = True
     request_timeout_s: float = 10.0
     seed: int = 1
 
@@ -150,6 +166,9 @@ class _Window:
 async def _push(client: httpx.AsyncClient, node: SimulatedNode, plan: LoadPlan, result: LoadResult, w: _Window) -> None:
     body = json.dumps(node.batch(plan.shape, time.time()), separators=(",", ":")).encode()
     headers = {"authorization": f"Bearer {plan.tokens[node.node_id]}", "content-type": "application/json"}
+    if plan.gzip:
+        body = gzip.compress(body, compresslevel=5)
+        headers["content-encoding"] = "gzip"
     started = time.perf_counter()
     try:
         response = await client.post("/api/v1/ingest", content=body, headers=headers)
@@ -162,6 +181,7 @@ async def _push(client: httpx.AsyncClient, node: SimulatedNode, plan: LoadPlan, 
     if answer is None:
         result.errors[str(response.status_code)] += 1
         return
+    node.registered = True
     result.accepted_total += answer["accepted"]
     result.duplicates_total += answer["duplicates"]
     if w.measure_from <= done <= w.end:

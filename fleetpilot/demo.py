@@ -98,5 +98,5 @@ def _watch(stop: threading.Event, server: ServerProcess, agents: list[AgentProce
     while not stop.wait(1.0):
         for child in (server, *agents):
             if child.process is not None and child.process.poll() is not None:
-                print(f"{child.arguments()[0]} exited with {child.process.returncode}:\n{child.log_tail()}", flush=True)
+                print(f"{child.name} exited with {child.process.returncode}:\n{child.log_tail()}", flush=True)
                 return

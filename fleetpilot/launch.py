@@ -19,6 +19,7 @@ from typing import Self
 
 import httpx
 
+FLEETPILOT = (sys.executable, "-m", "fleetpilot")
 PR_SET_PDEATHSIG = 1
 try:  # looked up here, in the parent: the child between fork and exec must not load libraries
     _LIBC: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
@@ -48,15 +49,20 @@ def _temp_log(prefix: str) -> Path:
 
 
 @dataclass(kw_only=True)
-class _Child:
-    """A ``python -m fleetpilot ...`` child; subclasses say its arguments and the URL that answers when ready."""
+class ChildProcess:
+    """A child process with a log file and a health URL; subclasses give its ``command()`` and ``ready_url()``."""
 
     env: dict[str, str] = field(default_factory=dict)
     ready_timeout_s: float = 60.0
     log_path: Path = field(default_factory=lambda: _temp_log("fleetpilot-"))
+    cwd: Path | None = None
     process: subprocess.Popen[bytes] | None = None
 
-    def arguments(self) -> list[str]:
+    @property
+    def name(self) -> str:
+        return Path(self.command()[0]).name
+
+    def command(self) -> list[str]:
         raise NotImplementedError
 
     def ready_url(self) -> str:
@@ -66,13 +72,13 @@ class _Child:
         return {**os.environ, **self.env}
 
     def start(self) -> Self:
-        command = [sys.executable, "-m", "fleetpilot", *self.arguments()]
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                command,
+                self.command(),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=self.child_env(),
+                cwd=self.cwd,
                 preexec_fn=_die_with_parent,  # noqa: PLW1509 - one async-signal-safe prctl call, nothing else
             )
         try:
@@ -86,14 +92,14 @@ class _Child:
         deadline = time.monotonic() + self.ready_timeout_s
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
-                raise RuntimeError(f"{self.arguments()[0]} exited with {self.process.returncode}:\n{self.log_tail()}")
+                raise RuntimeError(f"{self.name} exited with {self.process.returncode}:\n{self.log_tail()}")
             try:
                 if httpx.get(self.ready_url(), timeout=1.0).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
-        raise TimeoutError(f"{self.arguments()[0]} not ready within {self.ready_timeout_s} s:\n{self.log_tail()}")
+        raise TimeoutError(f"{self.name} not ready within {self.ready_timeout_s} s:\n{self.log_tail()}")
 
     def stop(self, sig: signal.Signals = signal.SIGTERM, timeout_s: float = 15.0) -> int | None:
         """Signal the process and reap it (SIGKILL after ``timeout_s``); its exit code, None if never started."""
@@ -123,7 +129,7 @@ class _Child:
 
 
 @dataclass
-class ServerProcess(_Child):
+class ServerProcess(ChildProcess):
     """``with ServerProcess(database_url) as server:`` runs a server on loopback with a known admin token."""
 
     database_url: str
@@ -134,8 +140,13 @@ class ServerProcess(_Child):
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def arguments(self) -> list[str]:
-        return ["server", "--host", "127.0.0.1", "--port", str(self.port), "--database-url", self.database_url]
+    @property
+    def name(self) -> str:
+        return "fleetpilot server"
+
+    def command(self) -> list[str]:
+        flags = {"--host": "127.0.0.1", "--port": str(self.port), "--database-url": self.database_url}
+        return [*FLEETPILOT, "server", *(part for pair in flags.items() for part in pair)]
 
     def ready_url(self) -> str:
         return f"{self.url}/readyz"
@@ -145,7 +156,7 @@ class ServerProcess(_Child):
 
 
 @dataclass(kw_only=True)
-class AgentProcess(_Child):
+class AgentProcess(ChildProcess):
     """One node agent pushing to ``collector``, with its own spool folder and ``/metrics`` port."""
 
     collector: str
@@ -162,7 +173,11 @@ class AgentProcess(_Child):
     def metrics_url(self) -> str:
         return f"http://127.0.0.1:{self.metrics_port}"
 
-    def arguments(self) -> list[str]:
+    @property
+    def name(self) -> str:
+        return f"fleetpilot agent {self.node_id}"
+
+    def command(self) -> list[str]:
         flags = {
             "--collector": self.collector,
             "--token": self.token,
@@ -176,7 +191,7 @@ class AgentProcess(_Child):
             flags["--pools"] = self.pools
         if self.serve_port is not None:
             flags["--serve-port"] = str(self.serve_port)
-        return ["agent", *(part for pair in flags.items() for part in pair)]
+        return [*FLEETPILOT, "agent", *(part for pair in flags.items() for part in pair)]
 
     @property
     def serve_url(self) -> str | None:

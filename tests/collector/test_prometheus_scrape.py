@@ -37,7 +37,9 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
 
 @pytest.fixture
 def prometheus(server: ServerProcess, tmp_path: Path) -> Iterator[PrometheusProcess]:
-    prometheus = PrometheusProcess(tmp_path / "prometheus", target=f"127.0.0.1:{server.port}", scrape_interval_s=1.0)
+    prometheus = PrometheusProcess(
+        workdir=tmp_path / "prometheus", target=f"127.0.0.1:{server.port}", scrape_interval_s=1.0
+    )
     try:
         prometheus.start()
         yield prometheus

@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import httpx
 
-from fleetpilot.launch import free_port
+from fleetpilot.launch import ChildProcess, free_port
 from tests.support.availability import unavailable
 
 
@@ -66,9 +64,9 @@ def scrape_config(target: str, *, job: str, scrape_interval_s: float) -> str:
     )
 
 
-@dataclass
-class PrometheusProcess:
-    """``with PrometheusProcess(workdir, target="127.0.0.1:8080") as prometheus:`` runs a throwaway Prometheus.
+@dataclass(kw_only=True)
+class PrometheusProcess(ChildProcess):
+    """``with PrometheusProcess(workdir=..., target="127.0.0.1:8080") as prometheus:`` runs a throwaway Prometheus.
 
     Config, TSDB and log live under ``workdir``; the context exit always terminates and reaps the process.
     """
@@ -78,49 +76,28 @@ class PrometheusProcess:
     job: str = "fleetpilot"
     scrape_interval_s: float = 1.0
     port: int = field(default_factory=free_port)
-    ready_timeout_s: float = 60.0
-    process: subprocess.Popen[bytes] | None = None
+
+    def __post_init__(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.workdir / "prometheus.log"
+        self.cwd = self.workdir
+        config = self.workdir / "prometheus.yml"
+        config.write_text(scrape_config(self.target, job=self.job, scrape_interval_s=self.scrape_interval_s))
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    @property
-    def log_path(self) -> Path:
-        return self.workdir / "prometheus.log"
-
-    def start(self) -> PrometheusProcess:
-        binary = require_program("prometheus")
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        config = self.workdir / "prometheus.yml"
-        config.write_text(scrape_config(self.target, job=self.job, scrape_interval_s=self.scrape_interval_s))
-        command = [
-            binary,
-            f"--config.file={config}",
+    def command(self) -> list[str]:
+        return [
+            require_program("prometheus"),
+            f"--config.file={self.workdir / 'prometheus.yml'}",
             f"--storage.tsdb.path={self.workdir / 'tsdb'}",
             f"--web.listen-address=127.0.0.1:{self.port}",
         ]
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir)
-        try:
-            self.wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
 
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + self.ready_timeout_s
-        while time.monotonic() < deadline:
-            if self.process is not None and self.process.poll() is not None:
-                raise RuntimeError(f"prometheus exited with {self.process.returncode}:\n{self.log_tail()}")
-            try:
-                if httpx.get(f"{self.url}/-/ready", timeout=1.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise TimeoutError(f"prometheus not ready within {self.ready_timeout_s} s:\n{self.log_tail()}")
+    def ready_url(self) -> str:
+        return f"{self.url}/-/ready"
 
     def query(self, promql: str) -> list[dict[str, Any]]:
         """The instant vector of ``promql`` now: ``[{"metric": {labels}, "value": [ts, "value"]}, ...]``."""
@@ -138,25 +115,3 @@ class PrometheusProcess:
         response.raise_for_status()
         active: list[dict[str, Any]] = response.json()["data"]["activeTargets"]
         return active
-
-    def stop(self, timeout_s: float = 15.0) -> int | None:
-        if self.process is None or self.process.poll() is not None:
-            return None if self.process is None else self.process.returncode
-        self.process.terminate()
-        try:
-            return self.process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            return self.process.wait(timeout_s)
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    def __enter__(self) -> PrometheusProcess:
-        return self.start()
-
-    def __exit__(self, *_exc: type[BaseException] | BaseException | TracebackType | None) -> None:
-        self.stop()
