@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import httpx
 
 from inference_agent.engine.api import Priority
+from inference_agent.http_server import ClientGone, JsonHandler, Server
 from inference_agent.serving.admission import QuotaBook, TenantState, Verdict, admit, release
 from inference_agent.serving.dispatch import Dispatcher, NoCapacity
-from inference_agent.serving.handler import ClientGone, JsonHandler, Server
 from inference_agent.serving.replica_handler import PRIORITY_HEADER, QUEUED_HEADER
 from inference_agent.serving.schema import BadRequest, model_of, parse_classify, parse_completion, parse_json
 from inference_agent.serving.supervisor import Endpoint, PoolRoutes

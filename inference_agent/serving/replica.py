@@ -47,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s replica {args.pool}: %(message)s")
     threads = pin_to_quota()
     app = ReplicaApp(args.pool, args.kind)
-    from inference_agent.serving.handler import Server
+    from inference_agent.http_server import Server
 
     server = Server(args.host, args.port, handler_for(app), name="replica-http")
     server.start()

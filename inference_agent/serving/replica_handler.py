@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from inference_agent.engine.api import CompletionRequest, CompletionResult, FinishReason, Priority, TokenEvent
 from inference_agent.engine.tokenizer import count_prompt_tokens
-from inference_agent.serving.handler import ClientGone, JsonHandler
+from inference_agent.http_server import ClientGone, JsonHandler
 from inference_agent.serving.replica_app import Refused, ReplicaApp
 from inference_agent.serving.schema import (
     SSE_DONE,

@@ -6,8 +6,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from inference_agent.http_server import Server
 from inference_agent.serving.fake_engine import FakeClassifier, FakeTextEngine
-from inference_agent.serving.handler import Server
 from inference_agent.serving.replica_app import ReplicaApp
 from inference_agent.serving.replica_handler import handler_for
 from inference_agent.serving.supervisor import Endpoint
