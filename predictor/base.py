@@ -1,0 +1,75 @@
+"""One interface for every forecaster: ``fit(history) -> self`` and ``predict(horizon) -> Forecast``.
+
+History is a regular series: equally spaced steps of ``step_seconds``, a missing step is NaN (an agent away, a
+collection gap — never read as zero load). Forecasts carry a point value and a central 90 % interval per step.
+Heavy imports (statsmodels, scikit-learn, torch) live inside the backend modules that need them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Self
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+INTERVAL_COVERAGE = 0.90
+
+
+class ForecastError(Exception):
+    """A forecaster could not fit or predict; the message says why (too little history, all values missing, ...)."""
+
+
+@dataclass(frozen=True)
+class History:
+    """Values at ``start_ts + i × step_seconds``; NaN where a step has no value."""
+
+    values: FloatArray
+    step_seconds: float
+    start_ts: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.values.ndim != 1:
+            raise ValueError("history values must be one-dimensional")
+        if not self.step_seconds > 0:
+            raise ValueError(f"step_seconds must be positive, got {self.step_seconds}")
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @property
+    def end_ts(self) -> float:
+        """The timestamp of the last step (the forecast origin)."""
+        return self.start_ts + (len(self.values) - 1) * self.step_seconds
+
+    def upto(self, steps: int) -> History:
+        """The first ``steps`` values: what was known at origin ``steps - 1``."""
+        return History(self.values[:steps], self.step_seconds, self.start_ts)
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """Steps 1..h after the origin: point values and the central 90 % interval (``lo <= yhat <= hi``)."""
+
+    yhat: FloatArray
+    lo: FloatArray
+    hi: FloatArray
+
+    def __post_init__(self) -> None:
+        if not (len(self.yhat) == len(self.lo) == len(self.hi)):
+            raise ValueError("yhat, lo and hi must have the same length")
+
+    @property
+    def horizon(self) -> int:
+        return len(self.yhat)
+
+
+class Forecaster(Protocol):
+    """Fit on the history up to an origin, then forecast the next ``horizon`` steps; ``name`` identifies it."""
+
+    name: str
+
+    def fit(self, history: History) -> Self: ...
+
+    def predict(self, horizon: int) -> Forecast: ...
