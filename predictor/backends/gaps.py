@@ -1,0 +1,58 @@
+"""Missing steps handled explicitly: counted, interpolated for fitting when a model needs a full series, never zero."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from predictor.base import FloatArray, ForecastError, History
+
+
+def observed_count(values: FloatArray) -> int:
+    """How many steps have a finite value."""
+    return int(np.isfinite(values).sum())
+
+
+def require_observed(history: History, minimum: int, who: str) -> None:
+    """Raise ForecastError when fewer than ``minimum`` steps are observed, naming the model and the counts."""
+    count = observed_count(history.values)
+    if count < minimum:
+        raise ForecastError(f"{who} needs at least {minimum} observed values, got {count} (of {len(history)} steps)")
+
+
+def forward_fill(values: FloatArray) -> FloatArray:
+    """Each step's last observed value at or before it (NaN before the first observation): [1, nan, 3] → [1, 1, 3]."""
+    finite = np.isfinite(values)
+    index = np.where(finite, np.arange(len(values)), -1)
+    np.maximum.accumulate(index, out=index)
+    filled = np.full(len(values), np.nan)
+    known = index >= 0
+    filled[known] = values[index[known]]
+    return filled
+
+
+@dataclass(frozen=True)
+class FilledSeries:
+    """The history between its first and last observation with interior gaps linearly interpolated.
+
+    ``trailing_missing`` counts NaN steps after the last observation: a model fitted on ``values`` forecasts
+    ``trailing_missing + h`` steps and keeps the last ``h`` (history ends in a 3-step gap → forecast 3 + h).
+    """
+
+    values: FloatArray
+    leading_missing: int
+    trailing_missing: int
+
+
+def fill_gaps(values: FloatArray) -> FilledSeries:
+    """Interpolate interior gaps linearly ([1, nan, nan, 4] → [1, 2, 3, 4]) and trim the edges; no zero filling."""
+    finite = np.flatnonzero(np.isfinite(values))
+    if len(finite) == 0:
+        raise ForecastError("every value in the history is missing")
+    first, last = int(finite[0]), int(finite[-1])
+    inner = values[first : last + 1]
+    positions = np.arange(len(inner))
+    known = np.isfinite(inner)
+    filled = np.interp(positions, positions[known], inner[known])
+    return FilledSeries(filled, first, len(values) - 1 - last)

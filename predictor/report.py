@@ -1,0 +1,171 @@
+"""The backtest's outputs (CONTRACT section 7): forecasts.csv, summary.json and a self-contained report.html whose
+inline SVG plots the actuals, the 1-step- and h-step-ahead forecasts and the h-step 90 % band."""
+
+from __future__ import annotations
+
+import csv
+import html
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from predictor.backtest import Backtest
+from predictor.base import FloatArray
+
+FORECAST_COLUMNS = ("origin", "step", "target", "yhat", "lo", "hi")
+_WIDTH, _HEIGHT, _MARGIN_LEFT, _MARGIN = 1100, 380, 80, 30
+_TICKS = 5
+
+
+def write_outputs(result: Backtest, labels: Sequence[str], out_dir: Path, extras: dict[str, Any]) -> dict[str, Any]:
+    """Write the three files into ``out_dir`` (created if needed); returns the summary written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary = {**result.summary(), **extras}
+    write_forecasts_csv(result, labels, out_dir / "forecasts.csv")
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    (out_dir / "report.html").write_text(render_html(result, labels, summary), encoding="utf-8")
+    return summary
+
+
+def write_forecasts_csv(result: Backtest, labels: Sequence[str], path: Path) -> None:
+    """One row per origin and step; the origin as the input wrote it; an empty field where a value is missing."""
+    fc = result.forecasts
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(FORECAST_COLUMNS)
+        for row, origin in enumerate(result.plan.origins):
+            for k in range(result.plan.horizon_steps):
+                numbers = (result.actual[row, k], fc.yhat[row, k], fc.lo[row, k], fc.hi[row, k])
+                writer.writerow([labels[origin], k + 1, *(_number(x) for x in numbers)])
+
+
+def _number(value: float) -> str:
+    return f"{value:.12g}" if math.isfinite(value) else ""
+
+
+def render_html(result: Backtest, labels: Sequence[str], summary: dict[str, Any]) -> str:
+    title = f"Backtest of {summary['model']}: {summary['horizon_steps']}-step horizon, {summary['origins']} origins"
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; }}
+table {{ border-collapse: collapse; margin: 1em 0; }}
+td, th {{ border: 1px solid #ccc; padding: 0.3em 0.8em; text-align: right; }}
+th:first-child, td:first-child {{ text-align: left; }}
+.legend span {{ margin-right: 1.5em; }}
+</style></head><body>
+<h1>{html.escape(title)}</h1>
+{_scores_table(summary)}
+<p class="legend"><span style="color:#333">━ actual</span><span style="color:#1f77b4">━ 1 step ahead</span>
+<span style="color:#d62728">━ {summary["horizon_steps"]} steps ahead</span>
+<span style="color:#d62728;opacity:0.4">█ 90 % interval ({summary["horizon_steps"]} steps ahead)</span>
+<span style="color:#999">┊ first origin</span></p>
+{render_svg(result, labels)}
+<h2>Summary</h2>
+<pre>{html.escape(json.dumps(summary, indent=2))}</pre>
+</body></html>
+"""
+
+
+def _scores_table(summary: dict[str, Any]) -> str:
+    rows = [(summary["model"], summary["mase"], summary["smape"], summary["coverage90"])]
+    rows += [(f"{name} (baseline)", s["mase"], s["smape"], None) for name, s in summary["baselines"].items()]
+    body = "".join(
+        f"<tr><td>{html.escape(str(name))}</td><td>{_cell(m)}</td><td>{_cell(s)}</td><td>{_cell(c)}</td></tr>"
+        for name, m, s, c in rows
+    )
+    return f"<table><tr><th>forecast</th><th>MASE</th><th>sMAPE %</th><th>90 % coverage</th></tr>{body}</table>"
+
+
+def _cell(value: float | None) -> str:
+    return "–" if value is None else f"{value:.4g}"
+
+
+def render_svg(result: Backtest, labels: Sequence[str]) -> str:
+    """An inline SVG: x is the step index, y the value; NaN breaks every line and the band."""
+    h, origins = result.plan.horizon_steps, np.asarray(result.plan.origins)
+    size = len(result.history)
+    fc = result.forecasts
+    span = np.concatenate([result.history.values, fc.lo[:, -1], fc.hi[:, -1], fc.yhat.ravel()])
+    finite = span[np.isfinite(span)]
+    low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    scale = _Scale(size, low, high if high > low else low + 1)
+    index = np.arange(size, dtype=float)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{_HEIGHT}" '
+        f'viewBox="0 0 {_WIDTH} {_HEIGHT}" role="img">',
+        _axes(scale, labels),
+        *_band(scale, origins + h, fc.lo[:, -1], fc.hi[:, -1]),
+        _polyline(scale, index, result.history.values, "#333", 1.0),
+        _polyline(scale, origins + 1.0, fc.yhat[:, 0], "#1f77b4", 1.0),
+    ]
+    if h > 1:
+        parts.append(_polyline(scale, origins + float(h), fc.yhat[:, -1], "#d62728", 1.0))
+    x0 = scale.x(float(origins[0]))
+    parts.append(
+        f'<line x1="{x0:.1f}" y1="{_MARGIN}" x2="{x0:.1f}" y2="{_HEIGHT - _MARGIN}" stroke="#999" '
+        'stroke-dasharray="4 3"/>'
+    )
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+class _Scale:
+    def __init__(self, size: int, low: float, high: float) -> None:
+        self.size, self.low, self.high = size, low, high
+
+    def x(self, index: float) -> float:
+        return _MARGIN_LEFT + (_WIDTH - _MARGIN_LEFT - _MARGIN) * index / max(self.size - 1, 1)
+
+    def y(self, value: float) -> float:
+        return _HEIGHT - _MARGIN - (_HEIGHT - 2 * _MARGIN) * (value - self.low) / (self.high - self.low)
+
+
+def _axes(scale: _Scale, labels: Sequence[str]) -> str:
+    bottom, right = _HEIGHT - _MARGIN, _WIDTH - _MARGIN
+    lines = [
+        f'<line x1="{_MARGIN_LEFT}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#888"/>',
+        f'<line x1="{_MARGIN_LEFT}" y1="{_MARGIN}" x2="{_MARGIN_LEFT}" y2="{bottom}" stroke="#888"/>',
+    ]
+    for tick in range(_TICKS + 1):
+        value = scale.low + (scale.high - scale.low) * tick / _TICKS
+        y = scale.y(value)
+        lines.append(
+            f'<text x="{_MARGIN_LEFT - 6}" y="{y + 4:.1f}" font-size="11" text-anchor="end">{value:.4g}</text>'
+        )
+        index = round((scale.size - 1) * tick / _TICKS)
+        x = scale.x(index)
+        anchor = "start" if tick == 0 else "end" if tick == _TICKS else "middle"
+        label = html.escape(labels[index]) if labels else str(index)
+        lines.append(f'<text x="{x:.1f}" y="{bottom + 18}" font-size="11" text-anchor="{anchor}">{label}</text>')
+    return "\n".join(lines)
+
+
+def _runs(mask: np.ndarray[Any, np.dtype[np.bool_]]) -> list[tuple[int, int]]:
+    """Start and end (exclusive) of each run of True: the pieces a line draws between NaN gaps."""
+    edges = np.diff(np.concatenate([[0], mask.astype(int), [0]]))
+    return list(zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist(), strict=True))
+
+
+def _points(scale: _Scale, xs: FloatArray, ys: FloatArray) -> str:
+    return " ".join(f"{scale.x(float(x)):.1f},{scale.y(float(y)):.1f}" for x, y in zip(xs, ys, strict=True))
+
+
+def _polyline(scale: _Scale, xs: FloatArray, ys: FloatArray, colour: str, width: float) -> str:
+    return "\n".join(
+        f'<polyline fill="none" stroke="{colour}" stroke-width="{width}" points="{_points(scale, xs[a:b], ys[a:b])}"/>'
+        for a, b in _runs(np.isfinite(ys))
+    )
+
+
+def _band(scale: _Scale, xs: np.ndarray[Any, Any], lo: FloatArray, hi: FloatArray) -> list[str]:
+    xs = xs.astype(float)
+    shapes = []
+    for a, b in _runs(np.isfinite(lo) & np.isfinite(hi)):
+        outline = f"{_points(scale, xs[a:b], hi[a:b])} {_points(scale, xs[a:b][::-1], lo[a:b][::-1])}"
+        shapes.append(f'<polygon fill="#d62728" fill-opacity="0.18" stroke="none" points="{outline}"/>')
+    return shapes
