@@ -122,8 +122,12 @@ def _extras(stats: Any) -> dict[str, float]:
     engines = [s["engine"] for s in stats if s.get("engine")]
     if not engines:
         return {}
-    return {
+    extras = {
         "requests_running": float(sum(e["running"] for e in engines)),
         "kv_swaps_out": float(sum(e["swaps_out"] for e in engines)),
         "kv_swaps_in": float(sum(e["swaps_in"] for e in engines)),
     }
+    paged = [e for e in engines if e["kv_blocks_total"]]
+    if paged:  # the worst replica's share of allocated KV slots left empty; absent for engines without a KV cache
+        extras["kv_fragmentation_ratio"] = max(float(e["kv_fragmentation_ratio"]) for e in paged)
+    return extras

@@ -19,6 +19,7 @@ def stats(
     waiting: int = 0,
     used: int = 0,
     total: int = 100,
+    fragmentation: float = 0.0,
     latencies: tuple[float, ...] = (),
 ) -> dict[str, Any]:
     return {
@@ -28,6 +29,7 @@ def stats(
             "waiting": waiting,
             "kv_blocks_total": total,
             "kv_blocks_used": used,
+            "kv_fragmentation_ratio": fragmentation,
             "generated_tokens": tokens,
             "swaps_out": 0,
             "swaps_in": 0,
@@ -61,8 +63,8 @@ TEXT = {"t": PoolRoutes("text", (Endpoint("r1", 1001), Endpoint("r2", 1002)), st
 def test_first_read_has_no_rates_and_the_second_exact_deltas() -> None:
     replicas = Replicas()
     replicas.answers = {
-        1001: stats("i1", 10, 500, waiting=2, used=30, latencies=(0.1, 0.2)),
-        1002: stats("i2", 5, 100, waiting=1, used=10, latencies=(0.3,)),
+        1001: stats("i1", 10, 500, waiting=2, used=30, fragmentation=0.05, latencies=(0.1, 0.2)),
+        1002: stats("i2", 5, 100, waiting=1, used=10, fragmentation=0.125, latencies=(0.3,)),
     }
     probe = replicas.probe(TEXT, queued=4)
     [first] = probe.read()
@@ -73,6 +75,7 @@ def test_first_read_has_no_rates_and_the_second_exact_deltas() -> None:
         "kv_cache_utilization_ratio": 0.2,  # 40 of 200 blocks
     }
     assert first.extra["replicas_ready"] == 2 and first.extra["replicas_starting"] == 1
+    assert first.extra["kv_fragmentation_ratio"] == 0.125  # the worse replica
 
     replicas.now += 0.5
     replicas.answers = {1001: stats("i1", 30, 900), 1002: stats("i2", 15, 150)}
