@@ -12,61 +12,28 @@ stdout line is JSON.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import sys
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime
-from pathlib import Path
 
 import torch
 
+from fleetpilot.trace_load import AZURE_CONV_SLICE, TOKEN_SCALE, TraceRequest, load_trace
 from inference_agent.engine.api import CompletionRequest
 from inference_agent.engine.config import ModelConfig
 from inference_agent.engine.engine import BatchingEngine, ContinuousBatchingEngine, EngineConfig, StaticBatchingEngine
 
-TRACE = Path(__file__).resolve().parent.parent / "data" / "traces" / "azure_conv_slice.csv"
-TOKEN_SCALE = 8  # the trace's tokens per token of the small model
-MAX_PROMPT_TOKENS = 512
-MAX_GENERATED_TOKENS = 128
 MAX_CONTEXT = 1024  # the benchmark model's context: 512 + 128 fit, and the static baseline reserves this much
 MAX_BATCH_SIZE = 16
 TARGET_RATIO = 2.0
 TARGET_KV_EFFICIENCY = 0.9
-FILLER = "The quick brown fox jumps over the lazy dog. "
 
 
 def progress(message: str) -> None:
     print(f"[bench.workload] {message}", file=sys.stderr, flush=True)
-
-
-@dataclass(frozen=True)
-class TraceRequest:
-    arrival_s: float  # after compression, from the first request
-    prompt_tokens: int  # scaled, BOS included
-    generated_tokens: int  # scaled
-
-
-def load_trace(path: Path, limit: int, compression: float) -> list[TraceRequest]:
-    """The first ``limit`` rows, scaled: 900 context tokens → 112 prompt tokens, 256 generated → 32."""
-    with path.open(newline="") as handle:
-        rows = [row for _, row in zip(range(limit), csv.DictReader(handle), strict=False)]
-    start = _timestamp(rows[0]["TIMESTAMP"])
-    return [
-        TraceRequest(
-            arrival_s=(_timestamp(row["TIMESTAMP"]) - start) / compression,
-            prompt_tokens=min(max(int(row["ContextTokens"]) // TOKEN_SCALE, 1), MAX_PROMPT_TOKENS),
-            generated_tokens=min(max(int(row["GeneratedTokens"]) // TOKEN_SCALE, 1), MAX_GENERATED_TOKENS),
-        )
-        for row in rows
-    ]
-
-
-def _timestamp(text: str) -> float:
-    return datetime.fromisoformat(text[:26]).timestamp()  # the trace has 7 fractional digits; Python reads 6
 
 
 def engine_config() -> EngineConfig:
@@ -98,7 +65,7 @@ def replay(engine: BatchingEngine, trace: list[TraceRequest]) -> ReplayResult:
     t0 = time.perf_counter() + 0.2
 
     def client(index: int, request: TraceRequest) -> None:
-        prompt = (FILLER * (request.prompt_tokens // len(FILLER) + 1))[: request.prompt_tokens - 1]
+        prompt = request.prompt
         stream = engine.submit(CompletionRequest(f"req-{index}", prompt, request.generated_tokens))
         count = sum(1 for _ in stream)
         done = time.perf_counter()
@@ -146,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="the first 60 requests instead of 250 (under 60 s)")
     parser.add_argument("--compression", type=float, default=8.0, help="trace time / replay time (default 8)")
     args = parser.parse_args(argv)
-    trace = load_trace(TRACE, 60 if args.quick else 250, args.compression)
+    trace = load_trace(AZURE_CONV_SLICE, 60 if args.quick else 250, args.compression)
     offered = sum(r.generated_tokens for r in trace) / max(trace[-1].arrival_s, 1e-9)
     progress(f"{len(trace)} requests over {trace[-1].arrival_s:.1f} s (compression {args.compression}×), "
              f"offered {offered:.0f} generated tokens/s; torch threads {torch.get_num_threads()}")  # fmt: skip

@@ -8,9 +8,12 @@ import time
 from pathlib import Path
 from types import FrameType
 
+import httpx
+
 from collector.database import make_engine
 from fleetpilot.launch import AgentProcess, ServerProcess, free_port
 from fleetpilot.settings import ServerSettings
+from fleetpilot.trace_load import AZURE_CONV_SLICE, load_trace, replay_over_http
 from migrations import runner
 from web.tokens import Role, TokenStore
 
@@ -52,6 +55,8 @@ def run_demo(settings: ServerSettings, *, state_dir: Path = Path(".fleetpilot"))
         for agent in agents:
             agent.start()
         _announce(server, admin_token, agents, logs)
+        load = threading.Thread(target=_replay_trace, args=(stop, agents), name="trace-replay", daemon=True)
+        load.start()
         _watch(stop, server, agents)
     finally:
         print("stopping the agents (they flush their spools) and the server ...", flush=True)
@@ -91,6 +96,29 @@ def _announce(server: ServerProcess, admin_token: str, agents: list[AgentProcess
         f'"Hello", "max_tokens": 16}}\'',
         flush=True,
     )
+
+
+def _replay_trace(stop: threading.Event, agents: list[AgentProcess]) -> None:
+    """Once every agent's text replica is warm, replay the Azure conv trace slice into them until Ctrl-C."""
+    urls = [str(a.serve_url) for a in agents]
+    deadline = time.monotonic() + 180
+    while not stop.is_set() and time.monotonic() < deadline and not all(_chat_ready(url) for url in urls):
+        stop.wait(1.0)
+    trace = load_trace(AZURE_CONV_SLICE, limit=600, compression=1.0)
+    print(
+        f"Load: replaying {len(trace)} requests of the Azure LLM conv trace (CC-BY-4.0, Splitwise, ISCA 2024) "
+        f"every {trace[-1].arrival_s:.0f} s into the chat pools, tenants acme and globex.",
+        flush=True,
+    )
+    replay_over_http(trace, urls, "chat", stop, tenants=("acme", "globex"))
+
+
+def _chat_ready(url: str) -> bool:
+    try:
+        pools = httpx.get(f"{url}/healthz", timeout=2.0).json()["pools"]
+    except (httpx.HTTPError, ValueError, KeyError):
+        return False
+    return bool(pools.get("chat", {}).get("ready"))
 
 
 def _watch(stop: threading.Event, server: ServerProcess, agents: list[AgentProcess]) -> None:
