@@ -8,7 +8,9 @@ has already passed. The caller answers the agent only after ``write_batch`` retu
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,6 +102,10 @@ class SampleWriter:
         self._late_after_seconds = late_after_seconds
         dialect = engine.dialect.name
         self._insert_samples = sample_inserter(dialect)
+        # SQLite has one writer: ingest threads that collide there sleep in its busy handler in steps of up to
+        # 100 ms (p99 ~540 ms at 16 requests in flight); queueing them here in order measured a p99 of 144–251 ms.
+        # PostgreSQL writes concurrently, so there the lock is a no-op.
+        self._writer_turn: AbstractContextManager[object] = threading.Lock() if dialect == "sqlite" else nullcontext()
         latest = insert_for(dialect, series_latest)
         self._upsert_latest = latest.on_conflict_do_update(
             index_elements=["node_id", "device", "pool"],
@@ -142,7 +148,7 @@ class SampleWriter:
     def write_batch(self, batch: IngestBatch, *, received_at: float) -> IngestResult:
         """Store ``batch`` in one transaction; raises ``StorageUnavailable`` when the database is away."""
         try:
-            with self._engine.begin() as conn:
+            with self._writer_turn, self._engine.begin() as conn:
                 return self._write(conn, batch, received_at)
         except OperationalError as exc:
             raise StorageUnavailable(f"database unavailable: {exc.orig}") from exc

@@ -95,17 +95,22 @@ def _scope_and_time_problems(batch: IngestBatch, *, now: float, max_future_secon
                 "ts",
                 f"{sample.ts:.3f} is {sample.ts - now:.0f} s in the future (limit {max_future_seconds:.0f} s)",
             )
-        for name, value in sample.metrics:
-            if value is None:
-                continue
-            scope = _SCOPES[name]
-            if scope is Scope.GPU and sample.device is None:
-                yield FieldProblem(index, f"metrics.{name}", "a GPU metric needs the sample's device")
-            elif scope is Scope.POOL_REPLICA and sample.pool is None:
-                yield FieldProblem(index, f"metrics.{name}", "a pool metric needs the sample's pool")
+        # Only the metrics a sample may not carry are looked at: a device sample pays nothing for GPU metrics.
+        if sample.device is None:
+            yield from _misplaced(index, sample, _GPU_METRICS, "a GPU metric needs the sample's device")
+        if sample.pool is None:
+            yield from _misplaced(index, sample, _POOL_METRICS, "a pool metric needs the sample's pool")
 
 
-_SCOPES = {m.name: m.scope for m in METRICS}
+def _misplaced(index: int, sample: WireSample, names: tuple[str, ...], message: str) -> Iterator[FieldProblem]:
+    values = sample.metrics
+    for name in names:
+        if getattr(values, name) is not None:
+            yield FieldProblem(index, f"metrics.{name}", message)
+
+
+_GPU_METRICS = tuple(m.name for m in METRICS if m.scope is Scope.GPU)
+_POOL_METRICS = tuple(m.name for m in METRICS if m.scope is Scope.POOL_REPLICA)
 
 
 def _non_finite(value: JsonValue, path: str = "") -> Iterator[str]:
