@@ -135,17 +135,6 @@ def probe_costs(reads: int) -> tuple[dict[str, float], dict[str, float]]:
 # -- the agents as real processes ------------------------------------------------------------------------------------
 
 
-def create_agent_token(server: ServerProcess, node_id: str) -> str:
-    """An agent token for ``node_id`` through the REST API, as an operator would create it."""
-    headers = {"authorization": f"Bearer {server.admin_token}"}
-    response = httpx.post(
-        f"{server.url}/api/v1/tokens", json={"role": "agent", "node_id": node_id}, headers=headers, timeout=10.0
-    )
-    response.raise_for_status()
-    token: str = response.json()["token"]
-    return token
-
-
 @contextmanager
 def running_agents(agents: list[AgentProcess]) -> Iterator[list[AgentProcess]]:
     """Start every agent (each start waits for its ``/healthz``); always stop them all on the way out."""
@@ -271,7 +260,7 @@ def measure_agents(server: ServerProcess, database_url: str, config: BenchConfig
     agents = [
         AgentProcess(
             collector=server.url,
-            token=create_agent_token(server, node_id),
+            token=server.create_agent_token(node_id),
             node_id=node_id,
             gpu_probe=probe,
             spool_dir=folder / f"spool-{label}",

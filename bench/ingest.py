@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 from sqlalchemy import Engine, create_engine, func, select, text
 from sqlalchemy.engine import make_url
@@ -120,14 +119,7 @@ def fresh_database(backend: str, folder: Path) -> Iterator[str]:
 
 def create_agent_tokens(server: ServerProcess, node_ids: list[str]) -> dict[str, str]:
     """One agent token per node through the REST API, as an operator would."""
-    tokens: dict[str, str] = {}
-    headers = {"authorization": f"Bearer {server.admin_token}"}
-    with httpx.Client(base_url=server.url, headers=headers, timeout=10.0) as client:
-        for node_id in node_ids:
-            response = client.post("/api/v1/tokens", json={"role": "agent", "node_id": node_id})
-            response.raise_for_status()
-            tokens[node_id] = response.json()["token"]
-    return tokens
+    return {node_id: server.create_agent_token(node_id) for node_id in node_ids}
 
 
 @dataclass(frozen=True)

@@ -154,6 +154,18 @@ class ServerProcess(ChildProcess):
     def child_env(self) -> dict[str, str]:
         return {**super().child_env(), "FLEETPILOT_ADMIN_TOKEN": self.admin_token}
 
+    def create_agent_token(self, node_id: str) -> str:
+        """A new agent token for ``node_id`` through the REST API, as an operator would create it."""
+        response = httpx.post(
+            f"{self.url}/api/v1/tokens",
+            json={"role": "agent", "node_id": node_id},
+            headers={"Authorization": f"Bearer {self.admin_token}"},
+            timeout=10.0,
+        )
+        response.raise_for_status()
+        token: str = response.json()["token"]
+        return token
+
 
 @dataclass(kw_only=True)
 class AgentProcess(ChildProcess):

@@ -71,12 +71,7 @@ class Pusher:
 
 @pytest.fixture
 def pusher(server: ServerProcess) -> Iterator[Pusher]:
-    admin = {"Authorization": f"Bearer {server.admin_token}"}
-    created = httpx.post(
-        f"{server.url}/api/v1/tokens", json={"role": "agent", "node_id": "node-a"}, headers=admin, timeout=10.0
-    )
-    assert created.status_code == 201, created.text
-    headers = {"Authorization": f"Bearer {created.json()['token']}"}
+    headers = {"Authorization": f"Bearer {server.create_agent_token('node-a')}"}
     with httpx.Client(base_url=server.url, headers=headers, timeout=10.0) as client:
         yield Pusher(client, "node-a")
 

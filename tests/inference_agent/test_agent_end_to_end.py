@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 from sqlalchemy import func, select
 
@@ -79,13 +78,7 @@ class Fleet:
 def fleet(tmp_path: Path) -> Iterator[Fleet]:
     server = ServerProcess(f"sqlite:///{tmp_path}/e2e.db")
     with server:
-        answer = httpx.post(
-            f"{server.url}/api/v1/tokens",
-            json={"role": "agent", "node_id": NODE},
-            headers={"Authorization": f"Bearer {server.admin_token}"},
-        )
-        answer.raise_for_status()
-        yield Fleet(tmp_path, server, answer.json()["token"])
+        yield Fleet(tmp_path, server, server.create_agent_token(NODE))
 
 
 def stop_agent(agent: AgentProcess) -> None:

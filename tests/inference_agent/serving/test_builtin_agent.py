@@ -43,16 +43,10 @@ def pool_rates(database_url: str) -> list[float]:
 
 def test_builtin_agent_serves_completions_and_its_metrics_arrive(tmp_path: Path) -> None:
     with ServerProcess(f"sqlite:///{tmp_path}/e2e.db") as server:
-        answer = httpx.post(
-            f"{server.url}/api/v1/tokens",
-            json={"role": "agent", "node_id": NODE},
-            headers={"Authorization": f"Bearer {server.admin_token}"},
-        )
-        answer.raise_for_status()
         serve_port = free_port()
         agent = AgentProcess(
             collector=server.url,
-            token=answer.json()["token"],
+            token=server.create_agent_token(NODE),
             node_id=NODE,
             spool_dir=tmp_path / "spool",
             gpu_probe="none",
