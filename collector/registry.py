@@ -135,3 +135,20 @@ def _views(conn: Connection, node_rows: Sequence[Row[Any]], *, now: float, down_
         )
         for r in node_rows
     ]
+
+
+def pool_replicas(conn: Connection, *, now: float, down_after_seconds: float) -> dict[str, int]:
+    """Ready replicas per pool on the nodes that are up: each node's latest ``extra.replicas_ready`` for the pool,
+    or 1 for a node whose engine does not say (an external vLLM/TGI/Triton is one replica)."""
+    up = {
+        n for n, s in node_statuses(conn, now=now, down_after_seconds=down_after_seconds).items() if s is NodeStatus.UP
+    }
+    counts: dict[str, int] = defaultdict(int)
+    query = select(series_latest.c.node_id, series_latest.c.pool, series_latest.c.extra).where(
+        series_latest.c.pool != NO_POOL
+    )
+    for node_id, pool, extra in conn.execute(query):
+        if node_id in up:
+            ready = extra.get("replicas_ready", 1) if isinstance(extra, dict) else 1
+            counts[pool] += ready if isinstance(ready, int) and ready >= 0 else 1
+    return dict(counts)

@@ -1,4 +1,4 @@
-"""The server's background jobs on one APScheduler: rollups and retention (later: forecasts, scaling, alerts)."""
+"""The server's background jobs on one APScheduler: rollups, retention and forecasts (later: scaling, alerts)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from collector.retention import RetentionJob
 from collector.rollups import RollupJob
+from predictor.loop import ForecastJob, ForecastSettings
 from web.services import AppServices
 
 log = logging.getLogger(__name__)
@@ -37,5 +38,28 @@ def start_jobs(services: AppServices) -> BackgroundScheduler:
         id="retention",
         name="retention",
     )
+    forecasts = ForecastJob(services.engine, forecast_settings(services), telemetry=services.forecast_telemetry)
+    scheduler.add_job(
+        lambda: forecasts.run(now=time.time()),
+        "interval",
+        seconds=settings.forecast_interval_seconds,
+        id="forecasts",
+        name="forecasts",
+    )
     scheduler.start()
     return scheduler
+
+
+def forecast_settings(services: AppServices) -> ForecastSettings:
+    s = services.settings
+    return ForecastSettings(
+        horizon_seconds=s.forecast_horizon_seconds,
+        pool_history_seconds=s.forecast_pool_history_hours * 3600,
+        node_history_seconds=s.forecast_node_history_hours * 3600,
+        timeout_seconds=s.forecast_timeout_seconds,
+        capacity_window_seconds=s.capacity_window_seconds,
+        capacity_refresh_seconds=s.capacity_refresh_seconds,
+        exhaustion_ratio=s.forecast_exhaustion_ratio,
+        node_down_after_seconds=s.node_down_after_seconds,
+        model=s.forecast_model,
+    )

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine
 
+from autoscaler.pools import PoolStore
 from collector.database import make_engine
 from collector.exposition import FleetCollector, FleetSnapshot
 from collector.ingest import SampleWriter
@@ -18,6 +19,8 @@ from collector.registry import node_statuses, read_latest
 from collector.telemetry import IngestTelemetry
 from fleetpilot.settings import ServerSettings
 from migrations import runner
+from predictor.store import ForecastStore
+from predictor.telemetry import ForecastTelemetry
 from web.app import create_app
 from web.services import AppServices
 from web.tokens import Role, TokenStore
@@ -35,6 +38,9 @@ def build_services(settings: ServerSettings, engine: Engine | None = None) -> Ap
         writer=SampleWriter(engine, late_after_seconds=settings.rollup_lookback_seconds),
         registry=registry,
         telemetry=IngestTelemetry(registry),
+        pools=PoolStore(engine),
+        forecasts=ForecastStore(engine),
+        forecast_telemetry=ForecastTelemetry(registry),
     )
     registry.register(FleetCollector(lambda: fleet_snapshot(services)))
     return services

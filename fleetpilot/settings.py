@@ -46,6 +46,30 @@ class ServerSettings(BaseSettings):
     # Series queries over ranges longer than this read 1-minute rollups instead of raw samples.
     raw_query_max_seconds: float = Field(3600.0, gt=0)
 
+    # The forecast loop (predictor.loop): how often, how far ahead, from how much history, with which model.
+    forecast_interval_seconds: float = Field(60.0, gt=0)
+    forecast_horizon_seconds: float = Field(900.0, gt=0)
+    forecast_timeout_seconds: float = Field(30.0, gt=0)
+    forecast_pool_history_hours: float = Field(48.0, gt=0)
+    forecast_node_history_hours: float = Field(2.0, gt=0)
+    forecast_model: str = "auto"
+    # Memory (a GPU's, a KV cache's) counts as exhausted past this share of its total.
+    forecast_exhaustion_ratio: float = Field(0.95, gt=0, le=1)
+    # Per-replica capacity is learned from the raw samples of this window, again every refresh.
+    capacity_window_seconds: float = Field(3600.0, gt=0)
+    capacity_refresh_seconds: float = Field(600.0, gt=0)
+    # Capacity planning: what a GPU-hour costs (0 = not given: plans carry no cost) and GPUs per node.
+    gpu_hour_cost: float = Field(0.0, ge=0)
+    gpus_per_node: int = Field(8, ge=1)
+
+    @model_validator(mode="after")
+    def _known_forecaster(self) -> ServerSettings:
+        from predictor.registry import FORECASTER_NAMES
+
+        if self.forecast_model not in FORECASTER_NAMES:
+            raise ValueError(f"forecast_model: unknown {self.forecast_model!r}; known: {', '.join(FORECASTER_NAMES)}")
+        return self
+
     @model_validator(mode="after")
     def _refuse_insecure(self) -> ServerSettings:
         if self.admin_token is not None and len(self.admin_token) < MIN_TOKEN_LENGTH:

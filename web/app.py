@@ -8,7 +8,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from fastapi import FastAPI
 
 from web.errors import install_error_handlers
-from web.routes import health, ingest, metrics, nodes, series, tokens
+from web.routes import capacity, forecasts, health, ingest, metrics, nodes, pools, series, tokens
 from web.services import AppServices
 
 API_PREFIX = "/api/v1"
@@ -30,7 +30,15 @@ def create_app(services: AppServices, *, lifespan: Lifespan = _no_background) ->
     )
     app.state.services = services
     install_error_handlers(app)
-    for router in (ingest.router, nodes.router, series.router, tokens.router):
+    for router in (
+        ingest.router,
+        nodes.router,
+        series.router,
+        tokens.router,
+        pools.router,
+        forecasts.router,
+        capacity.router,
+    ):
         app.include_router(router, prefix=API_PREFIX)
     app.include_router(health.router)
     app.include_router(metrics.router)

@@ -10,9 +10,12 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine
 
+from autoscaler.pools import PoolStore
 from collector.ingest import SampleWriter
 from collector.telemetry import IngestTelemetry
 from fleetpilot.settings import ServerSettings
+from predictor.store import ForecastStore
+from predictor.telemetry import ForecastTelemetry
 from web.tokens import TokenStore
 
 # What a node should run, as the control plane sees it; None while nothing is decided for the node.
@@ -31,5 +34,8 @@ class AppServices:
     writer: SampleWriter
     registry: CollectorRegistry
     telemetry: IngestTelemetry
+    pools: PoolStore
+    forecasts: ForecastStore
+    forecast_telemetry: ForecastTelemetry
     desired_state: DesiredStateSource = _nothing_desired
     clock: Callable[[], float] = field(default=time.time)

@@ -1,0 +1,180 @@
+"""Pools: the unit the autoscaler scales and the predictor forecasts, stored with a version for safe edits.
+
+A pool names a set of replicas of one model that the agents report under ``pool`` (CONTRACT section 4). Its
+configuration says how far it may scale (``min_replicas``..``max_replicas``), how (``policy``), what it promises
+(``slo_p99_seconds``), what one replica sustains (``replica_capacity``, in units of ``demand_metric`` per second;
+None = learn it from the metrics) and how long a replica takes to become ready (``startup_seconds``).
+Every change bumps ``version``; an update that names the version it read fails when someone else changed the pool
+meanwhile, so two operators editing one pool never overwrite each other silently.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import Column, RowMapping, Double, Engine, Integer, String, Table, delete, insert, select, update
+
+from collector.tables import metadata
+
+
+class Policy(StrEnum):
+    STATIC = "static"
+    REACTIVE = "reactive"
+    PREDICTIVE = "predictive"
+    HYBRID = "hybrid"
+
+
+class DemandMetric(StrEnum):
+    """What a pool's demand is counted in: requests or generated tokens per second (both add up over replicas)."""
+
+    REQUESTS = "request_rate_per_second"
+    TOKENS = "token_throughput_per_second"
+
+
+pools = Table(
+    "pools",
+    metadata,
+    Column("name", String(128), primary_key=True),
+    Column("min_replicas", Integer, nullable=False),
+    Column("max_replicas", Integer, nullable=False),
+    Column("policy", String(16), nullable=False),
+    Column("slo_p99_seconds", Double, nullable=False),
+    Column("replica_capacity", Double, nullable=True),
+    Column("demand_metric", String(64), nullable=False),
+    Column("startup_seconds", Double, nullable=False),
+    Column("gpus_per_replica", Integer, nullable=False),
+    Column("desired_replicas", Integer, nullable=True),
+    Column("version", Integer, nullable=False),
+    Column("created_at", Double, nullable=False),
+    Column("updated_at", Double, nullable=False),
+)
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """What an operator configures; validated on construction (ValueError naming the field)."""
+
+    min_replicas: int = 1
+    max_replicas: int = 8
+    policy: Policy = Policy.HYBRID
+    slo_p99_seconds: float = 1.0
+    replica_capacity: float | None = None
+    demand_metric: DemandMetric = DemandMetric.REQUESTS
+    startup_seconds: float = 120.0
+    gpus_per_replica: int = 1
+
+    def __post_init__(self) -> None:
+        # Accept the enums' string values (from the database or JSON); an unknown one is a ValueError naming it.
+        object.__setattr__(self, "policy", Policy(self.policy))
+        object.__setattr__(self, "demand_metric", DemandMetric(self.demand_metric))
+        if self.min_replicas < 0:
+            raise ValueError(f"min_replicas: must be >= 0, got {self.min_replicas}")
+        if self.max_replicas < max(self.min_replicas, 1):
+            raise ValueError(
+                f"max_replicas: must be >= 1 and >= min_replicas ({self.min_replicas}), got {self.max_replicas}"
+            )
+        if not (math.isfinite(self.slo_p99_seconds) and self.slo_p99_seconds > 0):
+            raise ValueError(f"slo_p99_seconds: must be a positive number of seconds, got {self.slo_p99_seconds}")
+        capacity = self.replica_capacity
+        if capacity is not None and not (math.isfinite(capacity) and capacity > 0):
+            raise ValueError(f"replica_capacity: must be positive (or null to learn it), got {capacity}")
+        if not (math.isfinite(self.startup_seconds) and self.startup_seconds >= 0):
+            raise ValueError(f"startup_seconds: must be >= 0, got {self.startup_seconds}")
+        if self.gpus_per_replica < 1:  # a CPU replica (the demo's) counts as one accelerator slot
+            raise ValueError(f"gpus_per_replica: must be >= 1, got {self.gpus_per_replica}")
+
+
+SPEC_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(PoolSpec))
+
+
+@dataclass(frozen=True)
+class Pool:
+    name: str
+    spec: PoolSpec
+    desired_replicas: int | None
+    version: int
+    created_at: float
+    updated_at: float
+
+
+class PoolNotFound(LookupError):
+    pass
+
+
+class PoolExists(ValueError):
+    pass
+
+
+class VersionConflict(ValueError):
+    """The pool changed since the caller read it: ``current`` is its version now."""
+
+    def __init__(self, name: str, expected: int, current: int) -> None:
+        super().__init__(f"pool {name!r} is at version {current}, not {expected}: re-read it and apply the edit again")
+        self.current = current
+
+
+def _pool(row: RowMapping) -> Pool:
+    spec = PoolSpec(**{name: row[name] for name in SPEC_FIELDS})
+    return Pool(row["name"], spec, row["desired_replicas"], row["version"], row["created_at"], row["updated_at"])
+
+
+def _columns(spec: PoolSpec) -> dict[str, Any]:
+    values = {name: getattr(spec, name) for name in SPEC_FIELDS}
+    values["policy"] = spec.policy.value
+    values["demand_metric"] = spec.demand_metric.value
+    return values
+
+
+class PoolStore:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def list(self) -> list[Pool]:
+        with self.engine.connect() as conn:
+            return [_pool(r._mapping) for r in conn.execute(select(pools).order_by(pools.c.name))]
+
+    def get(self, name: str) -> Pool | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(pools).where(pools.c.name == name)).first()
+        return None if row is None else _pool(row._mapping)
+
+    def create(self, name: str, spec: PoolSpec, *, now: float) -> Pool:
+        with self.engine.begin() as conn:
+            if conn.execute(select(pools.c.name).where(pools.c.name == name)).first() is not None:
+                raise PoolExists(f"pool {name!r} already exists")
+            conn.execute(
+                insert(pools).values(
+                    name=name, **_columns(spec), desired_replicas=None, version=1, created_at=now, updated_at=now
+                )
+            )
+        return Pool(name, spec, None, 1, now, now)
+
+    def update(self, name: str, changes: Mapping[str, Any], *, now: float, expected_version: int | None = None) -> Pool:
+        """Apply ``changes`` (spec fields, validated together with the rest) atomically; compare-and-set on version."""
+        unknown = set(changes) - set(SPEC_FIELDS)
+        if unknown:
+            raise ValueError(f"{sorted(unknown)[0]}: not a pool setting")
+        with self.engine.begin() as conn:
+            row = conn.execute(select(pools).where(pools.c.name == name).with_for_update()).first()
+            if row is None:
+                raise PoolNotFound(f"no pool {name!r}")
+            pool = _pool(row._mapping)
+            if expected_version is not None and expected_version != pool.version:
+                raise VersionConflict(name, expected_version, pool.version)
+            spec = replace(pool.spec, **changes)
+            done = conn.execute(
+                update(pools)
+                .where(pools.c.name == name, pools.c.version == pool.version)
+                .values(**_columns(spec), version=pool.version + 1, updated_at=now)
+            )
+            if done.rowcount != 1:  # a concurrent writer won between our read and write
+                raise VersionConflict(name, pool.version, pool.version + 1)
+        return replace(pool, spec=spec, version=pool.version + 1, updated_at=now)
+
+    def delete(self, name: str) -> bool:
+        with self.engine.begin() as conn:
+            return conn.execute(delete(pools).where(pools.c.name == name)).rowcount == 1

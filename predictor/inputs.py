@@ -1,0 +1,143 @@
+"""What the forecast loop reads from storage: regular 1-minute histories and per-replica capacity observations.
+
+Histories come from the 1-minute rollups (the mean of each minute), laid on a regular grid from ``start`` to the last
+rolled-up minute; a minute without any row is NaN — an agent away or a collection gap — never zero load. A pool's
+demand is the sum over the nodes that report it, as the catalog says for rates.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+from sqlalchemy import Connection, func, select
+
+from collector.rollups import WATERMARK_NAME
+from collector.tables import NO_DEVICE, NO_POOL, ROLLUP_BUCKET_SECONDS, devices, job_state, rollup_column, rollups_1m
+from collector.tables import samples as raw_samples
+from predictor.base import History
+from predictor.capacity import ReplicaObservation
+
+STEP_SECONDS = ROLLUP_BUCKET_SECONDS
+LATENCY_METRIC = "request_latency_p99_seconds"
+# One raw pool sample in this many feeds the capacity learner: at 2 Hz per node an hour is 720 rows per node.
+CAPACITY_SAMPLE_EVERY = 5
+
+
+@dataclass(frozen=True)
+class Window:
+    """Rolled-up minutes [start, end): ``end`` is the rollup watermark (the first minute not yet rolled up)."""
+
+    start: float
+    end: float
+
+    @property
+    def steps(self) -> int:
+        return max(0, round((self.end - self.start) / STEP_SECONDS))
+
+
+def rollup_window(conn: Connection, *, now: float, history_seconds: float) -> Window | None:
+    """The last ``history_seconds`` of closed, rolled-up minutes; None before the first rollup run."""
+    watermark = conn.scalar(select(job_state.c.watermark).where(job_state.c.name == WATERMARK_NAME))
+    if watermark is None:
+        return None
+    end = min(float(watermark), math.floor(now / STEP_SECONDS) * STEP_SECONDS)
+    return Window(end - math.ceil(history_seconds / STEP_SECONDS) * STEP_SECONDS, end)
+
+
+def _grid(window: Window, points: Iterable[tuple[float, float]]) -> History:
+    """Points summed per minute on the window's grid, from the first observed minute on (NaN where none came)."""
+    values = np.full(window.steps, np.nan)
+    for bucket, value in points:
+        index = round((bucket - window.start) / STEP_SECONDS)
+        if 0 <= index < window.steps:
+            values[index] = value if math.isnan(values[index]) else values[index] + value
+    observed = np.flatnonzero(np.isfinite(values))
+    first = int(observed[0]) if len(observed) else 0  # a pool that began an hour ago has an hour of history
+    return History(values[first:], STEP_SECONDS, window.start + first * STEP_SECONDS)
+
+
+def pools_seen(conn: Connection, window: Window) -> set[str]:
+    """Pools that reported anything in the window."""
+    query = select(rollups_1m.c.pool).where(rollups_1m.c.bucket >= window.start, rollups_1m.c.pool != NO_POOL)
+    return set(conn.scalars(query.distinct()))
+
+
+def pool_demand(conn: Connection, pool: str, metric: str, window: Window) -> History:
+    """The pool's demand per minute: the sum over its nodes of each node's mean rate in that minute."""
+    column = rollups_1m.c[rollup_column(metric, "mean")]
+    query = (
+        select(rollups_1m.c.bucket, func.sum(column))
+        .where(
+            rollups_1m.c.pool == pool,
+            rollups_1m.c.bucket >= window.start,
+            rollups_1m.c.bucket < window.end,
+            column.is_not(None),
+        )
+        .group_by(rollups_1m.c.bucket)
+    )
+    return _grid(window, ((float(b), float(v)) for b, v in conn.execute(query)))
+
+
+def device_memory(conn: Connection, window: Window) -> dict[tuple[str, int], tuple[History, float]]:
+    """Per (node, GPU) with a known total: used memory per minute (max of the minute) and the total, bytes."""
+    totals: dict[tuple[str, int], float] = {
+        (node_id, index): float(total)
+        for node_id, index, total in conn.execute(
+            select(devices.c.node_id, devices.c.index, devices.c.memory_total_bytes)
+        )
+        if total
+    }
+    column = rollups_1m.c[rollup_column("gpu_memory_used_bytes", "max")]
+    points: dict[tuple[str, int], list[tuple[float, float]]] = defaultdict(list)
+    query = select(rollups_1m.c.node_id, rollups_1m.c.device, rollups_1m.c.bucket, column).where(
+        rollups_1m.c.device != NO_DEVICE,
+        rollups_1m.c.bucket >= window.start,
+        rollups_1m.c.bucket < window.end,
+        column.is_not(None),
+    )
+    for node_id, device, bucket, value in conn.execute(query):
+        if (node_id, device) in totals:
+            points[(node_id, device)].append((float(bucket), float(value)))
+    return {key: (_grid(window, pts), totals[key]) for key, pts in points.items()}
+
+
+def replica_kv_cache(conn: Connection, window: Window) -> dict[tuple[str, str], History]:
+    """Per (node, pool): KV-cache use per minute (max of the minute), 0..1."""
+    column = rollups_1m.c[rollup_column("kv_cache_utilization_ratio", "max")]
+    points: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+    query = select(rollups_1m.c.node_id, rollups_1m.c.pool, rollups_1m.c.bucket, column).where(
+        rollups_1m.c.pool != NO_POOL,
+        rollups_1m.c.bucket >= window.start,
+        rollups_1m.c.bucket < window.end,
+        column.is_not(None),
+    )
+    for node_id, pool, bucket, value in conn.execute(query):
+        points[(node_id, pool)].append((float(bucket), float(value)))
+    return {key: _grid(window, pts) for key, pts in points.items()}
+
+
+def replica_observations(
+    conn: Connection, pool: str, metric: str, *, start: float, end: float
+) -> list[ReplicaObservation]:
+    """Raw pool samples in [start, end) as (demand per ready replica, the node's p99 latency then).
+
+    The agent reports each node's replicas of a pool as one series with ``extra.replicas_ready``; a sample without
+    it (an external engine) is one replica. Samples with no ready replica or no rate are left out.
+    """
+    query = select(raw_samples.c[metric], raw_samples.c[LATENCY_METRIC], raw_samples.c.extra).where(
+        raw_samples.c.pool == pool,
+        raw_samples.c.ts >= start,
+        raw_samples.c.ts < end,
+        raw_samples.c[metric].is_not(None),
+        raw_samples.c.seq % CAPACITY_SAMPLE_EVERY == 0,
+    )
+    observations = []
+    for rate, latency, extra in conn.execute(query):
+        ready = extra.get("replicas_ready", 1) if isinstance(extra, dict) else 1
+        if isinstance(ready, int) and ready > 0:
+            observations.append(ReplicaObservation(float(rate) / ready, None if latency is None else float(latency)))
+    return observations

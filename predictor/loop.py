@@ -1,0 +1,248 @@
+"""The forecast loop: each cycle forecasts every pool's demand, every GPU's memory and every replica set's KV cache.
+
+A cycle (``ForecastJob.run(now)``, called by the server's scheduler once a minute by default):
+
+1. reads the inputs from storage (:mod:`predictor.inputs`): 1-minute histories up to the last rolled-up minute, each
+   pool's ready replicas and its per-replica capacity (configured, or learned from the raw samples and refreshed
+   every ``capacity_refresh_seconds``);
+2. forecasts them all in one :func:`predictor.cycle.forecast_cycle` call on a worker thread, waiting at most
+   ``timeout_seconds``;
+3. turns each forecast into points and a saturation estimate against the subject's capacity (a pool: ready
+   replicas × per-replica capacity; a GPU: ``exhaustion_ratio`` of its memory; a KV cache: ``exhaustion_ratio``);
+4. stores the good ones and marks the failed ones stale (:mod:`predictor.store`), and exports the figures.
+
+A cycle that times out marks every subject stale; while its worker is still busy the next cycle does not start a
+second one but records that it could not run, so a wedged model never stacks threads or serves old numbers as new.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Engine
+
+from autoscaler.pools import Pool, PoolSpec, PoolStore
+from collector.registry import pool_replicas
+from predictor import inputs
+from predictor.backtest import horizon_steps
+from predictor.base import Forecast, ForecastError, History
+from predictor.capacity import LearnedCapacity, learn_capacity
+from predictor.cycle import DEFAULT_MODEL, forecast_cycle
+from predictor.saturation import saturation
+from predictor.store import ForecastPoint, ForecastStore, GoodForecast, SubjectKind
+from predictor.telemetry import ForecastTelemetry
+
+log = logging.getLogger(__name__)
+
+Key = tuple[SubjectKind, str, str]  # (kind, subject, metric)
+Cycle = Callable[[Mapping[str, History], int, str], Mapping[str, Forecast | ForecastError]]
+
+
+@dataclass(frozen=True)
+class ForecastSettings:
+    horizon_seconds: float = 900.0
+    pool_history_seconds: float = 2 * 86_400.0  # two days: a daily season seen twice
+    node_history_seconds: float = 2 * 3_600.0  # memory trends are short; thousands of GPUs each minute
+    timeout_seconds: float = 30.0
+    capacity_window_seconds: float = 3_600.0
+    capacity_refresh_seconds: float = 600.0
+    exhaustion_ratio: float = 0.95
+    node_down_after_seconds: float = 3.0
+    model: str = DEFAULT_MODEL
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One series to forecast and what its saturation is measured against."""
+
+    history: History
+    capacity: float | None
+    saturation_context: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CycleReport:
+    good: int
+    failed: int
+    seconds: float
+    skipped: str | None = None  # why the cycle did not run (no rollups yet, the previous cycle still busy)
+
+
+@dataclass
+class _CapacityCache:
+    learned: dict[str, tuple[float, LearnedCapacity | None]] = field(default_factory=dict)  # pool → (at, result)
+
+
+def _key_name(key: Key) -> str:
+    return "\x1f".join((key[0].value, key[1], key[2]))
+
+
+class ForecastJob:
+    def __init__(
+        self,
+        engine: Engine,
+        settings: ForecastSettings,
+        *,
+        telemetry: ForecastTelemetry | None = None,
+        cycle: Cycle = forecast_cycle,
+    ) -> None:
+        self.engine = engine
+        self.cycle = cycle
+        self.settings = settings
+        self.store = ForecastStore(engine)
+        self.pools = PoolStore(engine)
+        self.telemetry = telemetry
+        self._capacity = _CapacityCache()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="forecast")
+        self._running: Future[Mapping[str, Forecast | ForecastError]] | None = None
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def run(self, now: float) -> CycleReport:
+        started = time.monotonic()
+        subjects = self.gather(now)
+        if not subjects:
+            return CycleReport(0, 0, time.monotonic() - started, skipped="no rolled-up history yet")
+        if self._running is not None and not self._running.done():
+            self._fail_all(subjects, "the previous forecast cycle is still running", now)
+            return CycleReport(0, len(subjects), time.monotonic() - started, skipped="previous cycle still running")
+        step = inputs.STEP_SECONDS
+        h = horizon_steps(self.settings.horizon_seconds, step)
+        histories = {_key_name(k): s.history for k, s in subjects.items()}
+        self._running = self._executor.submit(self.cycle, histories, h, self.settings.model)
+        try:
+            results = self._running.result(timeout=self.settings.timeout_seconds)
+        except FutureTimeout:
+            self._fail_all(subjects, f"forecast cycle timed out after {self.settings.timeout_seconds:g} s", now)
+            return CycleReport(0, len(subjects), time.monotonic() - started)
+        good, failures = [], []
+        for key, subject in subjects.items():
+            result = results.get(_key_name(key))
+            if isinstance(result, Forecast):
+                good.append(self._good(key, subject, result, now))
+            else:
+                failures.append((*key, str(result) if result is not None else "no forecast returned"))
+        self.store.save(good)
+        self.store.mark_failed(failures, attempted_at=now)
+        report = CycleReport(len(good), len(failures), time.monotonic() - started)
+        self._export(good, failures, report, now)
+        return report
+
+    def gather(self, now: float) -> dict[Key, Subject]:
+        """Every subject with its history and capacity, read in one connection."""
+        s = self.settings
+        subjects: dict[Key, Subject] = {}
+        with self.engine.connect() as conn:
+            pool_window = inputs.rollup_window(conn, now=now, history_seconds=s.pool_history_seconds)
+            if pool_window is None:
+                return subjects
+            configured = {p.name: p for p in self.pools.list()}
+            replicas = pool_replicas(conn, now=now, down_after_seconds=s.node_down_after_seconds)
+            for name in sorted(set(configured) | inputs.pools_seen(conn, pool_window)):
+                spec = configured[name].spec if name in configured else PoolSpec()
+                metric = spec.demand_metric.value
+                history = inputs.pool_demand(conn, name, metric, pool_window)
+                per_replica, source = self._per_replica(conn, configured.get(name), name, spec, now)
+                ready = replicas.get(name, 0)
+                capacity = ready * per_replica if per_replica is not None and ready > 0 else None
+                context = {"replicas": ready, "per_replica_capacity": per_replica, "capacity_source": source}
+                subjects[(SubjectKind.POOL, name, metric)] = Subject(history, capacity, context)
+            node_window = inputs.Window(
+                max(pool_window.start, pool_window.end - s.node_history_seconds), pool_window.end
+            )
+            for (node_id, device), (history, total) in inputs.device_memory(conn, node_window).items():
+                context = {"memory_total_bytes": total, "exhaustion_ratio": s.exhaustion_ratio}
+                key = (SubjectKind.DEVICE, f"{node_id}/{device}", "gpu_memory_used_bytes")
+                subjects[key] = Subject(history, s.exhaustion_ratio * total, context)
+            for (node_id, pool), history in inputs.replica_kv_cache(conn, node_window).items():
+                key = (SubjectKind.REPLICAS, f"{node_id}/{pool}", "kv_cache_utilization_ratio")
+                subjects[key] = Subject(history, s.exhaustion_ratio, {"exhaustion_ratio": s.exhaustion_ratio})
+        return subjects
+
+    def _per_replica(
+        self, conn: Any, pool: Pool | None, name: str, spec: PoolSpec, now: float
+    ) -> tuple[float | None, str | None]:
+        """The configured per-replica capacity, else the learned one (cached), else (None, None): not measured."""
+        if spec.replica_capacity is not None:
+            return spec.replica_capacity, "configured"
+        cached = self._capacity.learned.get(name)
+        if cached is None or now - cached[0] >= self.settings.capacity_refresh_seconds:
+            observations = inputs.replica_observations(
+                conn, name, spec.demand_metric.value, start=now - self.settings.capacity_window_seconds, end=now
+            )
+            cached = (now, learn_capacity(observations, spec.slo_p99_seconds))
+            self._capacity.learned[name] = cached
+        learned = cached[1]
+        return (None, None) if learned is None else (learned.per_replica, learned.source)
+
+    def _good(self, key: Key, subject: Subject, forecast: Forecast, now: float) -> GoodForecast:
+        history, step = subject.history, subject.history.step_seconds
+        origin = history.end_ts
+        points = [
+            ForecastPoint(
+                origin + (k + 1) * step, float(forecast.yhat[k]), float(forecast.lo[k]), float(forecast.hi[k])
+            )
+            for k in range(forecast.horizon)
+        ]
+        state: dict[str, Any] = {
+            "probability": None,
+            "eta_seconds": None,
+            "capacity": None,
+            **subject.saturation_context,
+        }
+        if subject.capacity is not None and math.isfinite(subject.capacity) and subject.capacity > 0:
+            estimate = saturation(forecast, subject.capacity, step)
+            state.update(probability=estimate.probability, eta_seconds=estimate.eta_seconds, capacity=subject.capacity)
+        return GoodForecast(
+            kind=key[0],
+            subject=key[1],
+            metric=key[2],
+            generated_at=now,
+            model=self.settings.model,
+            origin_ts=origin,
+            step_seconds=step,
+            horizon_seconds=forecast.horizon * step,
+            input_start=history.start_ts,
+            input_end=origin + step,
+            points=points,
+            saturation=state,
+        )
+
+    def _fail_all(self, subjects: dict[Key, Subject], reason: str, now: float) -> None:
+        log.warning("forecast: %s; %d forecasts marked stale", reason, len(subjects))
+        self.store.mark_failed([(*key, reason) for key in subjects], attempted_at=now)
+        if self.telemetry is not None:
+            for key in subjects:
+                self.telemetry.forecasts.labels(key[0].value, "failed").inc()
+
+    def _export(
+        self,
+        good: list[GoodForecast],
+        failures: list[tuple[SubjectKind, str, str, str]],
+        report: CycleReport,
+        now: float,
+    ) -> None:
+        if failures:
+            log.warning(
+                "forecast: %d of %d failed, e.g. %s: %s", len(failures), len(failures) + len(good), *failures[0][1::2]
+            )
+        if self.telemetry is None:
+            return
+        t = self.telemetry
+        t.cycle_seconds.set(report.seconds)
+        if good:
+            t.last_success.set(now)
+        for g in good:
+            t.forecasts.labels(g.kind.value, "ok").inc()
+            if g.kind is SubjectKind.POOL and g.saturation is not None and g.saturation["probability"] is not None:
+                t.set_saturation(g.subject, g.saturation["probability"], g.saturation["eta_seconds"])
+        for kind, *_ in failures:
+            t.forecasts.labels(kind.value, "failed").inc()

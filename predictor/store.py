@@ -1,0 +1,177 @@
+"""The latest forecast of every subject (a pool's demand, a device's memory, a replica set's KV cache), persisted.
+
+One row per (kind, subject, metric), overwritten by each good forecast. A failed or timed-out attempt keeps the last
+good points and records ``error`` and ``attempted_at``: the forecast is then *stale*, and every reader (the API, the
+autoscaler) can tell, because :class:`StoredForecast` says so instead of silently serving old numbers as new.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import JSON, Column, Double, Engine, String, Table, and_, select
+
+from collector.database import insert_for
+from collector.tables import metadata
+
+
+class SubjectKind(StrEnum):
+    POOL = "pool"  # a pool's demand (request or token rate), against its capacity
+    DEVICE = "device"  # a GPU's memory, against its total ("node/0")
+    REPLICAS = "replicas"  # a node's replicas of a pool: KV-cache use, against 1 ("node/pool")
+
+
+forecasts = Table(
+    "forecasts",
+    metadata,
+    Column("kind", String(16), primary_key=True),
+    Column("subject", String(260), primary_key=True),
+    Column("metric", String(64), primary_key=True),
+    Column("generated_at", Double, nullable=True),  # the last good forecast; null until one succeeds
+    Column("attempted_at", Double, nullable=False),
+    Column("model", String(64), nullable=True),
+    Column("origin_ts", Double, nullable=True),
+    Column("step_seconds", Double, nullable=True),
+    Column("horizon_seconds", Double, nullable=True),
+    Column("input_start", Double, nullable=True),
+    Column("input_end", Double, nullable=True),
+    Column("points", JSON, nullable=True),  # [[ts, yhat, lo, hi], ...]
+    Column("saturation", JSON, nullable=True),
+    Column("error", String(1000), nullable=True),  # set by a failed attempt after the last good one
+)
+
+
+@dataclass(frozen=True)
+class ForecastPoint:
+    ts: float
+    yhat: float
+    lo: float
+    hi: float
+
+
+@dataclass(frozen=True)
+class GoodForecast:
+    """What one successful attempt produced, with the time range of the inputs it was fitted on."""
+
+    kind: SubjectKind
+    subject: str
+    metric: str
+    generated_at: float
+    model: str
+    origin_ts: float
+    step_seconds: float
+    horizon_seconds: float
+    input_start: float
+    input_end: float
+    points: Sequence[ForecastPoint]
+    saturation: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class StoredForecast:
+    kind: SubjectKind
+    subject: str
+    metric: str
+    attempted_at: float
+    error: str | None
+    good: GoodForecast | None
+
+    @property
+    def stale(self) -> bool:
+        """The last attempt failed (the points, if any, are from an earlier cycle)."""
+        return self.error is not None
+
+
+def _good_columns(forecast: GoodForecast) -> dict[str, Any]:
+    return {
+        "generated_at": forecast.generated_at,
+        "attempted_at": forecast.generated_at,
+        "model": forecast.model,
+        "origin_ts": forecast.origin_ts,
+        "step_seconds": forecast.step_seconds,
+        "horizon_seconds": forecast.horizon_seconds,
+        "input_start": forecast.input_start,
+        "input_end": forecast.input_end,
+        "points": [[p.ts, p.yhat, p.lo, p.hi] for p in forecast.points],
+        "saturation": forecast.saturation,
+        "error": None,
+    }
+
+
+def _stored(row: Any) -> StoredForecast:
+    m = row._mapping
+    kind = SubjectKind(m["kind"])
+    good = None
+    if m["generated_at"] is not None:
+        good = GoodForecast(
+            kind=kind,
+            subject=m["subject"],
+            metric=m["metric"],
+            generated_at=m["generated_at"],
+            model=m["model"],
+            origin_ts=m["origin_ts"],
+            step_seconds=m["step_seconds"],
+            horizon_seconds=m["horizon_seconds"],
+            input_start=m["input_start"],
+            input_end=m["input_end"],
+            points=[ForecastPoint(*p) for p in m["points"]],
+            saturation=m["saturation"],
+        )
+    return StoredForecast(kind, m["subject"], m["metric"], m["attempted_at"], m["error"], good)
+
+
+class ForecastStore:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        upsert = insert_for(engine, forecasts)
+        names = [c.name for c in forecasts.columns if not c.primary_key]
+        self._upsert = upsert.on_conflict_do_update(
+            index_elements=["kind", "subject", "metric"], set_={n: upsert.excluded[n] for n in names}
+        )
+        failure = insert_for(engine, forecasts)
+        self._record_failure = failure.on_conflict_do_update(
+            index_elements=["kind", "subject", "metric"],
+            set_={"attempted_at": failure.excluded.attempted_at, "error": failure.excluded.error},
+        )
+
+    def save(self, good: Sequence[GoodForecast]) -> None:
+        if not good:
+            return
+        rows = [{"kind": g.kind.value, "subject": g.subject, "metric": g.metric, **_good_columns(g)} for g in good]
+        with self.engine.begin() as conn:
+            conn.execute(self._upsert, rows)
+
+    def mark_failed(self, failures: Sequence[tuple[SubjectKind, str, str, str]], *, attempted_at: float) -> None:
+        """Record (kind, subject, metric, error) failures; the last good points, if any, stay and turn stale."""
+        if not failures:
+            return
+        rows = [
+            {"kind": k.value, "subject": s, "metric": m, "attempted_at": attempted_at, "error": e[:1000]}
+            for k, s, m, e in failures
+        ]
+        with self.engine.begin() as conn:
+            conn.execute(self._record_failure, rows)
+
+    def get(self, kind: SubjectKind, subject: str, metric: str | None = None) -> StoredForecast | None:
+        """The subject's forecast (of ``metric``, or its most recently attempted one when None)."""
+        query = select(forecasts).where(forecasts.c.kind == kind.value, forecasts.c.subject == subject)
+        if metric is not None:
+            query = query.where(forecasts.c.metric == metric)
+        with self.engine.connect() as conn:
+            row = conn.execute(query.order_by(forecasts.c.attempted_at.desc()).limit(1)).first()
+        return None if row is None else _stored(row)
+
+    def list(self, kind: SubjectKind, subject_prefix: str = "") -> list[StoredForecast]:
+        query = select(forecasts).where(forecasts.c.kind == kind.value).order_by(forecasts.c.subject)
+        if subject_prefix:
+            query = query.where(forecasts.c.subject.startswith(subject_prefix, autoescape=True))
+        with self.engine.connect() as conn:
+            return [_stored(r) for r in conn.execute(query)]
+
+    def forget(self, kind: SubjectKind, subject: str) -> None:
+        """Drop a subject's forecasts (a deleted pool)."""
+        with self.engine.begin() as conn:
+            conn.execute(forecasts.delete().where(and_(forecasts.c.kind == kind.value, forecasts.c.subject == subject)))

@@ -1,0 +1,110 @@
+"""Pools: created by admins, edited by operators with version checks, read by viewers, replicas counted live."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.conftest import pool_sample
+from tests.support.clock import FakeClock
+
+Auth = Callable[..., dict[str, str]]
+CHAT = {"name": "chat", "min_replicas": 1, "max_replicas": 6, "slo": {"latency_p99_seconds": 0.5}}
+
+
+def test_admin_creates_a_pool_that_everyone_reads(client: TestClient, auth: Auth) -> None:
+    created = client.post("/api/v1/pools", json=CHAT, headers=auth("admin"))
+    assert created.status_code == 201, created.text
+    body = created.json()
+    assert body["policy"] == "hybrid" and body["replica_capacity"] is None and body["version"] == 1
+    assert body["slo"] == {"latency_p99_seconds": 0.5}
+    assert body["current_replicas"] == 0 and body["desired_replicas"] is None
+    viewer = auth("viewer")
+    assert client.get("/api/v1/pools/chat", headers=viewer).json()["max_replicas"] == 6
+    assert [p["name"] for p in client.get("/api/v1/pools", headers=viewer).json()["items"]] == ["chat"]
+    assert client.get("/api/v1/pools/missing", headers=viewer).status_code == 404
+
+
+@pytest.mark.parametrize("role", ["operator", "viewer"])
+def test_only_admins_create_and_delete(client: TestClient, auth: Auth, role: str) -> None:
+    assert client.post("/api/v1/pools", json=CHAT, headers=auth(role)).status_code == 403
+    client.post("/api/v1/pools", json=CHAT, headers=auth("admin"))
+    assert client.delete("/api/v1/pools/chat", headers=auth(role)).status_code == 403
+
+
+def test_duplicate_name_is_409_and_keeps_the_first(client: TestClient, auth: Auth) -> None:
+    admin = auth("admin")
+    client.post("/api/v1/pools", json=CHAT, headers=admin)
+    again = client.post("/api/v1/pools", json={**CHAT, "max_replicas": 2}, headers=admin)
+    assert again.status_code == 409
+    assert client.get("/api/v1/pools/chat", headers=admin).json()["max_replicas"] == 6
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"min_replicas": 9, "max_replicas": 3}, "max_replicas"),
+        ({"policy": "yolo"}, "policy"),
+        ({"replica_capacity": -1}, "replica_capacity"),
+        ({"slo": {"latency_p99_seconds": 0}}, "latency_p99_seconds"),
+        ({"name": "has space"}, "name"),
+    ],
+)
+def test_invalid_pool_is_422_naming_the_field(
+    client: TestClient, auth: Auth, change: dict[str, Any], field: str
+) -> None:
+    answer = client.post("/api/v1/pools", json={**CHAT, **change}, headers=auth("admin"))
+    assert answer.status_code == 422
+    assert field in answer.text
+    assert client.get("/api/v1/pools", headers=auth("admin")).json()["items"] == []
+
+
+def test_operator_edit_bumps_the_version_and_a_stale_edit_is_409(client: TestClient, auth: Auth) -> None:
+    client.post("/api/v1/pools", json=CHAT, headers=auth("admin"))
+    alice, bob = auth("operator"), auth("operator")
+    first = client.patch("/api/v1/pools/chat", json={"max_replicas": 10, "version": 1}, headers=alice)
+    assert first.status_code == 200, first.text
+    assert first.json()["version"] == 2 and first.json()["max_replicas"] == 10
+    late = client.patch("/api/v1/pools/chat", json={"max_replicas": 4, "version": 1}, headers=bob)
+    assert late.status_code == 409 and "version 2" in late.text
+    assert client.get("/api/v1/pools/chat", headers=bob).json()["max_replicas"] == 10
+
+
+def test_patch_validates_against_the_stored_pool(client: TestClient, auth: Auth) -> None:
+    client.post("/api/v1/pools", json=CHAT, headers=auth("admin"))
+    operator = auth("operator")
+    below = client.patch("/api/v1/pools/chat", json={"max_replicas": 1, "min_replicas": 3}, headers=operator)
+    assert below.status_code == 422 and "max_replicas" in below.text
+    assert client.patch("/api/v1/pools/chat", json={"policy": None}, headers=operator).status_code == 422
+    learned = client.patch("/api/v1/pools/chat", json={"replica_capacity": 12.5}, headers=operator).json()
+    assert learned["replica_capacity"] == 12.5 and learned["version"] == 2
+    cleared = client.patch("/api/v1/pools/chat", json={"replica_capacity": None}, headers=operator).json()
+    assert cleared["replica_capacity"] is None
+    assert client.patch("/api/v1/pools/missing", json={"max_replicas": 3}, headers=operator).status_code == 404
+
+
+def test_current_replicas_counts_ready_replicas_on_nodes_that_are_up(
+    client: TestClient, auth: Auth, clock: FakeClock
+) -> None:
+    client.post("/api/v1/pools", json=CHAT, headers=auth("admin"))
+    for node, ready in (("node-a", 2), ("node-b", 3)):
+        sample = {**pool_sample(1, clock(), pool="chat"), "extra": {"replicas_ready": ready}}
+        pushed = client.post(
+            "/api/v1/ingest", json={"node_id": node, "samples": [sample]}, headers=auth("agent", node_id=node)
+        )
+        assert pushed.status_code == 200, pushed.text
+    viewer = auth("viewer")
+    assert client.get("/api/v1/pools/chat", headers=viewer).json()["current_replicas"] == 5
+    clock.advance(60)  # both nodes silent: down, their replicas no longer count
+    assert client.get("/api/v1/pools/chat", headers=viewer).json()["current_replicas"] == 0
+
+
+def test_deleting_a_pool_removes_it(client: TestClient, auth: Auth) -> None:
+    admin = auth("admin")
+    client.post("/api/v1/pools", json=CHAT, headers=admin)
+    assert client.delete("/api/v1/pools/chat", headers=admin).status_code == 204
+    assert client.get("/api/v1/pools/chat", headers=admin).status_code == 404
+    assert client.delete("/api/v1/pools/chat", headers=admin).status_code == 404

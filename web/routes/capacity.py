@@ -1,0 +1,122 @@
+"""``GET /api/v1/capacity-plan``: the replicas, GPUs, nodes and cost each pool needs next week and next month.
+
+Inputs per pool: its demand over the stored rollups (up to 30 days), the per-replica capacity (configured, else the
+one the forecast loop learned from the metrics, else the rule of thumb of 8 GPUs per 1,000 requests/s), its GPUs per
+replica, and the server's ``gpu_hour_cost`` and ``gpus_per_node``; growth and cost may be overridden per request.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, status
+from pydantic import BaseModel
+
+from autoscaler.pools import DemandMetric, Pool, PoolSpec
+from predictor import inputs
+from predictor.capacity_plan import PlanInputs, plan_capacity
+from predictor.store import SubjectKind
+from web.auth import ServicesDep, ViewerToken
+from web.services import AppServices
+
+router = APIRouter(tags=["capacity"])
+PLAN_HISTORY_DAYS = 30.0
+
+
+class HorizonOut(BaseModel):
+    name: str
+    days: float
+    peak_demand: float
+    replicas: int
+    gpus: int
+    nodes: int
+    cost: float | None
+
+
+class PoolPlanOut(BaseModel):
+    pool: str
+    demand_metric: DemandMetric
+    current_peak: float
+    growth_per_month: float
+    growth_source: str
+    per_replica_capacity: float
+    capacity_source: str
+    gpus_per_replica: int
+    gpu_hour_cost: float
+    horizons: list[HorizonOut]
+
+
+class CapacityPlanOut(BaseModel):
+    items: list[PoolPlanOut]
+    skipped: dict[str, str]  # pool → why it has no plan (no demand recorded, ...)
+
+
+def _learned_capacity(services: AppServices, pool: str) -> float | None:
+    """The per-replica capacity the forecast loop last learned from the metrics, if it measured one."""
+    stored = services.forecasts.get(SubjectKind.POOL, pool)
+    saturation = stored.good.saturation if stored is not None and stored.good is not None else None
+    if not saturation or saturation.get("capacity_source") not in {"measured", "lower_bound"}:
+        return None
+    value = saturation.get("per_replica_capacity")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _plan(
+    services: AppServices, name: str, spec: PoolSpec, growth: float | None, cost: float, headroom: float
+) -> PoolPlanOut:
+    capacity = spec.replica_capacity or _learned_capacity(services, name)
+    if capacity is None and spec.demand_metric is not DemandMetric.REQUESTS:
+        raise ValueError("no per-replica capacity measured or configured, and the rule of thumb is in requests/s")
+    with services.engine.connect() as conn:
+        window = inputs.rollup_window(conn, now=services.clock(), history_seconds=PLAN_HISTORY_DAYS * 86_400)
+        if window is None:
+            raise ValueError("no rolled-up demand yet")
+        demand = inputs.pool_demand(conn, name, spec.demand_metric.value, window)
+    plan = plan_capacity(
+        demand,
+        PlanInputs(
+            per_replica_capacity=capacity,
+            gpus_per_replica=spec.gpus_per_replica,
+            gpus_per_node=services.settings.gpus_per_node,
+            gpu_hour_cost=cost,
+            growth_per_month=growth,
+            headroom=headroom,
+        ),
+    )
+    return PoolPlanOut(
+        pool=name,
+        demand_metric=spec.demand_metric,
+        current_peak=plan.current_peak,
+        growth_per_month=plan.growth_per_month,
+        growth_source=plan.growth_source,
+        per_replica_capacity=plan.per_replica_capacity,
+        capacity_source="configured" if spec.replica_capacity else plan.capacity_source,
+        gpus_per_replica=spec.gpus_per_replica,
+        gpu_hour_cost=cost,
+        horizons=[HorizonOut(**vars(h)) for h in plan.horizons],
+    )
+
+
+@router.get("/capacity-plan", responses={404: {}, 422: {}})
+def capacity_plan(
+    services: ServicesDep,
+    _token: ViewerToken,
+    pool: str | None = None,
+    growth_per_month: Annotated[float | None, Query(gt=-1, description="0.1 = +10 %/month; default: fitted")] = None,
+    gpu_hour_cost: Annotated[float | None, Query(ge=0, description="default: the server's gpu_hour_cost")] = None,
+    headroom: Annotated[float, Query(ge=0, description="plan for peak × (1 + headroom)")] = 0.2,
+) -> CapacityPlanOut:
+    """Every configured pool's plan (or one ``pool``'s); a pool without demand data is listed in ``skipped``."""
+    pools: list[Pool] = services.pools.list()
+    if pool is not None:
+        pools = [p for p in pools if p.name == pool]
+        if not pools:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no pool {pool!r}")
+    cost = services.settings.gpu_hour_cost if gpu_hour_cost is None else gpu_hour_cost
+    items, skipped = [], {}
+    for p in pools:
+        try:
+            items.append(_plan(services, p.name, p.spec, growth_per_month, cost, headroom))
+        except ValueError as exc:
+            skipped[p.name] = str(exc)
+    return CapacityPlanOut(items=items, skipped=skipped)

@@ -1,0 +1,112 @@
+"""``GET /api/v1/pools/{name}/forecast`` and ``GET /api/v1/nodes/{id}/forecast``: the forecast loop's latest output.
+
+A forecast whose last attempt failed is still served, with ``stale: true`` and the ``error``: the autoscaler and the
+dashboard must be able to tell old numbers from new ones. No forecast yet answers 404 (the loop needs rolled-up
+minutes first); only failures so far answer 503 with the reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, status
+from pydantic import BaseModel
+
+from predictor.store import StoredForecast, SubjectKind
+from web.auth import ServicesDep, ViewerToken
+
+router = APIRouter(tags=["forecasts"])
+
+
+class PointOut(BaseModel):
+    ts: float
+    yhat: float
+    lo: float
+    hi: float
+
+
+class SaturationOut(BaseModel):
+    probability: float | None
+    eta_seconds: float | None
+    capacity: float | None
+    capacity_source: str | None = None
+    replicas: int | None = None
+    per_replica_capacity: float | None = None
+
+
+class InputsOut(BaseModel):
+    start: float
+    end: float
+
+
+class ForecastOut(BaseModel):
+    subject: str
+    metric: str
+    model: str
+    generated_at: float
+    attempted_at: float
+    stale: bool
+    error: str | None
+    horizon_seconds: float
+    step_seconds: float
+    origin_ts: float
+    inputs: InputsOut
+    points: list[PointOut]
+    saturation: SaturationOut
+
+
+class NodeForecastsOut(BaseModel):
+    node: str
+    items: list[ForecastOut]
+
+
+def _out(stored: StoredForecast) -> ForecastOut:
+    good = stored.good
+    if good is None:
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            f"no good forecast of {stored.subject!r} yet: {stored.error}",
+            headers={"Retry-After": "60"},
+        )
+    saturation: dict[str, Any] = good.saturation or {"probability": None, "eta_seconds": None, "capacity": None}
+    return ForecastOut(
+        subject=good.subject,
+        metric=good.metric,
+        model=good.model,
+        generated_at=good.generated_at,
+        attempted_at=stored.attempted_at,
+        stale=stored.stale,
+        error=stored.error,
+        horizon_seconds=good.horizon_seconds,
+        step_seconds=good.step_seconds,
+        origin_ts=good.origin_ts,
+        inputs=InputsOut(start=good.input_start, end=good.input_end),
+        points=[PointOut(ts=p.ts, yhat=p.yhat, lo=p.lo, hi=p.hi) for p in good.points],
+        saturation=SaturationOut(**saturation),
+    )
+
+
+@router.get("/pools/{name}/forecast", responses={404: {}, 503: {}})
+def pool_forecast(name: str, services: ServicesDep, _token: ViewerToken) -> ForecastOut:
+    """The pool's demand 15 minutes ahead with its 90 % band, and the chance it outgrows its ready replicas."""
+    stored = services.forecasts.get(SubjectKind.POOL, name)
+    if stored is None:
+        raise HTTPException(
+            status.HTTP_404_NOT_FOUND,
+            f"no forecast for pool {name!r}: the pool has not reported rolled-up minutes, or the loop has not run yet",
+        )
+    return _out(stored)
+
+
+@router.get("/nodes/{node_id}/forecast", responses={404: {}})
+def node_forecasts(node_id: str, services: ServicesDep, _token: ViewerToken) -> NodeForecastsOut:
+    """The node's GPU-memory and KV-cache forecasts, each with its chance of exhaustion within the horizon."""
+    stored = [
+        s
+        for kind in (SubjectKind.DEVICE, SubjectKind.REPLICAS)
+        for s in services.forecasts.list(kind, subject_prefix=f"{node_id}/")
+        if s.good is not None
+    ]
+    if not stored:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no forecasts for node {node_id!r} yet")
+    return NodeForecastsOut(node=node_id, items=[_out(s) for s in stored])

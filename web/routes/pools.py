@@ -1,0 +1,157 @@
+"""``/api/v1/pools``: list and read pools (viewer), create and delete them (admin), edit them (operator).
+
+An edit may carry the ``version`` it read: when the pool changed since, the answer is 409 with the current version,
+so two operators never overwrite each other silently. ``current_replicas`` counts the ready replicas reported by
+the nodes that are up; ``desired_replicas`` is what the autoscaler last decided (null until it has).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Response, status
+from pydantic import BaseModel, Field
+
+from autoscaler.pools import DemandMetric, Policy, Pool, PoolExists, PoolNotFound, PoolSpec, VersionConflict
+from collector.registry import pool_replicas
+from collector.wire import NAME_PATTERN
+from predictor.store import SubjectKind
+from web.auth import AdminToken, OperatorToken, ServicesDep, ViewerToken
+from web.services import AppServices
+
+router = APIRouter(tags=["pools"])
+
+
+class Slo(BaseModel):
+    latency_p99_seconds: float = Field(1.0, gt=0, description="the p99 end-to-end latency a replica must keep")
+
+
+class PoolFields(BaseModel):
+    min_replicas: int = Field(1, ge=0)
+    max_replicas: int = Field(8, ge=1)
+    policy: Policy = Policy.HYBRID
+    slo: Slo = Slo()
+    replica_capacity: float | None = Field(
+        None, gt=0, description="demand one replica sustains within the SLO (per second); null: learn it"
+    )
+    demand_metric: DemandMetric = DemandMetric.REQUESTS
+    startup_seconds: float = Field(120.0, ge=0)
+    gpus_per_replica: int = Field(1, ge=1)
+
+
+class PoolIn(PoolFields):
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
+
+
+class PoolPatch(BaseModel):
+    min_replicas: int | None = Field(None, ge=0)
+    max_replicas: int | None = Field(None, ge=1)
+    policy: Policy | None = None
+    slo: Slo | None = None
+    replica_capacity: float | None = Field(None, gt=0)
+    demand_metric: DemandMetric | None = None
+    startup_seconds: float | None = Field(None, ge=0)
+    gpus_per_replica: int | None = Field(None, ge=1)
+    version: int | None = Field(None, description="the version this edit is based on; 409 if the pool moved on")
+
+
+class PoolOut(PoolIn):
+    current_replicas: int
+    desired_replicas: int | None
+    version: int
+    created_at: float
+    updated_at: float
+
+
+class PoolPage(BaseModel):
+    items: list[PoolOut]
+    next: str | None = None
+
+
+def _spec_changes(fields: dict[str, Any]) -> dict[str, Any]:
+    """API field names → PoolSpec field names (``slo.latency_p99_seconds`` is ``slo_p99_seconds``)."""
+    changes = dict(fields)
+    slo = changes.pop("slo", None)
+    if slo is not None:
+        changes["slo_p99_seconds"] = slo["latency_p99_seconds"]
+    return changes
+
+
+def _out(pool: Pool, replicas: dict[str, int]) -> PoolOut:
+    s = pool.spec
+    return PoolOut(
+        name=pool.name,
+        min_replicas=s.min_replicas,
+        max_replicas=s.max_replicas,
+        policy=s.policy,
+        slo=Slo(latency_p99_seconds=s.slo_p99_seconds),
+        replica_capacity=s.replica_capacity,
+        demand_metric=s.demand_metric,
+        startup_seconds=s.startup_seconds,
+        gpus_per_replica=s.gpus_per_replica,
+        current_replicas=replicas.get(pool.name, 0),
+        desired_replicas=pool.desired_replicas,
+        version=pool.version,
+        created_at=pool.created_at,
+        updated_at=pool.updated_at,
+    )
+
+
+def _replicas(services: AppServices) -> dict[str, int]:
+    with services.engine.connect() as conn:
+        return pool_replicas(conn, now=services.clock(), down_after_seconds=services.settings.node_down_after_seconds)
+
+
+def _unprocessable(exc: ValueError) -> HTTPException:
+    return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc))
+
+
+@router.get("/pools")
+def list_pools(services: ServicesDep, _token: ViewerToken) -> PoolPage:
+    replicas = _replicas(services)
+    return PoolPage(items=[_out(p, replicas) for p in services.pools.list()])
+
+
+@router.get("/pools/{name}", responses={404: {}})
+def get_pool(name: str, services: ServicesDep, _token: ViewerToken) -> PoolOut:
+    pool = services.pools.get(name)
+    if pool is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no pool {name!r}")
+    return _out(pool, _replicas(services))
+
+
+@router.post("/pools", status_code=status.HTTP_201_CREATED, responses={409: {}, 422: {}})
+def create_pool(body: PoolIn, services: ServicesDep, _token: AdminToken) -> PoolOut:
+    try:
+        spec = PoolSpec(**_spec_changes(body.model_dump(exclude={"name"})))
+        pool = services.pools.create(body.name, spec, now=services.clock())
+    except PoolExists as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
+    except ValueError as exc:
+        raise _unprocessable(exc) from None
+    return _out(pool, _replicas(services))
+
+
+@router.patch("/pools/{name}", responses={404: {}, 409: {}, 422: {}})
+def patch_pool(name: str, body: PoolPatch, services: ServicesDep, _token: OperatorToken) -> PoolOut:
+    fields = body.model_dump(exclude_unset=True, exclude={"version"})
+    nulls = sorted(k for k, v in fields.items() if v is None and k != "replica_capacity")
+    if nulls:  # only replica_capacity may be cleared (null: learn it from the metrics)
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"{nulls[0]}: may not be null")
+    try:
+        pool = services.pools.update(name, _spec_changes(fields), now=services.clock(), expected_version=body.version)
+    except PoolNotFound as exc:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+    except VersionConflict as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
+    except ValueError as exc:
+        raise _unprocessable(exc) from None
+    return _out(pool, _replicas(services))
+
+
+@router.delete("/pools/{name}", status_code=status.HTTP_204_NO_CONTENT, responses={404: {}})
+def delete_pool(name: str, services: ServicesDep, _token: AdminToken) -> Response:
+    if not services.pools.delete(name):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no pool {name!r}")
+    services.forecasts.forget(SubjectKind.POOL, name)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
