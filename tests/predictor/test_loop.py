@@ -12,13 +12,14 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, insert
 
 from autoscaler.pools import PoolSpec, PoolStore
-from collector.rollups import WATERMARK_NAME
-from collector.tables import NO_DEVICE, NO_POOL, devices, job_state, nodes, rollup_column, rollups_1m, series_latest
+from collector.tables import NO_DEVICE, NO_POOL, devices, nodes, rollups_1m, series_latest
+from collector.tables import samples as raw_samples
 from predictor.base import Forecast, ForecastError, History
 from predictor.cycle import forecast_cycle
 from predictor.loop import ForecastJob, ForecastSettings
 from predictor.store import ForecastStore, SubjectKind
 from tests.support.clock import FakeClock
+from tests.support.rollups import rollup_row, set_watermark
 
 Auth = Callable[..., dict[str, str]]
 MINUTE = 60.0
@@ -41,12 +42,12 @@ def seed(engine: Engine, clock: FakeClock, demand: Callable[[int], float | None]
         bucket = start + i * MINUTE
         value = demand(i)
         if value is not None:
-            rows.append(_rollup("node-a", NO_DEVICE, "chat", bucket, request_rate_per_second=value))
+            rows.append(rollup_row("node-a", NO_DEVICE, "chat", bucket, request_rate_per_second=value))
         used = (40 + 40 * i / steps) * GIB  # 40 → 80 GiB of an 80 GiB GPU: exhaustion ahead
-        rows.append(_rollup("node-a", 0, NO_POOL, bucket, gpu_memory_used_bytes=used))
+        rows.append(rollup_row("node-a", 0, NO_POOL, bucket, gpu_memory_used_bytes=used))
     with engine.begin() as conn:
         conn.execute(insert(rollups_1m), rows)
-        conn.execute(insert(job_state).values(name=WATERMARK_NAME, watermark=end))
+        set_watermark(conn, end)
         conn.execute(insert(nodes).values(id="node-a", first_seen=start, last_seen=clock()))
         conn.execute(
             insert(devices).values(
@@ -58,15 +59,6 @@ def seed(engine: Engine, clock: FakeClock, demand: Callable[[int], float | None]
                 node_id="node-a", device=NO_DEVICE, pool="chat", ts=clock(), extra={"replicas_ready": replicas}
             )
         )
-
-
-def _rollup(node: str, device: int, pool: str, bucket: float, **metrics: float) -> dict[str, Any]:
-    row: dict[str, Any] = {c.name: None for c in rollups_1m.columns}  # executemany wants the same keys in every row
-    row.update(node_id=node, device=device, pool=pool, bucket=bucket, samples=120)
-    for name, value in metrics.items():
-        for stat in ("min", "mean", "max", "p99"):
-            row[rollup_column(name, stat)] = value
-    return row
 
 
 def job(engine: Engine, **kwargs: Any) -> ForecastJob:
@@ -182,3 +174,33 @@ def test_forecast_api_serves_the_contract_shape(
     node = client.get("/api/v1/nodes/node-a/forecast", headers=viewer).json()
     assert [f["subject"] for f in node["items"]] == ["node-a/0"]
     assert client.get("/api/v1/pools/other/forecast", headers=viewer).status_code == 404
+
+
+def test_per_replica_capacity_is_learned_from_raw_samples(engine: Engine, clock: FakeClock) -> None:
+    """Two replicas per node; latency stays at 0.2 s up to 40 requests/s per replica and 3 s past it."""
+    PoolStore(engine).create("chat", PoolSpec(slo_p99_seconds=1.0), now=clock())
+    seed(engine, clock, lambda i: 60.0)
+    rows = []
+    for seq in range(0, 2000, 5):  # the learner reads every fifth sequence number
+        per_replica = 10.0 + 50.0 * (seq % 400) / 400  # 10 → 60 requests/s per replica
+        row: dict[str, Any] = {c.name: None for c in raw_samples.columns}
+        row.update(
+            node_id="node-a",
+            seq=seq,
+            ts=clock() - 1800 + seq * 0.5,
+            device=NO_DEVICE,
+            pool="chat",
+            request_rate_per_second=2 * per_replica,
+            request_latency_p99_seconds=0.2 if per_replica <= 40 else 3.0,
+            extra={"replicas_ready": 2},
+        )
+        rows.append(row)
+    with engine.begin() as conn:
+        conn.execute(insert(raw_samples), rows)
+    job(engine).run(clock())
+    stored = ForecastStore(engine).get(SubjectKind.POOL, "chat")
+    assert stored is not None and stored.good is not None and stored.good.saturation is not None
+    context = stored.good.saturation
+    assert context["capacity_source"] == "measured"
+    assert 36.0 <= context["per_replica_capacity"] <= 40.0  # the knee, never above it
+    assert context["capacity"] == pytest.approx(2 * context["per_replica_capacity"])
