@@ -10,6 +10,7 @@ from types import FrameType
 
 import httpx
 
+from autoscaler.pools import PoolSpec, PoolStore
 from collector.database import make_engine
 from fleetpilot.launch import AgentProcess, ServerProcess, free_port
 from fleetpilot.settings import ServerSettings
@@ -20,11 +21,17 @@ from web.tokens import Role, TokenStore
 DEMO_NODES = ("demo-node-1", "demo-node-2")
 # Each demo node runs one replica of a text-generation pool and one of an image-classification pool (torch, CPU).
 DEMO_POOLS = "chat=text:1,vision=classify:1"
+# The same pools as the control plane knows them: CPU generation is slow, so the chat SLO is generous.
+DEMO_POOL_SPECS = {
+    "chat": PoolSpec(min_replicas=2, max_replicas=4, slo_p99_seconds=10.0, startup_seconds=30.0),
+    "vision": PoolSpec(min_replicas=2, max_replicas=4, slo_p99_seconds=1.0, startup_seconds=30.0),
+}
 
 
 def run_demo(settings: ServerSettings, *, state_dir: Path = Path(".fleetpilot")) -> int:
     runner.upgrade(settings.database_url)
     admin_token, agent_tokens = _demo_tokens(settings.database_url)
+    _demo_pools(settings.database_url)
     logs = state_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     server = ServerProcess(
@@ -79,11 +86,28 @@ def _demo_tokens(database_url: str) -> tuple[str, dict[str, str]]:
     return admin, agents
 
 
+def _demo_pools(database_url: str) -> None:
+    """Configure the demo's pools once (a later run keeps whatever was edited through the API)."""
+    engine = make_engine(database_url)
+    try:
+        store = PoolStore(engine)
+        for name, spec in DEMO_POOL_SPECS.items():
+            if store.get(name) is None:
+                store.create(name, spec, now=time.time())
+    finally:
+        engine.dispose()
+
+
 def _announce(server: ServerProcess, admin_token: str, agents: list[AgentProcess], logs: Path) -> None:
     print(f"Dashboard: {server.url}/", flush=True)
     print(f"Admin token: {admin_token}", flush=True)
     print(f"API docs: {server.url}/docs    Prometheus metrics: {server.url}/metrics", flush=True)
     print(f"Try: curl -H 'Authorization: Bearer {admin_token}' {server.url}/api/v1/nodes", flush=True)
+    print(
+        f"     curl -H 'Authorization: Bearer {admin_token}' {server.url}/api/v1/pools/chat/forecast"
+        "   (after a few minutes: the forecast needs rolled-up minutes)",
+        flush=True,
+    )
     print(f"Agents {', '.join(DEMO_NODES)} push every second; logs in {logs}/. Ctrl-C stops everything.", flush=True)
     serving = agents[0].serve_url
     print(

@@ -51,6 +51,8 @@ def test_demo_runs_the_server_and_two_agents_until_ctrl_c(tmp_path: Path) -> Non
             time.sleep(0.2)
         assert [(n["id"], n["status"]) for n in nodes] == [("demo-node-1", "up"), ("demo-node-2", "up")]
         assert (tmp_path / ".fleetpilot" / "fleetpilot.db").exists()
+        pools = httpx.get(f"{url}/api/v1/pools", headers=headers).json()["items"]
+        assert [p["name"] for p in pools] == ["chat", "vision"]
     finally:
         demo.send_signal(signal.SIGINT)
         code = demo.wait(60)
