@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields, replace
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Column, RowMapping, Double, Engine, Integer, String, Table, delete, insert, select, update
+from sqlalchemy import Column, Double, Engine, Integer, RowMapping, String, Table, delete, insert, select, update
 
 from collector.tables import metadata
 
