@@ -70,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _backtest_flags(backtest)
     backtest.set_defaults(handler=run_backtest)
+    simulate = commands.add_parser(
+        "simulate", help="replay a demand trace through a scaling policy: decisions.csv, summary.json"
+    )
+    _simulate_flags(simulate)
+    simulate.set_defaults(handler=run_simulate)
     return parser
 
 
@@ -208,8 +213,8 @@ def _backtest_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model",
         default=None,
-        help="forecaster name (default naive: the only one that refits at every origin of a 2,000-row series "
-        "within a minute today)",
+        help="forecaster name (default auto: per-series smoothing picked by recent rolling-origin error, a few "
+        "seconds for a 2,000-row series)",
     )
     parser.add_argument(
         "--warmup", type=int, default=None, help="warm-up in steps, at most half the series (default: 2 days)"
@@ -229,12 +234,13 @@ def run_backtest(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from predictor.backtest import BacktestError, backtest, parse_duration, plan_backtest
+    from predictor.cycle import DEFAULT_MODEL
     from predictor.registry import FORECASTER_NAMES, make_forecaster
     from predictor.report import write_outputs
     from predictor.series_csv import SeriesCsvError, read_series_csv
 
     known = list(FORECASTER_NAMES)
-    model = args.model or "naive"
+    model = args.model or (DEFAULT_MODEL if DEFAULT_MODEL in known else "naive")
     if model not in known:
         print(f"fleetpilot: unknown model {model!r}; known models: {', '.join(known)}", file=sys.stderr)
         return 2
@@ -252,10 +258,100 @@ def run_backtest(args: argparse.Namespace) -> int:
         result = backtest(forecaster, history, plan, refit_every=refit_every, on_progress=bar.update, model=model)
     runtime_s = round(time.perf_counter() - started, 3)
     summary = write_outputs(result, series.labels, Path(args.out), {"runtime_s": runtime_s})
+    alarm = summary["saturation"]["model"]
     print(
-        f"{model}: MASE {summary['mase']}, sMAPE {summary['smape']}, coverage90 {summary['coverage90']} over "
+        f"{model}: MASE {summary['mase']}, sMAPE {summary['smape']}, coverage90 {summary['coverage90']}, "
+        f"saturation F1 {alarm['f1']} over "
         f"{summary['origins']} origins × {summary['horizon_steps']} steps in {runtime_s} s; wrote {args.out}"
     )
+    return 0
+
+
+def _simulate_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("series", metavar="SERIES.csv", help="demand per step: a header, then rows timestamp,value")
+    parser.add_argument(
+        "--capacity-per-replica", type=float, required=True, help="demand one replica serves, same unit as the trace"
+    )
+    parser.add_argument("--startup", default="3m", help="time for a new replica to become ready (default 3m)")
+    parser.add_argument(
+        "--policy", default="hybrid", help="static, reactive, predictive, hybrid or oracle (default hybrid)"
+    )
+    parser.add_argument("--out", required=True, help="directory for decisions.csv and summary.json")
+    parser.add_argument(
+        "--compare", action="store_true", help="also run every policy and the oracle; print and write comparison.json"
+    )
+    parser.add_argument("--min-replicas", type=int, default=1, help="default 1")
+    parser.add_argument("--max-replicas", type=int, default=10_000, help="default 10000")
+    parser.add_argument("--target-utilization", type=float, default=None, help="reactive target (default 0.7)")
+    parser.add_argument(
+        "--predictive-utilization", type=float, default=None, help="predictive load on the upper bound (default 0.9)"
+    )
+    parser.add_argument("--margin", default=None, help="predictive look-ahead past the startup (default 60s)")
+    parser.add_argument("--static-replicas", type=int, default=None, help="static count (default: the trace's peak)")
+    parser.add_argument("--model", default="auto", help="forecaster of the predictive policies (default auto)")
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    """Autoscaling evaluation (CONTRACT section 8); bad input → exit 2 with the reason."""
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    from autoscaler.policy import PolicySettings
+    from autoscaler.simulate import SIMULATED_POLICIES, SimulationSettings, simulate, summary, write_outputs
+    from predictor.backtest import BacktestError, parse_duration
+    from predictor.base import Forecast, History
+    from predictor.registry import FORECASTER_NAMES, make_forecaster
+    from predictor.series_csv import SeriesCsvError, read_series_csv
+
+    if args.policy not in SIMULATED_POLICIES or args.model not in FORECASTER_NAMES:
+        print(
+            f"fleetpilot: unknown policy {args.policy!r} or model {args.model!r}; policies: "
+            f"{', '.join(SIMULATED_POLICIES)}; models: {', '.join(FORECASTER_NAMES)}",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        series = read_series_csv(Path(args.series))
+        knobs: dict[str, Any] = {
+            name: value
+            for name, value in (
+                ("target_utilization", args.target_utilization),
+                ("predictive_utilization", args.predictive_utilization),
+                ("margin_seconds", None if args.margin is None else parse_duration(args.margin)),
+                ("static_replicas", args.static_replicas),
+            )
+            if value is not None
+        }
+        settings = SimulationSettings(
+            capacity_per_replica=args.capacity_per_replica,
+            startup_seconds=0.0 if args.startup.strip() in {"0", "0s", "0m"} else parse_duration(args.startup),
+            min_replicas=args.min_replicas,
+            max_replicas=args.max_replicas,
+            policy=dataclasses.replace(PolicySettings(), **knobs),
+        )
+    except (SeriesCsvError, BacktestError, ValueError) as exc:
+        print(f"fleetpilot: {exc}", file=sys.stderr)
+        return 2
+    model = args.model
+
+    def forecast(history: History, horizon: int) -> Forecast:
+        return make_forecaster(model).fit(history).predict(horizon)
+
+    out = Path(args.out)
+    result = simulate(series.history, args.policy, settings, forecast=forecast)
+    body = write_outputs(result, settings.capacity_per_replica, out, series.labels)
+    print(json.dumps(body))
+    if args.compare:
+        rows = [
+            summary(simulate(series.history, name, settings, forecast=forecast), settings.capacity_per_replica)
+            for name in SIMULATED_POLICIES
+        ]
+        (out / "comparison.json").write_text(json.dumps(rows, indent=2) + "\n")
+        print(f"{'policy':<12}{'replica-hours':>15}{'attainment':>12}{'scale events':>14}")
+        for row in rows:
+            attained = "n/a" if row["slo_attainment"] is None else f"{row['slo_attainment']:.4f}"
+            print(f"{row['policy']!s:<12}{row['replica_hours']:>15.2f}{attained:>12}{row['scale_events']:>14}")
     return 0
 
 

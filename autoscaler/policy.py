@@ -1,0 +1,331 @@
+"""Scaling policies, pure: one frozen :class:`PoolContext` in, one :class:`Decision` with its reason out.
+
+The live controller and ``fleetpilot simulate`` build the same context (from storage, or from a trace) and call the
+same policies, so what the simulator measures is what the fleet runs.
+
+- ``static``: a fixed count (``min_replicas`` unless told otherwise).
+- ``reactive``: the Kubernetes HPA on utilization of per-replica capacity (:mod:`autoscaler.hpa`): demand over ready
+  replicas × capacity against ``target_utilization``, with HPA's tolerance.
+- ``predictive``: enough replicas for the forecast's upper bound over the time a replica asked for now will serve:
+  from now + ``startup_seconds`` to that + ``margin_seconds``, each replica loaded to ``predictive_utilization``.
+- ``hybrid``: the larger of the two, the reactive one as a floor (a forecast that under-shoots cannot starve the
+  pool of what the queue shows it needs now).
+
+Safety rails around every policy but ``static`` (:func:`guarded`): min/max and step limits (HPA's per-period
+policies), scale-down only once the stabilization window agrees and only while the load per surviving replica stays
+within target (the N/(N−1) check), no scale-down on stale or missing metrics, no further scale-up while replicas are
+still starting unless the need has grown past them, and the predictive part switched off — and said so — when the
+forecast is stale, failing or missing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from autoscaler.hpa import (
+    KUBERNETES_SCALE_DOWN_POLICIES,
+    KUBERNETES_SCALE_DOWN_WINDOW_S,
+    KUBERNETES_SCALE_UP_POLICIES,
+    ScalingPolicy,
+    external_desired_replicas,
+    rate_limited,
+    stabilized,
+)
+
+InputValue = float | int | str | bool | None
+
+
+@dataclass(frozen=True)
+class PolicySettings:
+    """The knobs of every policy; the defaults are what a pool gets unless its operator says otherwise."""
+
+    target_utilization: float = 0.7  # reactive: HPA target, demand per ready replica over its capacity
+    predictive_utilization: float = 0.9  # predictive: how full the forecast's upper bound may make each replica
+    margin_seconds: float = 60.0  # predictive: look this far past the startup time
+    tolerance: float = 0.1
+    stabilization_window_seconds: float = KUBERNETES_SCALE_DOWN_WINDOW_S
+    stale_after_seconds: float = 30.0  # demand older than this is stale: no scale-down on it
+    scale_up_rules: tuple[ScalingPolicy, ...] = KUBERNETES_SCALE_UP_POLICIES  # HPA's defaults
+    scale_down_rules: tuple[ScalingPolicy, ...] = KUBERNETES_SCALE_DOWN_POLICIES
+    static_replicas: int | None = None  # static: this count (default min_replicas)
+
+    def __post_init__(self) -> None:
+        for name in ("target_utilization", "predictive_utilization"):
+            value = getattr(self, name)
+            if not (0 < value <= 1.5):
+                raise ValueError(f"{name}: must be in (0, 1.5], got {value}")
+        if self.margin_seconds < 0 or self.stabilization_window_seconds < 0 or self.stale_after_seconds <= 0:
+            raise ValueError("margin_seconds and stabilization_window_seconds must be >= 0, stale_after_seconds > 0")
+
+
+@dataclass(frozen=True)
+class ForecastView:
+    """The pool's latest demand forecast: points (ts, yhat, lo, hi) after ``origin_ts``; ``stale`` if it failed."""
+
+    origin_ts: float
+    points: tuple[tuple[float, float, float, float], ...]
+    stale: bool = False
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class PoolContext:
+    """Everything a decision may use, at ``now``; demand and capacity in the pool's demand unit per second."""
+
+    now: float
+    min_replicas: int
+    max_replicas: int
+    ready_replicas: int
+    starting_replicas: int
+    per_replica_capacity: float | None  # None: not measured or configured (only static can act)
+    demand: float | None  # the latest demand; None: no fresh sample
+    demand_age_seconds: float | None
+    startup_seconds: float
+    forecast: ForecastView | None = None
+    recent_recommendations: tuple[tuple[int, float], ...] = ()  # (replicas, age_s) of earlier decisions
+    settings: PolicySettings = field(default_factory=PolicySettings)
+
+    @property
+    def current_replicas(self) -> int:
+        """Replicas asked for and not yet gone: ready plus still starting."""
+        return self.ready_replicas + self.starting_replicas
+
+    @property
+    def demand_is_fresh(self) -> bool:
+        age = self.demand_age_seconds
+        return self.demand is not None and age is not None and age <= self.settings.stale_after_seconds
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The replicas the pool should have, which policy said so, why, and the inputs that mattered."""
+
+    replicas: int
+    policy: str
+    reason: str
+    inputs: Mapping[str, InputValue] = field(default_factory=dict)
+
+    @property
+    def recommendation(self) -> int:
+        """What the policy wanted before the safety rails (for the stabilization window); defaults to replicas."""
+        value = self.inputs.get("recommended")
+        return value if isinstance(value, int) else self.replicas
+
+
+class Policy(Protocol):
+    name: str
+
+    def decide(self, ctx: PoolContext) -> Decision: ...
+
+
+def _hold(ctx: PoolContext, policy: str, reason: str, **inputs: InputValue) -> Decision:
+    return Decision(ctx.current_replicas, policy, reason, {"recommended": ctx.current_replicas, **inputs})
+
+
+class Static:
+    name = "static"
+
+    def decide(self, ctx: PoolContext) -> Decision:
+        wanted = ctx.settings.static_replicas if ctx.settings.static_replicas is not None else ctx.min_replicas
+        replicas = min(max(wanted, ctx.min_replicas), ctx.max_replicas)
+        return Decision(replicas, self.name, f"static: {replicas} replicas", {"recommended": replicas})
+
+
+class Reactive:
+    """HPA on utilization of per-replica capacity: ceil(demand / (target × capacity)) outside the tolerance."""
+
+    name = "reactive"
+
+    def decide(self, ctx: PoolContext) -> Decision:
+        s = ctx.settings
+        if ctx.per_replica_capacity is None:
+            return _hold(ctx, self.name, "reactive: no per-replica capacity measured or configured; holding")
+        if ctx.demand is None:
+            return _hold(ctx, self.name, "reactive: no demand sample; holding")
+        target = s.target_utilization * ctx.per_replica_capacity
+        # As HPA's per-pod external metric: the demand spread over every replica asked for (ready or starting).
+        base = max(ctx.current_replicas, 1)
+        wanted = external_desired_replicas(
+            base, ctx.ready_replicas, ctx.demand, target, per_replica=True, tolerance=s.tolerance
+        )
+        utilization = ctx.demand / (base * ctx.per_replica_capacity)
+        return Decision(
+            wanted,
+            self.name,
+            f"reactive: utilization {utilization:.2f} of {base} replicas against target "
+            f"{s.target_utilization:.2f} → {wanted}",
+            {
+                "recommended": wanted,
+                "demand": ctx.demand,
+                "utilization": round(utilization, 4),
+                "target_utilization": s.target_utilization,
+            },
+        )
+
+
+def forecast_peak(ctx: PoolContext) -> tuple[float, float, float] | None:
+    """(upper bound, from, to): the forecast's largest ``hi`` over [now + startup, now + startup + margin]; the first
+    point at or after that window's end counts too, so a horizon shorter than the window still gives its last point.
+    None when there is no usable forecast."""
+    forecast = ctx.forecast
+    if forecast is None or forecast.stale or not forecast.points:
+        return None
+    start = ctx.now + ctx.startup_seconds
+    end = start + ctx.settings.margin_seconds
+    window = [hi for ts, _y, _lo, hi in forecast.points if start <= ts <= end]
+    if not window:
+        after = [hi for ts, _y, _lo, hi in forecast.points if ts >= start]
+        window = after[:1] or [forecast.points[-1][3]]  # horizon ends before the window: its last point
+    return max(window), start, end
+
+
+class Predictive:
+    """Replicas for the forecast's upper bound at now + startup (+ margin), each at ``predictive_utilization``."""
+
+    name = "predictive"
+
+    def __init__(self, fallback: Policy | None = None) -> None:
+        self.fallback = fallback or Reactive()
+
+    def decide(self, ctx: PoolContext) -> Decision:
+        if ctx.per_replica_capacity is None:
+            return _hold(ctx, self.name, "predictive: no per-replica capacity measured or configured; holding")
+        peak = forecast_peak(ctx)
+        if peak is None:
+            why = _forecast_problem(ctx.forecast)
+            fallback = self.fallback.decide(ctx)
+            return replace(
+                fallback,
+                policy=self.name,
+                reason=f"predictive off ({why}); {fallback.reason}",
+                inputs={**fallback.inputs, "predictive": "off", "forecast_problem": why},
+            )
+        upper, start, end = peak
+        per_replica = ctx.settings.predictive_utilization * ctx.per_replica_capacity
+        wanted = max(math.ceil(upper / per_replica - 1e-9), 0)
+        return Decision(
+            wanted,
+            self.name,
+            f"predictive: forecast upper bound {upper:.4g} between +{start - ctx.now:.0f} s and +{end - ctx.now:.0f} s "
+            f"needs {wanted} replicas at {ctx.settings.predictive_utilization:.2f} of {ctx.per_replica_capacity:.4g}",
+            {
+                "recommended": wanted,
+                "forecast_upper": upper,
+                "demand": ctx.demand,
+                "target_utilization": ctx.settings.predictive_utilization,
+            },
+        )
+
+
+class Hybrid:
+    """The larger of reactive and predictive; reactive is the floor."""
+
+    name = "hybrid"
+
+    def __init__(self) -> None:
+        self.reactive = Reactive()
+        self.predictive = Predictive(fallback=self.reactive)
+
+    def decide(self, ctx: PoolContext) -> Decision:
+        reactive = self.reactive.decide(ctx)
+        predictive = self.predictive.decide(ctx)
+        chosen = predictive if predictive.replicas > reactive.replicas else reactive
+        inputs = {
+            **predictive.inputs,
+            **reactive.inputs,
+            "recommended": chosen.replicas,
+        }  # reactive's target: the floor
+        inputs["reactive_replicas"] = reactive.replicas
+        inputs["predictive_replicas"] = predictive.replicas
+        return Decision(
+            chosen.replicas, self.name, f"hybrid: max of [{reactive.reason}] and [{predictive.reason}]", inputs
+        )
+
+
+def _forecast_problem(forecast: ForecastView | None) -> str:
+    if forecast is None:
+        return "no forecast"
+    if forecast.stale:
+        return f"forecast stale: {forecast.error or 'the last attempt failed'}"
+    return "forecast has no points"
+
+
+POLICIES: dict[str, type[Static] | type[Reactive] | type[Predictive] | type[Hybrid]] = {
+    "static": Static,
+    "reactive": Reactive,
+    "predictive": Predictive,
+    "hybrid": Hybrid,
+}
+
+
+def rules_per_interval(rules: tuple[ScalingPolicy, ...], interval_s: float) -> tuple[ScalingPolicy, ...]:
+    """Step limits restated for one decision every ``interval_s``: rate_limited applies a rule once per call, so a
+    rule of period P becomes interval/P periods' worth. ("Pods", 4, 15) every 60 s → ("Pods", 16, 60); every 5 s →
+    ("Pods", 2, 5) (4 × 5/15, rounded up); ("Percent", 100, 15) every 60 s → ("Percent", 1500, 60) (2⁴ − 1)."""
+    scaled: list[ScalingPolicy] = []
+    for kind, value, period in rules:
+        periods = interval_s / period
+        if kind == "Pods":
+            scaled.append((kind, float(max(1, math.ceil(value * periods - 1e-9))), interval_s))
+        else:
+            scaled.append((kind, ((1 + value / 100) ** periods - 1) * 100, interval_s))
+    return tuple(scaled)
+
+
+def make_policy(name: str) -> Policy:
+    if name not in POLICIES:
+        raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}")
+    return POLICIES[name]()
+
+
+def guarded(policy: Policy, ctx: PoolContext) -> Decision:
+    """The policy's decision through the safety rails; the reason says which rail changed it, if any."""
+    decision = policy.decide(ctx)
+    if policy.name == "static":
+        return decision
+    current, s = ctx.current_replicas, ctx.settings
+    wanted, notes = decision.replicas, []
+    if ctx.starting_replicas > 0 and ctx.ready_replicas < wanted < current:
+        # More than is ready, less than is on its way: cancelling replicas that are nearly there would only
+        # have to be undone; a scale-up happens only when the need grows past ready + starting.
+        wanted = current
+        notes.append("replicas still starting cover the need")
+    elif wanted < current:
+        target = decision.inputs.get("target_utilization")
+        wanted, note = _scale_down_rails(ctx, wanted, target if isinstance(target, float) else s.target_utilization)
+        if note:
+            notes.append(note)
+    limited, limit_reason = rate_limited(
+        current,
+        wanted,
+        min_replicas=ctx.min_replicas,
+        max_replicas=ctx.max_replicas,
+        scale_up_policies=s.scale_up_rules,
+        scale_down_policies=s.scale_down_rules,
+    )
+    if limit_reason != "DesiredWithinRange":
+        notes.append(limit_reason)
+    reason = decision.reason if not notes else f"{decision.reason}; {', '.join(notes)} → {limited}"
+    return replace(decision, replicas=limited, reason=reason, inputs={**decision.inputs, "limit": limit_reason})
+
+
+def _scale_down_rails(ctx: PoolContext, wanted: int, target: float) -> tuple[int, str | None]:
+    """Scale down only on fresh metrics, once the stabilization window agrees, and never below what keeps the load
+    per surviving replica within the deciding policy's target: demand 100, capacity 10, target 0.7 → at least
+    ceil(100 / 7) = 15."""
+    current, s = ctx.current_replicas, ctx.settings
+    if not ctx.demand_is_fresh:
+        return current, "no scale-down on stale or missing metrics"
+    stable = stabilized(wanted, ctx.recent_recommendations, s.stabilization_window_seconds)
+    if stable >= current:
+        return current, f"stabilization window ({s.stabilization_window_seconds:.0f} s) holds {current}"
+    if ctx.per_replica_capacity is not None and ctx.demand is not None:
+        floor = math.ceil(ctx.demand / (target * ctx.per_replica_capacity) - 1e-9)
+        if stable < floor:
+            kept = min(floor, current)
+            return kept, f"load per surviving replica must stay within target: at least {kept}"
+    note = None if stable == wanted else f"stabilization window keeps {stable}"
+    return stable, note

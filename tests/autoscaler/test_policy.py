@@ -1,0 +1,116 @@
+"""The scaling policies and their safety rails, decision by decision."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from autoscaler.policy import ForecastView, Hybrid, PolicySettings, PoolContext, Predictive, Reactive, Static, guarded
+
+NOW = 10_000.0
+
+
+def ctx(**changes: object) -> PoolContext:
+    """10 ready replicas of capacity 10/s, demand 70/s (exactly the 0.7 target), fresh; startup 120 s."""
+    base = PoolContext(
+        now=NOW,
+        min_replicas=1,
+        max_replicas=100,
+        ready_replicas=10,
+        starting_replicas=0,
+        per_replica_capacity=10.0,
+        demand=70.0,
+        demand_age_seconds=1.0,
+        startup_seconds=120.0,
+    )
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+def forecast(upper: float, *, stale: bool = False) -> ForecastView:
+    """Points every 60 s for 15 minutes with ``hi`` = upper (yhat a little below)."""
+    points = tuple((NOW + 60 * k, upper * 0.8, upper * 0.6, upper) for k in range(1, 16))
+    return ForecastView(NOW, points, stale=stale, error="diverged" if stale else None)
+
+
+def test_reactive_follows_hpa_utilization_math() -> None:
+    assert Reactive().decide(ctx(demand=140.0)).replicas == 20  # twice the target load → twice the replicas
+    assert Reactive().decide(ctx(demand=75.0)).replicas == 10  # 75/70 is within the 10 % tolerance
+    assert Reactive().decide(ctx(demand=35.0)).replicas == 5
+
+
+def test_reactive_holds_without_capacity_or_demand() -> None:
+    assert Reactive().decide(ctx(per_replica_capacity=None, demand=500.0)).replicas == 10
+    held = Reactive().decide(ctx(demand=None))
+    assert held.replicas == 10 and "no demand" in held.reason
+
+
+def test_predictive_provisions_for_the_upper_bound_after_startup() -> None:
+    decision = Predictive().decide(ctx(forecast=forecast(180.0)))
+    assert decision.replicas == 20  # ceil(180 / (0.9 × 10))
+    assert decision.inputs["forecast_upper"] == 180.0
+
+
+def test_predictive_looks_only_at_the_window_a_new_replica_will_serve() -> None:
+    points = tuple((NOW + 60 * k, 10.0, 5.0, 500.0 if k == 1 else 45.0) for k in range(1, 16))
+    decision = Predictive().decide(ctx(forecast=ForecastView(NOW, points)))
+    assert decision.replicas == 5  # the spike at +60 s is over before a replica asked now is ready (+120 s)
+
+
+def test_predictive_switches_off_and_says_so_on_a_stale_forecast() -> None:
+    decision = Predictive().decide(ctx(demand=140.0, forecast=forecast(1000.0, stale=True)))
+    assert decision.replicas == 20  # the reactive answer, not the stale forecast's 112
+    assert "predictive off (forecast stale: diverged)" in decision.reason
+    assert decision.inputs["predictive"] == "off"
+    assert "no forecast" in Predictive().decide(ctx()).reason
+
+
+def test_hybrid_is_the_larger_with_reactive_as_the_floor() -> None:
+    assert Hybrid().decide(ctx(demand=140.0, forecast=forecast(90.0))).replicas == 20  # forecast under-shoots
+    high = Hybrid().decide(ctx(demand=70.0, forecast=forecast(270.0)))
+    assert high.replicas == 30 and high.inputs["reactive_replicas"] == 10 and high.inputs["predictive_replicas"] == 30
+
+
+def test_no_scale_down_on_stale_metrics() -> None:
+    decision = guarded(Reactive(), ctx(demand=20.0, demand_age_seconds=120.0))
+    assert decision.replicas == 10 and "stale or missing" in decision.reason
+
+
+def test_scale_down_waits_for_the_stabilization_window() -> None:
+    recent = ((10, 60.0), (9, 120.0))  # a recommendation of 10 a minute ago is still in the 300 s window
+    held = guarded(Reactive(), ctx(demand=35.0, recent_recommendations=recent))
+    assert held.replicas == 10 and "stabilization window" in held.reason
+    later = guarded(Reactive(), ctx(demand=35.0, recent_recommendations=((10, 400.0),)))
+    assert later.replicas == 5
+
+
+def test_scale_down_keeps_the_load_per_surviving_replica_within_target() -> None:
+    # The forecast says 30/s is coming, but 70/s is here: predictive would keep 4, the check keeps 70 / 9 → 8.
+    decision = guarded(Predictive(), ctx(demand=70.0, forecast=forecast(30.0)))
+    assert decision.replicas == 8 and "load per surviving replica" in decision.reason
+
+
+def test_replicas_still_starting_are_not_cancelled_while_needed() -> None:
+    decision = guarded(Reactive(), ctx(ready_replicas=10, starting_replicas=6, demand=84.0))  # wants 12 of 16
+    assert decision.replicas == 16 and "still starting" in decision.reason
+    grown = guarded(Reactive(), ctx(ready_replicas=10, starting_replicas=2, demand=105.0))  # wants 15 > 12
+    assert grown.replicas == 15
+
+
+def test_step_limits_and_bounds_give_kubernetes_reasons() -> None:
+    settings = PolicySettings(scale_up_rules=(("Pods", 4.0, 15.0),))
+    limited = guarded(Reactive(), ctx(ready_replicas=2, demand=140.0, settings=settings))  # wants 20
+    assert limited.replicas == 6 and limited.inputs["limit"] == "ScaleUpLimit"
+    capped = guarded(Reactive(), ctx(demand=700.0, max_replicas=15))  # the step limit (20) is above the max
+    assert capped.replicas == 15 and capped.inputs["limit"] == "TooManyReplicas"
+
+
+def test_static_is_fixed_and_bypasses_the_rails() -> None:
+    assert guarded(Static(), ctx(demand=700.0)).replicas == 1
+    assert guarded(Static(), ctx(settings=PolicySettings(static_replicas=7))).replicas == 7
+
+
+@pytest.mark.parametrize("value", [0.0, 2.0])
+def test_settings_reject_a_target_out_of_range(value: float) -> None:
+    with pytest.raises(ValueError, match="target_utilization"):
+        PolicySettings(target_utilization=value)

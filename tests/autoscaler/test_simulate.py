@@ -1,0 +1,118 @@
+"""The simulator's model (CONTRACT section 8) on small traces whose answers can be worked out by hand."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autoscaler.policy import PolicySettings
+from autoscaler.simulate import SimulationSettings, simulate, startup_steps
+from fleetpilot.cli import main
+from predictor.base import Forecast, History
+
+STEP = 60.0
+NO_STABILIZATION = PolicySettings(stabilization_window_seconds=0.0)
+
+
+def trace(*values: float) -> History:
+    return History(np.asarray(values, dtype=np.float64), STEP, start_ts=0.0)
+
+
+def settings(startup: float = 120.0, **policy: object) -> SimulationSettings:
+    return SimulationSettings(
+        capacity_per_replica=10.0,
+        startup_seconds=startup,
+        policy=PolicySettings(**policy),  # type: ignore[arg-type]
+    )
+
+
+def test_startup_is_rounded_up_to_whole_steps() -> None:
+    assert startup_steps(180.0, 60.0) == 3 and startup_steps(900.0, 600.0) == 2 and startup_steps(0.0, 60.0) == 0
+
+
+def test_reactive_lags_a_step_up_by_the_startup_and_misses_those_steps() -> None:
+    demand = trace(14, 14, 70, 70, 70, 70)  # 2 replicas at 0.7; then 10 are needed
+    result = simulate(demand, "reactive", settings(startup=120.0))
+    assert [s.desired for s in result.steps] == [2, 2, 10, 10, 10, 10]
+    assert [s.ready for s in result.steps] == [2, 2, 2, 2, 10, 10]  # asked at step 2, ready at step 4
+    assert result.slo_attainment(10.0) == pytest.approx(4 / 6)  # steps 2 and 3 short: 70 > 2 × 10
+    assert result.replica_hours == pytest.approx((2 + 2 + 10 + 10 + 10 + 10) / 60)
+    assert result.scale_events == 1
+
+
+def test_scale_down_removes_starting_replicas_first_then_ready_ones_at_once() -> None:
+    demand = trace(7, 70, 7, 7)
+    result = simulate(demand, "reactive", settings(startup=600.0, stabilization_window_seconds=0.0))
+    # step 1 asks for 10 (9 starting), step 2 cancels the 9 starting ones: back to the 1 ready replica
+    assert [(s.desired, s.ready) for s in result.steps] == [(1, 1), (10, 1), (1, 1), (1, 1)]
+
+
+def test_missing_demand_is_left_out_of_attainment() -> None:
+    result = simulate(trace(7, math.nan, 7), "static", settings())
+    assert result.slo_attainment(10.0) == 1.0
+    assert math.isnan(result.steps[1].demand)
+
+
+def test_static_peak_and_oracle() -> None:
+    demand = trace(10, 50, 20)
+    static = simulate(demand, "static", settings())
+    assert {s.ready for s in static.steps} == {5} and static.slo_attainment(10.0) == 1.0
+    oracle = simulate(demand, "oracle", settings())
+    assert [s.ready for s in oracle.steps] == [1, 5, 2]
+    assert oracle.replica_hours == pytest.approx(8 / 60)
+
+
+def test_predictive_with_foresight_is_ready_before_the_ramp() -> None:
+    values = np.array([14.0] * 5 + [70.0] * 5)
+    demand = History(values, STEP)
+
+    def foresight(history: History, horizon: int) -> Forecast:  # a perfect forecaster, to test the plumbing
+        t = len(history)
+        future = np.array([values[min(t + k, len(values) - 1)] for k in range(horizon)])
+        return Forecast(future, future, future)
+
+    reactive = simulate(demand, "reactive", settings(startup=120.0))
+    predictive = simulate(demand, "predictive", settings(startup=120.0), forecast=foresight)
+    assert predictive.slo_attainment(10.0) == 1.0
+    assert reactive.slo_attainment(10.0) is not None and reactive.slo_attainment(10.0) < 1.0  # type: ignore[operator]
+
+
+def test_cli_writes_decisions_and_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    series = tmp_path / "demand.csv"
+    series.write_text("timestamp,value\n" + "".join(f"{60 * i},{20 + 10 * (i % 7)}\n" for i in range(120)))
+    out = tmp_path / "out"
+    code = main(
+        [
+            "simulate",
+            str(series),
+            "--capacity-per-replica",
+            "10",
+            "--startup",
+            "2m",
+            "--policy",
+            "hybrid",
+            "--out",
+            str(out),
+            "--compare",
+        ]
+    )
+    assert code == 0
+    assert (out / "decisions.csv").read_text().splitlines()[0] == "timestamp,demand,desired_replicas,ready_replicas"
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary) == {"policy", "replica_hours", "slo_attainment", "scale_events"}
+    assert summary["policy"] == "hybrid"
+    compared = {row["policy"] for row in json.loads((out / "comparison.json").read_text())}
+    assert compared == {"static", "reactive", "predictive", "hybrid", "oracle"}
+    assert "oracle" in capsys.readouterr().out
+
+
+def test_cli_rejects_unknown_policy_and_bad_capacity(tmp_path: Path) -> None:
+    series = tmp_path / "demand.csv"
+    series.write_text("timestamp,value\n0,1\n60,2\n")
+    base = ["simulate", str(series), "--out", str(tmp_path / "o")]
+    assert main([*base, "--capacity-per-replica", "10", "--policy", "yolo"]) == 2
+    assert main([*base, "--capacity-per-replica", "-1"]) == 2
