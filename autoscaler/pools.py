@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import Column, Double, Engine, Integer, RowMapping, String, Table, delete, insert, select, update
 
+from autoscaler.routing import Coefficients
 from collector.tables import metadata
 
 
@@ -26,6 +27,13 @@ class Policy(StrEnum):
     REACTIVE = "reactive"
     PREDICTIVE = "predictive"
     HYBRID = "hybrid"
+
+
+class Mode(StrEnum):
+    """``act``: the controller's decisions are applied; ``dry_run``: decided, recorded and exported, not applied."""
+
+    ACT = "act"
+    DRY_RUN = "dry_run"
 
 
 class DemandMetric(StrEnum):
@@ -47,7 +55,15 @@ pools = Table(
     Column("demand_metric", String(64), nullable=False),
     Column("startup_seconds", Double, nullable=False),
     Column("gpus_per_replica", Integer, nullable=False),
+    Column("mode", String(16), nullable=False),
+    Column("routing_alpha", Double, nullable=False),
+    Column("routing_beta", Double, nullable=False),
+    Column("routing_gamma", Double, nullable=False),
     Column("desired_replicas", Integer, nullable=True),
+    # A manual scale (POST /pools/{name}/scale) overrides the policy until manual_until.
+    Column("manual_replicas", Integer, nullable=True),
+    Column("manual_until", Double, nullable=True),
+    Column("manual_reason", String(500), nullable=True),
     Column("version", Integer, nullable=False),
     Column("created_at", Double, nullable=False),
     Column("updated_at", Double, nullable=False),
@@ -66,10 +82,16 @@ class PoolSpec:
     demand_metric: DemandMetric = DemandMetric.REQUESTS
     startup_seconds: float = 120.0
     gpus_per_replica: int = 1
+    mode: Mode = Mode.ACT
+    # Routing weight = α·compute + β·memory + γ·network latency (autoscaler.routing), per pool.
+    routing_alpha: float = 0.5
+    routing_beta: float = 0.3
+    routing_gamma: float = 0.2
 
     def __post_init__(self) -> None:
         # Accept the enums' string values (from the database or JSON); an unknown one is a ValueError naming it.
         object.__setattr__(self, "policy", Policy(self.policy))
+        object.__setattr__(self, "mode", Mode(self.mode))
         object.__setattr__(self, "demand_metric", DemandMetric(self.demand_metric))
         if self.min_replicas < 0:
             raise ValueError(f"min_replicas: must be >= 0, got {self.min_replicas}")
@@ -84,11 +106,23 @@ class PoolSpec:
             raise ValueError(f"replica_capacity: must be positive (or null to learn it), got {capacity}")
         if not (math.isfinite(self.startup_seconds) and self.startup_seconds >= 0):
             raise ValueError(f"startup_seconds: must be >= 0, got {self.startup_seconds}")
+        Coefficients(self.routing_alpha, self.routing_beta, self.routing_gamma)  # raises naming the three
         if self.gpus_per_replica < 1:  # a CPU replica (the demo's) counts as one accelerator slot
             raise ValueError(f"gpus_per_replica: must be >= 1, got {self.gpus_per_replica}")
 
 
 SPEC_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(PoolSpec))
+
+
+def coefficients(spec: PoolSpec) -> Coefficients:
+    return Coefficients(spec.routing_alpha, spec.routing_beta, spec.routing_gamma)
+
+
+@dataclass(frozen=True)
+class ManualScale:
+    replicas: int
+    until: float
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -99,6 +133,11 @@ class Pool:
     version: int
     created_at: float
     updated_at: float
+    manual: ManualScale | None = None
+
+    def manual_at(self, now: float) -> ManualScale | None:
+        """The manual override still in force at ``now``, if any."""
+        return self.manual if self.manual is not None and now < self.manual.until else None
 
 
 class PoolNotFound(LookupError):
@@ -119,13 +158,19 @@ class VersionConflict(ValueError):
 
 def _pool(row: RowMapping) -> Pool:
     spec = PoolSpec(**{name: row[name] for name in SPEC_FIELDS})
-    return Pool(row["name"], spec, row["desired_replicas"], row["version"], row["created_at"], row["updated_at"])
+    manual = None
+    if row["manual_replicas"] is not None and row["manual_until"] is not None:
+        manual = ManualScale(row["manual_replicas"], row["manual_until"], row["manual_reason"] or "")
+    return Pool(
+        row["name"], spec, row["desired_replicas"], row["version"], row["created_at"], row["updated_at"], manual
+    )
 
 
 def _columns(spec: PoolSpec) -> dict[str, Any]:
     values = {name: getattr(spec, name) for name in SPEC_FIELDS}
     values["policy"] = spec.policy.value
     values["demand_metric"] = spec.demand_metric.value
+    values["mode"] = spec.mode.value
     return values
 
 
@@ -146,11 +191,7 @@ class PoolStore:
         with self.engine.begin() as conn:
             if conn.execute(select(pools.c.name).where(pools.c.name == name)).first() is not None:
                 raise PoolExists(f"pool {name!r} already exists")
-            conn.execute(
-                insert(pools).values(
-                    name=name, **_columns(spec), desired_replicas=None, version=1, created_at=now, updated_at=now
-                )
-            )
+            conn.execute(insert(pools).values(name=name, **_columns(spec), version=1, created_at=now, updated_at=now))
         return Pool(name, spec, None, 1, now, now)
 
     def update(self, name: str, changes: Mapping[str, Any], *, now: float, expected_version: int | None = None) -> Pool:
@@ -174,6 +215,35 @@ class PoolStore:
             if done.rowcount != 1:  # a concurrent writer won between our read and write
                 raise VersionConflict(name, pool.version, pool.version + 1)
         return replace(pool, spec=spec, version=pool.version + 1, updated_at=now)
+
+    def set_desired(self, name: str, replicas: int) -> None:
+        """The controller's decision (not an operator edit: the version stays)."""
+        with self.engine.begin() as conn:
+            conn.execute(update(pools).where(pools.c.name == name).values(desired_replicas=replicas))
+
+    def scale_manually(self, name: str, replicas: int, *, until: float, reason: str, now: float) -> Pool:
+        """Override the policy with ``replicas`` until ``until``; bumps the version like any operator edit."""
+        with self.engine.begin() as conn:
+            row = conn.execute(select(pools).where(pools.c.name == name).with_for_update()).first()
+            if row is None:
+                raise PoolNotFound(f"no pool {name!r}")
+            pool = _pool(row._mapping)
+            low, high = pool.spec.min_replicas, pool.spec.max_replicas
+            if not low <= replicas <= high:
+                raise ValueError(f"replicas: {replicas} is outside the pool's range {low}..{high}")
+            manual = ManualScale(replicas, until, reason[:500])
+            conn.execute(
+                update(pools)
+                .where(pools.c.name == name)
+                .values(
+                    manual_replicas=replicas,
+                    manual_until=until,
+                    manual_reason=manual.reason,
+                    version=pool.version + 1,
+                    updated_at=now,
+                )
+            )
+        return replace(pool, manual=manual, version=pool.version + 1, updated_at=now)
 
     def delete(self, name: str) -> bool:
         with self.engine.begin() as conn:

@@ -137,18 +137,45 @@ def _views(conn: Connection, node_rows: Sequence[Row[Any]], *, now: float, down_
     ]
 
 
-def pool_replicas(conn: Connection, *, now: float, down_after_seconds: float) -> dict[str, int]:
-    """Ready replicas per pool on the nodes that are up: each node's latest ``extra.replicas_ready`` for the pool,
-    or 1 for a node whose engine does not say (an external vLLM/TGI/Triton is one replica)."""
+@dataclass(frozen=True)
+class PoolOnNode:
+    """A pool's replicas on one node that is up, and its latest readings there."""
+
+    node_id: str
+    pool: str
+    ready: int
+    starting: int
+    ts: float
+    metrics: dict[str, float]
+
+
+def pools_on_up_nodes(conn: Connection, *, now: float, down_after_seconds: float) -> list[PoolOnNode]:
+    """Every (node, pool) series of the nodes that are up, with its replica counts (:func:`replica_counts`)."""
     up = {
         n for n, s in node_statuses(conn, now=now, down_after_seconds=down_after_seconds).items() if s is NodeStatus.UP
     }
-    counts: dict[str, int] = defaultdict(int)
-    query = select(series_latest.c.node_id, series_latest.c.pool, series_latest.c.extra).where(
-        series_latest.c.pool != NO_POOL
+    found = []
+    for s in read_latest(conn, sorted(up)):
+        if s.pool is not None:
+            ready, starting = replica_counts(s.extra)
+            found.append(PoolOnNode(s.node_id, s.pool, ready, starting, s.ts, s.metrics))
+    return found
+
+
+def replica_counts(extra: dict[str, Any] | None) -> tuple[int, int]:
+    """(ready, starting) of a node's pool series: the agent's ``replicas_ready``/``replicas_starting`` extras, or one
+    ready replica for a series without them (an external vLLM/TGI/Triton is one replica)."""
+    extra = extra or {}
+    ready, starting = extra.get("replicas_ready", 1), extra.get("replicas_starting", 0)
+    return (
+        ready if isinstance(ready, int) and ready >= 0 else 1,
+        starting if isinstance(starting, int) and starting >= 0 else 0,
     )
-    for node_id, pool, extra in conn.execute(query):
-        if node_id in up:
-            ready = extra.get("replicas_ready", 1) if isinstance(extra, dict) else 1
-            counts[pool] += ready if isinstance(ready, int) and ready >= 0 else 1
+
+
+def pool_replicas(conn: Connection, *, now: float, down_after_seconds: float) -> dict[str, int]:
+    """Ready replicas per pool on the nodes that are up."""
+    counts: dict[str, int] = defaultdict(int)
+    for p in pools_on_up_nodes(conn, now=now, down_after_seconds=down_after_seconds):
+        counts[p.pool] += p.ready
     return dict(counts)

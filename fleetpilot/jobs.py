@@ -1,12 +1,18 @@
-"""The server's background jobs on one APScheduler: rollups, retention and forecasts (later: scaling, alerts)."""
+"""The server's background jobs on one APScheduler: rollups, retention, forecasts and the autoscaler (later: alerts)."""
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from autoscaler.controller import Controller, ControllerSettings
 from collector.retention import RetentionJob
 from collector.rollups import RollupJob
 from predictor.loop import ForecastJob, ForecastSettings
@@ -15,7 +21,23 @@ from web.services import AppServices
 log = logging.getLogger(__name__)
 
 
-def start_jobs(services: AppServices) -> BackgroundScheduler:
+@dataclass
+class Jobs:
+    """The running scheduler and what to do after it stops (release the leader lease, stop the forecast worker)."""
+
+    scheduler: BackgroundScheduler
+    on_stop: list[Callable[[], None]]
+
+    def shutdown(self) -> None:
+        self.scheduler.shutdown(wait=False)
+        for step in self.on_stop:
+            try:
+                step()
+            except Exception:  # a database already gone: the lease then simply expires
+                log.exception("stopping a background job failed")
+
+
+def start_jobs(services: AppServices) -> Jobs:
     settings = services.settings
     rollups = RollupJob(services.engine, lookback_seconds=settings.rollup_lookback_seconds)
     retention = RetentionJob(
@@ -46,8 +68,28 @@ def start_jobs(services: AppServices) -> BackgroundScheduler:
         id="forecasts",
         name="forecasts",
     )
+    controller = Controller(
+        services.engine,
+        ControllerSettings(
+            interval_seconds=settings.autoscale_interval_seconds,
+            node_down_after_seconds=settings.node_down_after_seconds,
+            forecast_stale_after_seconds=3 * settings.forecast_interval_seconds,
+            lease_seconds=settings.leader_lease_seconds,
+            cpu_replicas_per_node=settings.cpu_replicas_per_node,
+        ),
+        services.actuator,
+        holder=f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
+        telemetry=services.autoscaler_telemetry,
+    )
+    scheduler.add_job(
+        lambda: controller.run(now=time.time()),
+        "interval",
+        seconds=settings.autoscale_interval_seconds,
+        id="autoscaler",
+        name="autoscaler",
+    )
     scheduler.start()
-    return scheduler
+    return Jobs(scheduler, [forecasts.close, controller.stop])
 
 
 def forecast_settings(services: AppServices) -> ForecastSettings:

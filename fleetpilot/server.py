@@ -11,13 +11,17 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine
 
+from autoscaler.actuators.base import Actuator
+from autoscaler.actuators.local import LocalActuator
+from autoscaler.controller import AutoscalerTelemetry
+from autoscaler.events import EventStore
 from autoscaler.pools import PoolStore
 from collector.database import make_engine
 from collector.exposition import FleetCollector, FleetSnapshot
 from collector.ingest import SampleWriter
 from collector.registry import node_statuses, read_latest
 from collector.telemetry import IngestTelemetry
-from fleetpilot.settings import ServerSettings
+from fleetpilot.settings import ActuatorKind, ServerSettings
 from migrations import runner
 from predictor.store import ForecastStore
 from predictor.telemetry import ForecastTelemetry
@@ -28,9 +32,22 @@ from web.tokens import Role, TokenStore
 log = logging.getLogger(__name__)
 
 
+def build_actuator(settings: ServerSettings, engine: Engine) -> Actuator:
+    if settings.actuator is ActuatorKind.KUBERNETES:
+        from autoscaler.actuators.kubernetes import KubernetesActuator  # the kubernetes client only where used
+
+        return KubernetesActuator.from_config(settings.kubernetes_namespace)
+    return LocalActuator(
+        engine,
+        node_down_after_seconds=settings.node_down_after_seconds,
+        cpu_replicas_per_node=settings.cpu_replicas_per_node,
+    )
+
+
 def build_services(settings: ServerSettings, engine: Engine | None = None) -> AppServices:
     engine = engine or make_engine(settings.database_url)
     registry = CollectorRegistry()
+    actuator = build_actuator(settings, engine)
     services = AppServices(
         settings=settings,
         engine=engine,
@@ -41,7 +58,12 @@ def build_services(settings: ServerSettings, engine: Engine | None = None) -> Ap
         pools=PoolStore(engine),
         forecasts=ForecastStore(engine),
         forecast_telemetry=ForecastTelemetry(registry),
+        events=EventStore(engine),
+        actuator=actuator,
+        autoscaler_telemetry=AutoscalerTelemetry(registry),
     )
+    if isinstance(actuator, LocalActuator):
+        services.desired_state = actuator.desired_for_node
     registry.register(FleetCollector(lambda: fleet_snapshot(services)))
     return services
 
@@ -81,7 +103,7 @@ def server_app(services: AppServices) -> FastAPI:
         try:
             yield
         finally:
-            jobs.shutdown(wait=False)
+            jobs.shutdown()
             services.engine.dispose()
 
     return create_app(services, lifespan=lifespan)

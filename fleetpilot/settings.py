@@ -21,6 +21,11 @@ class Environment(StrEnum):
     PRODUCTION = "production"
 
 
+class ActuatorKind(StrEnum):
+    LOCAL = "local"  # the fleetpilot agents, through the ingest answer
+    KUBERNETES = "kubernetes"  # Deployments' scale subresource
+
+
 class ServerSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FLEETPILOT_", extra="forbid")
 
@@ -61,6 +66,17 @@ class ServerSettings(BaseSettings):
     # Capacity planning: what a GPU-hour costs (0 = not given: plans carry no cost) and GPUs per node.
     gpu_hour_cost: float = Field(0.0, ge=0)
     gpus_per_node: int = Field(8, ge=1)
+
+    # The autoscaler (autoscaler.controller): how often it decides, how it acts, who leads.
+    autoscale_interval_seconds: float = Field(5.0, gt=0)
+    actuator: ActuatorKind = ActuatorKind.LOCAL
+    kubernetes_namespace: str = "default"
+    # A manual scale through the API overrides the policy this long unless the request says otherwise.
+    manual_scale_seconds: float = Field(1800.0, gt=0)
+    # Replicas a node without GPUs may run in all (a node with GPUs: one per GPU).
+    cpu_replicas_per_node: int = Field(4, ge=1)
+    # The leader lease: one controller acts across servers; another takes over this long after it stops.
+    leader_lease_seconds: float = Field(15.0, gt=0)
 
     @model_validator(mode="after")
     def _known_forecaster(self) -> ServerSettings:

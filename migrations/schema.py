@@ -1,8 +1,11 @@
-"""Every table of the product, gathered on one MetaData for Alembic."""
+"""Every table of the product, gathered on one MetaData for Alembic (each import registers its tables)."""
 
-from autoscaler import pools as _pools  # noqa: F401  (registers pools)
+from autoscaler import events as _events  # noqa: F401  (scaling_events)
+from autoscaler import lease as _lease  # noqa: F401  (leases)
+from autoscaler import pools as _pools  # noqa: F401  (pools)
+from autoscaler.actuators import local as _local  # noqa: F401  (placements)
 from collector.tables import metadata
-from predictor import store as _forecast_store  # noqa: F401  (registers forecasts)
-from web import tables as _web_tables  # noqa: F401  (registers api_tokens on metadata)
+from predictor import store as _forecast_store  # noqa: F401  (forecasts)
+from web import tables as _web_tables  # noqa: F401  (api_tokens)
 
 target_metadata = metadata

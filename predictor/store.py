@@ -17,6 +17,8 @@ from sqlalchemy import JSON, Column, Double, Engine, String, Table, and_, select
 from collector.database import insert_for
 from collector.tables import metadata
 
+LEARNED_SOURCES = frozenset({"measured", "lower_bound"})  # predictor.capacity's sources (not "configured")
+
 
 class SubjectKind(StrEnum):
     POOL = "pool"  # a pool's demand (request or token rate), against its capacity
@@ -83,6 +85,15 @@ class StoredForecast:
     def stale(self) -> bool:
         """The last attempt failed (the points, if any, are from an earlier cycle)."""
         return self.error is not None
+
+    @property
+    def learned_capacity(self) -> float | None:
+        """The per-replica capacity the loop learned from the metrics for a pool, when it measured one."""
+        context = self.good.saturation if self.good is not None else None
+        if not context or context.get("capacity_source") not in LEARNED_SOURCES:
+            return None
+        value = context.get("per_replica_capacity")
+        return float(value) if isinstance(value, int | float) else None
 
 
 def _good_columns(forecast: GoodForecast) -> dict[str, Any]:

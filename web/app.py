@@ -8,7 +8,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from fastapi import FastAPI
 
 from web.errors import install_error_handlers
-from web.routes import capacity, forecasts, health, ingest, metrics, nodes, pools, series, tokens
+from web.routes import capacity, forecasts, health, ingest, metrics, nodes, pools, scaling, series, tokens
 from web.services import AppServices
 
 API_PREFIX = "/api/v1"
@@ -38,6 +38,7 @@ def create_app(services: AppServices, *, lifespan: Lifespan = _no_background) ->
         pools.router,
         forecasts.router,
         capacity.router,
+        scaling.router,
     ):
         app.include_router(router, prefix=API_PREFIX)
     app.include_router(health.router)

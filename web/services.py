@@ -10,6 +10,9 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine
 
+from autoscaler.actuators.base import Actuator
+from autoscaler.controller import AutoscalerTelemetry
+from autoscaler.events import EventStore
 from autoscaler.pools import PoolStore
 from collector.ingest import SampleWriter
 from collector.telemetry import IngestTelemetry
@@ -37,5 +40,8 @@ class AppServices:
     pools: PoolStore
     forecasts: ForecastStore
     forecast_telemetry: ForecastTelemetry
+    events: EventStore
+    actuator: Actuator
+    autoscaler_telemetry: AutoscalerTelemetry
     desired_state: DesiredStateSource = _nothing_desired
     clock: Callable[[], float] = field(default=time.time)

@@ -51,20 +51,11 @@ class CapacityPlanOut(BaseModel):
     skipped: dict[str, str]  # pool → why it has no plan (no demand recorded, ...)
 
 
-def _learned_capacity(services: AppServices, pool: str) -> float | None:
-    """The per-replica capacity the forecast loop last learned from the metrics, if it measured one."""
-    stored = services.forecasts.get(SubjectKind.POOL, pool)
-    saturation = stored.good.saturation if stored is not None and stored.good is not None else None
-    if not saturation or saturation.get("capacity_source") not in {"measured", "lower_bound"}:
-        return None
-    value = saturation.get("per_replica_capacity")
-    return float(value) if isinstance(value, (int, float)) else None
-
-
 def _plan(
     services: AppServices, name: str, spec: PoolSpec, growth: float | None, cost: float, headroom: float
 ) -> PoolPlanOut:
-    capacity = spec.replica_capacity or _learned_capacity(services, name)
+    stored = services.forecasts.get(SubjectKind.POOL, name, spec.demand_metric.value)
+    capacity = spec.replica_capacity or (stored.learned_capacity if stored else None)
     if capacity is None and spec.demand_metric is not DemandMetric.REQUESTS:
         raise ValueError("no per-replica capacity measured or configured, and the rule of thumb is in requests/s")
     with services.engine.connect() as conn:

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Response, status
 from pydantic import BaseModel, Field
 
-from autoscaler.pools import DemandMetric, Policy, Pool, PoolExists, PoolNotFound, PoolSpec, VersionConflict
+from autoscaler.pools import DemandMetric, Mode, Policy, Pool, PoolExists, PoolNotFound, PoolSpec, VersionConflict
 from collector.registry import pool_replicas
 from collector.wire import NAME_PATTERN
 from predictor.store import SubjectKind
@@ -26,6 +26,20 @@ class Slo(BaseModel):
     latency_p99_seconds: float = Field(1.0, gt=0, description="the p99 end-to-end latency a replica must keep")
 
 
+class Routing(BaseModel):
+    """Routing weight = alpha·compute + beta·memory + gamma·network latency (normalised; lower is better)."""
+
+    alpha: float = Field(0.5, ge=0)
+    beta: float = Field(0.3, ge=0)
+    gamma: float = Field(0.2, ge=0)
+
+
+class ManualOut(BaseModel):
+    replicas: int
+    until: float
+    reason: str
+
+
 class PoolFields(BaseModel):
     min_replicas: int = Field(1, ge=0)
     max_replicas: int = Field(8, ge=1)
@@ -37,6 +51,8 @@ class PoolFields(BaseModel):
     demand_metric: DemandMetric = DemandMetric.REQUESTS
     startup_seconds: float = Field(120.0, ge=0)
     gpus_per_replica: int = Field(1, ge=1)
+    mode: Mode = Field(Mode.ACT, description="act: apply decisions; dry_run: decide and record only")
+    routing: Routing = Routing()
 
 
 class PoolIn(PoolFields):
@@ -52,12 +68,15 @@ class PoolPatch(BaseModel):
     demand_metric: DemandMetric | None = None
     startup_seconds: float | None = Field(None, ge=0)
     gpus_per_replica: int | None = Field(None, ge=1)
+    mode: Mode | None = None
+    routing: Routing | None = None
     version: int | None = Field(None, description="the version this edit is based on; 409 if the pool moved on")
 
 
 class PoolOut(PoolIn):
     current_replicas: int
     desired_replicas: int | None
+    manual: ManualOut | None = Field(None, description="a manual scale overriding the policy until `until`")
     version: int
     created_at: float
     updated_at: float
@@ -74,11 +93,15 @@ def _spec_changes(fields: dict[str, Any]) -> dict[str, Any]:
     slo = changes.pop("slo", None)
     if slo is not None:
         changes["slo_p99_seconds"] = slo["latency_p99_seconds"]
+    routing = changes.pop("routing", None)
+    if routing is not None:
+        changes.update(routing_alpha=routing["alpha"], routing_beta=routing["beta"], routing_gamma=routing["gamma"])
     return changes
 
 
-def _out(pool: Pool, replicas: dict[str, int]) -> PoolOut:
+def _out(pool: Pool, replicas: dict[str, int], now: float) -> PoolOut:
     s = pool.spec
+    manual = pool.manual_at(now)
     return PoolOut(
         name=pool.name,
         min_replicas=s.min_replicas,
@@ -89,8 +112,13 @@ def _out(pool: Pool, replicas: dict[str, int]) -> PoolOut:
         demand_metric=s.demand_metric,
         startup_seconds=s.startup_seconds,
         gpus_per_replica=s.gpus_per_replica,
+        mode=s.mode,
+        routing=Routing(alpha=s.routing_alpha, beta=s.routing_beta, gamma=s.routing_gamma),
         current_replicas=replicas.get(pool.name, 0),
         desired_replicas=pool.desired_replicas,
+        manual=None
+        if manual is None
+        else ManualOut(replicas=manual.replicas, until=manual.until, reason=manual.reason),
         version=pool.version,
         created_at=pool.created_at,
         updated_at=pool.updated_at,
@@ -109,7 +137,7 @@ def _unprocessable(exc: ValueError) -> HTTPException:
 @router.get("/pools")
 def list_pools(services: ServicesDep, _token: ViewerToken) -> PoolPage:
     replicas = _replicas(services)
-    return PoolPage(items=[_out(p, replicas) for p in services.pools.list()])
+    return PoolPage(items=[_out(p, replicas, services.clock()) for p in services.pools.list()])
 
 
 @router.get("/pools/{name}", responses={404: {}})
@@ -117,7 +145,7 @@ def get_pool(name: str, services: ServicesDep, _token: ViewerToken) -> PoolOut:
     pool = services.pools.get(name)
     if pool is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no pool {name!r}")
-    return _out(pool, _replicas(services))
+    return _out(pool, _replicas(services), services.clock())
 
 
 @router.post("/pools", status_code=status.HTTP_201_CREATED, responses={409: {}, 422: {}})
@@ -129,7 +157,7 @@ def create_pool(body: PoolIn, services: ServicesDep, _token: AdminToken) -> Pool
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
     except ValueError as exc:
         raise _unprocessable(exc) from None
-    return _out(pool, _replicas(services))
+    return _out(pool, _replicas(services), services.clock())
 
 
 @router.patch("/pools/{name}", responses={404: {}, 409: {}, 422: {}})
@@ -146,7 +174,7 @@ def patch_pool(name: str, body: PoolPatch, services: ServicesDep, _token: Operat
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
     except ValueError as exc:
         raise _unprocessable(exc) from None
-    return _out(pool, _replicas(services))
+    return _out(pool, _replicas(services), services.clock())
 
 
 @router.delete("/pools/{name}", status_code=status.HTTP_204_NO_CONTENT, responses={404: {}})
@@ -155,3 +183,26 @@ def delete_pool(name: str, services: ServicesDep, _token: AdminToken) -> Respons
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no pool {name!r}")
     services.forecasts.forget(SubjectKind.POOL, name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+class ScaleIn(BaseModel):
+    replicas: int = Field(ge=0)
+    reason: str = Field("", max_length=500)
+    duration_seconds: float | None = Field(
+        None, gt=0, description="how long the manual scale overrides the policy (default: manual_scale_seconds)"
+    )
+
+
+@router.post("/pools/{name}/scale", responses={404: {}, 422: {}})
+def scale_pool(name: str, body: ScaleIn, services: ServicesDep, caller: OperatorToken) -> PoolOut:
+    """Scale by hand: the controller applies ``replicas`` and the policy stands aside until the override ends."""
+    now = services.clock()
+    duration = body.duration_seconds or services.settings.manual_scale_seconds
+    reason = f"{caller.name or caller.id}: {body.reason}" if body.reason else f"{caller.name or caller.id}"
+    try:
+        pool = services.pools.scale_manually(name, body.replicas, until=now + duration, reason=reason, now=now)
+    except PoolNotFound as exc:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+    except ValueError as exc:
+        raise _unprocessable(exc) from None
+    return _out(pool, _replicas(services), now)

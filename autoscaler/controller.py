@@ -1,0 +1,223 @@
+"""The autoscaling control loop: each tick, every configured pool gets a decision, a record and (unless dry-run) an
+actuation.
+
+A tick (``Controller.run(now)``, every ``interval_seconds`` from the server's scheduler):
+
+1. takes or renews the leader lease (:mod:`autoscaler.lease`); a server without it does nothing this tick, so with
+   several servers on one database exactly one controller acts;
+2. reads the fleet once (:mod:`autoscaler.fleet_state`) and, per pool, builds the :class:`PoolContext`: ready and
+   starting replicas and the summed demand from the up nodes, the per-replica capacity (configured, else learned by
+   the forecast loop), the latest demand forecast (stale when its last attempt failed or it is older than
+   ``forecast_stale_after_seconds``) and the pool's recent recommendations for the stabilization window;
+3. decides: a manual scale still in force wins; otherwise the pool's policy through the safety rails;
+4. stores the desired replicas, applies them through the actuator (every tick, so a node that went down has its
+   replicas placed elsewhere), and records a scaling event whenever the desired count changes or an actuation
+   fails with a new error; exports the figures as metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from sqlalchemy import Engine
+
+from autoscaler.actuators.base import ActuationError, Actuator
+from autoscaler.events import EventStore, ScalingEvent
+from autoscaler.fleet_state import FleetView, read_fleet
+from autoscaler.lease import Lease
+from autoscaler.policy import (
+    Decision,
+    ForecastView,
+    PolicySettings,
+    PoolContext,
+    guarded,
+    make_policy,
+    rules_per_interval,
+)
+from autoscaler.pools import Mode, Pool, PoolStore
+from predictor.store import ForecastStore, StoredForecast, SubjectKind
+
+log = logging.getLogger(__name__)
+
+LEASE_NAME = "autoscaler"
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    interval_seconds: float = 5.0
+    node_down_after_seconds: float = 3.0
+    forecast_stale_after_seconds: float = 180.0
+    lease_seconds: float = 15.0
+    cpu_replicas_per_node: int = 4
+
+
+class AutoscalerTelemetry:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.desired = Gauge(
+            "fleetpilot_autoscaler_desired_replicas",
+            "Replicas the controller decided, by pool.",
+            ["pool"],
+            registry=registry,
+        )
+        self.ready = Gauge(
+            "fleetpilot_autoscaler_ready_replicas",
+            "Ready replicas the up nodes report, by pool.",
+            ["pool"],
+            registry=registry,
+        )
+        self.events = Counter(
+            "fleetpilot_autoscaler_scaling_events",
+            "Scaling events recorded, by pool, policy and outcome (applied, dry_run, failed).",
+            ["pool", "policy", "outcome"],
+            registry=registry,
+        )
+        self.leader = Gauge(
+            "fleetpilot_autoscaler_leader", "1 while this server holds the autoscaler lease.", registry=registry
+        )
+
+
+class Controller:
+    def __init__(
+        self,
+        engine: Engine,
+        settings: ControllerSettings,
+        actuator: Actuator,
+        *,
+        holder: str,
+        telemetry: AutoscalerTelemetry | None = None,
+    ) -> None:
+        self.settings = settings
+        self.actuator = actuator
+        self.telemetry = telemetry
+        self.engine = engine
+        self.pools = PoolStore(engine)
+        self.forecasts = ForecastStore(engine)
+        self.events = EventStore(engine)
+        self.lease = Lease(engine, LEASE_NAME, holder, settings.lease_seconds)
+        self._recent: dict[str, list[tuple[int, float]]] = defaultdict(list)  # pool → (recommendation, ts)
+        self._last_failure: dict[str, str] = {}
+
+    def run(self, now: float) -> dict[str, Decision]:
+        """One tick; the decisions by pool (empty when another server leads)."""
+        leading = self.lease.acquire(now)
+        if self.telemetry is not None:
+            self.telemetry.leader.set(1 if leading else 0)
+        if not leading:
+            return {}
+        with self.engine.connect() as conn:
+            fleet = read_fleet(
+                conn,
+                now=now,
+                down_after_seconds=self.settings.node_down_after_seconds,
+                cpu_replicas_per_node=self.settings.cpu_replicas_per_node,
+            )
+        decisions = {}
+        for pool in self.pools.list():
+            try:
+                decisions[pool.name] = self._tick(pool, fleet, now)
+            except Exception:  # one pool's trouble (a bad forecast row, ...) must not stop the others
+                log.exception("autoscaler: pool %s failed this tick", pool.name)
+        return decisions
+
+    def stop(self) -> None:
+        self.lease.release()
+
+    def context(self, pool: Pool, fleet: FleetView, now: float) -> PoolContext:
+        spec = pool.spec
+        metric = spec.demand_metric.value
+        live = fleet.pool(pool.name, metric)
+        stored = self.forecasts.get(SubjectKind.POOL, pool.name, metric)
+        window = PolicySettings().stabilization_window_seconds
+        recent = [(r, at) for r, at in self._recent[pool.name] if now - at <= window]
+        self._recent[pool.name] = recent
+        settings = PolicySettings(
+            scale_up_rules=rules_per_interval(PolicySettings().scale_up_rules, self.settings.interval_seconds),
+            scale_down_rules=rules_per_interval(PolicySettings().scale_down_rules, self.settings.interval_seconds),
+        )
+        return PoolContext(
+            now=now,
+            min_replicas=spec.min_replicas,
+            max_replicas=spec.max_replicas,
+            ready_replicas=live.ready,
+            starting_replicas=live.starting,
+            per_replica_capacity=spec.replica_capacity or (stored.learned_capacity if stored else None),
+            demand=live.demand,
+            demand_age_seconds=None if live.demand_ts is None else max(0.0, now - live.demand_ts),
+            startup_seconds=spec.startup_seconds,
+            forecast=self._forecast_view(stored, now),
+            recent_recommendations=tuple((r, now - at) for r, at in recent),
+            settings=settings,
+        )
+
+    def _forecast_view(self, stored: StoredForecast | None, now: float) -> ForecastView | None:
+        if stored is None or stored.good is None:
+            return None
+        good = stored.good
+        points = tuple((p.ts, p.yhat, p.lo, p.hi) for p in good.points)
+        age = now - good.generated_at
+        if stored.stale:
+            return ForecastView(good.origin_ts, points, stale=True, error=stored.error)
+        if age > self.settings.forecast_stale_after_seconds:
+            return ForecastView(good.origin_ts, points, stale=True, error=f"the last forecast is {age:.0f} s old")
+        return ForecastView(good.origin_ts, points)
+
+    def _tick(self, pool: Pool, fleet: FleetView, now: float) -> Decision:
+        ctx = self.context(pool, fleet, now)
+        manual = pool.manual_at(now)
+        if manual is not None:
+            decision = Decision(
+                manual.replicas,
+                "manual",
+                f"manual scale to {manual.replicas} ({manual.reason or 'no reason given'}) for another "
+                f"{manual.until - now:.0f} s",
+                {"recommended": manual.replicas, "manual_until": manual.until},
+            )
+        else:
+            decision = guarded(make_policy(pool.spec.policy.value), ctx)
+        self._recent[pool.name].append((decision.recommendation, now))
+        before = pool.desired_replicas if pool.desired_replicas is not None else ctx.current_replicas
+        outcome, note = self._actuate(pool, decision)
+        changed = decision.replicas != before
+        if changed:
+            self.pools.set_desired(pool.name, decision.replicas)
+        failure_is_new = outcome == "failed" and self._last_failure.get(pool.name) != note
+        if outcome != "failed":
+            self._last_failure.pop(pool.name, None)
+        if changed or failure_is_new:
+            if failure_is_new and note is not None:
+                self._last_failure[pool.name] = note
+            self._record(pool, decision, before, outcome, note, now)
+        if self.telemetry is not None:
+            self.telemetry.desired.labels(pool.name).set(decision.replicas)
+            self.telemetry.ready.labels(pool.name).set(ctx.ready_replicas)
+        return decision
+
+    def _actuate(self, pool: Pool, decision: Decision) -> tuple[str, str | None]:
+        if pool.spec.mode is Mode.DRY_RUN:
+            return "dry_run", "dry run: decided and recorded, not applied"
+        try:
+            return "applied", self.actuator.apply(pool.name, decision.replicas)
+        except ActuationError as exc:
+            log.warning("autoscaler: %s: %s", pool.name, exc)
+            return "failed", str(exc)
+
+    def _record(self, pool: Pool, decision: Decision, before: int, outcome: str, note: str | None, now: float) -> None:
+        self.events.add(
+            ScalingEvent(
+                pool=pool.name,
+                ts=now,
+                from_replicas=before,
+                to_replicas=decision.replicas,
+                policy=decision.policy,
+                reason=decision.reason,
+                inputs=dict(decision.inputs),
+                outcome=outcome,
+                actuator=self.actuator.name,
+                note=note,
+            )
+        )
+        if self.telemetry is not None:
+            self.telemetry.events.labels(pool.name, decision.policy, outcome).inc()

@@ -1,0 +1,85 @@
+"""What the controller, the local actuator and the routing API read from storage, as plain values.
+
+Everything here is a read; the decisions that use it (:mod:`autoscaler.policy`, :mod:`autoscaler.placement`,
+:mod:`autoscaler.routing`) stay pure.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, select
+
+from autoscaler.routing import NodeLoad
+from collector.registry import NodeStatus, PoolOnNode, node_statuses, pools_on_up_nodes, read_latest
+from collector.tables import devices
+
+
+@dataclass(frozen=True)
+class PoolLive:
+    """A pool as the up nodes report it: ready and starting replicas, the summed demand and how old it is."""
+
+    ready: int
+    starting: int
+    demand: float | None
+    demand_ts: float | None  # the oldest reading the sum is made of
+
+
+@dataclass(frozen=True)
+class FleetView:
+    now: float
+    up_nodes: frozenset[str]
+    pools_on_nodes: tuple[PoolOnNode, ...]
+    node_loads: tuple[NodeLoad, ...]
+    node_replica_slots: dict[str, int]  # replicas a node can run in all (its GPUs, or the CPU default)
+
+    def pool(self, name: str, demand_metric: str) -> PoolLive:
+        on = [p for p in self.pools_on_nodes if p.pool == name]
+        readings = [(p.metrics[demand_metric], p.ts) for p in on if demand_metric in p.metrics]
+        return PoolLive(
+            ready=sum(p.ready for p in on),
+            starting=sum(p.starting for p in on),
+            demand=sum(v for v, _ in readings) if readings else None,
+            demand_ts=min(ts for _, ts in readings) if readings else None,
+        )
+
+    def replicas_on_node(self, node_id: str) -> int:
+        return sum(p.ready + p.starting for p in self.pools_on_nodes if p.node_id == node_id)
+
+
+def read_fleet(conn: Connection, *, now: float, down_after_seconds: float, cpu_replicas_per_node: int) -> FleetView:
+    statuses = node_statuses(conn, now=now, down_after_seconds=down_after_seconds)
+    up = frozenset(n for n, s in statuses.items() if s is NodeStatus.UP)
+    gpus: dict[str, dict[int, int | None]] = defaultdict(dict)
+    for node_id, index, total in conn.execute(select(devices.c.node_id, devices.c.index, devices.c.memory_total_bytes)):
+        gpus[node_id][index] = total
+    compute: dict[str, list[float]] = defaultdict(list)
+    memory: dict[str, list[float]] = defaultdict(list)
+    latency: dict[str, float] = {}
+    for s in read_latest(conn, sorted(up)):
+        if s.device is not None:
+            if "gpu_utilization_ratio" in s.metrics:
+                compute[s.node_id].append(s.metrics["gpu_utilization_ratio"])
+            total = gpus[s.node_id].get(s.device)
+            if total and "gpu_memory_used_bytes" in s.metrics:
+                memory[s.node_id].append(s.metrics["gpu_memory_used_bytes"] / total)
+        elif "network_latency_seconds" in s.metrics:
+            latency[s.node_id] = s.metrics["network_latency_seconds"]
+    loads = tuple(
+        NodeLoad(
+            n,
+            max(compute[n]) if compute[n] else None,
+            min(1.0, max(memory[n])) if memory[n] else None,
+            latency.get(n),
+        )
+        for n in sorted(up)
+    )
+    slots = {n: len(gpus[n]) if gpus.get(n) else cpu_replicas_per_node for n in up}
+    return FleetView(
+        now,
+        up,
+        tuple(pools_on_up_nodes(conn, now=now, down_after_seconds=down_after_seconds)),
+        loads,
+        slots,
+    )

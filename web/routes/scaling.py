@@ -1,0 +1,110 @@
+"""``GET /api/v1/scaling-events`` (every decision that changed a pool, with its reasons) and
+``GET /api/v1/routing/weights`` (per-node weights for a gateway: lower is better)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query, status
+from pydantic import BaseModel
+
+from autoscaler.fleet_state import read_fleet
+from autoscaler.pools import coefficients
+from autoscaler.routing import Coefficients, routing_weights
+from web.auth import ServicesDep, ViewerToken
+
+router = APIRouter(tags=["autoscaling"])
+
+
+class ScalingEventOut(BaseModel):
+    id: int
+    pool: str
+    ts: float
+    from_replicas: int
+    to_replicas: int
+    policy: str
+    reason: str
+    inputs: dict[str, Any]
+    outcome: str
+    actuator: str
+    note: str | None
+
+
+class ScalingEventPage(BaseModel):
+    items: list[ScalingEventOut]
+    next: str | None
+
+
+@router.get("/scaling-events", responses={422: {}})
+def scaling_events(
+    services: ServicesDep,
+    _token: ViewerToken,
+    pool: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: Annotated[str | None, Query(description="the `next` of the previous page")] = None,
+) -> ScalingEventPage:
+    """Newest first."""
+    before = None
+    if cursor is not None:
+        if not cursor.isdigit():
+            raise HTTPException(
+                status.HTTP_422_UNPROCESSABLE_CONTENT, f"cursor: not a cursor this API gave: {cursor!r}"
+            )
+        before = int(cursor)
+    events = services.events.list(pool=pool, before=before, limit=limit)
+    items = [ScalingEventOut(**{**vars(e), "inputs": dict(e.inputs)}) for e in events]
+    return ScalingEventPage(items=items, next=str(items[-1].id) if len(items) == limit else None)
+
+
+class NodeWeightOut(BaseModel):
+    node: str
+    weight: float
+    compute_util: float | None
+    mem_util: float | None
+    network_latency_seconds: float | None
+
+
+class RoutingWeightsOut(BaseModel):
+    pool: str | None
+    coefficients: dict[str, float]
+    items: list[NodeWeightOut]
+
+
+@router.get("/routing/weights", responses={404: {}})
+def weights(services: ServicesDep, _token: ViewerToken, pool: str | None = None) -> RoutingWeightsOut:
+    """Weights of the up nodes (those running ``pool`` when given), with the pool's α/β/γ; lowest first."""
+    coeffs = Coefficients()
+    if pool is not None:
+        found = services.pools.get(pool)
+        if found is not None:
+            coeffs = coefficients(found.spec)
+    s = services.settings
+    with services.engine.connect() as conn:
+        fleet = read_fleet(
+            conn,
+            now=services.clock(),
+            down_after_seconds=s.node_down_after_seconds,
+            cpu_replicas_per_node=s.cpu_replicas_per_node,
+        )
+    loads = list(fleet.node_loads)
+    if pool is not None:
+        running = {p.node_id for p in fleet.pools_on_nodes if p.pool == pool}
+        if not running and services.pools.get(pool) is None:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no pool {pool!r} configured or reported")
+        loads = [n for n in loads if n.node_id in running]
+    scores = routing_weights(loads, coeffs)
+    items = [
+        NodeWeightOut(
+            node=n.node_id,
+            weight=scores[n.node_id],
+            compute_util=n.compute_util,
+            mem_util=n.mem_util,
+            network_latency_seconds=n.network_latency_s,
+        )
+        for n in loads
+        if n.node_id in scores
+    ]
+    items.sort(key=lambda i: (i.weight, i.node))
+    return RoutingWeightsOut(
+        pool=pool, coefficients={"alpha": coeffs.alpha, "beta": coeffs.beta, "gamma": coeffs.gamma}, items=items
+    )
