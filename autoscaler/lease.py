@@ -8,7 +8,7 @@ database serialises the UPDATE on the row and only one sees the old holder. A ho
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Double, Engine, String, Table, or_, update
+from sqlalchemy import Column, Double, Engine, String, Table, or_, select, update
 
 from collector.database import insert_for
 from collector.tables import metadata
@@ -43,12 +43,14 @@ class Lease:
         if taken == 1:
             return True
         with self.engine.begin() as conn:  # no row yet: the first INSERT wins, a racing one does nothing
-            inserted = conn.execute(
+            conn.execute(
                 insert_for(self.engine, leases)
                 .values(name=self.name, holder=self.holder, expires_at=expires)
                 .on_conflict_do_nothing(index_elements=["name"])
-            ).rowcount
-        return inserted == 1
+            )
+            # rowcount of INSERT .. ON CONFLICT DO NOTHING is not reliable on every driver: read who holds it
+            holder = conn.scalar(select(leases.c.holder).where(leases.c.name == self.name))
+        return bool(holder == self.holder)
 
     def release(self) -> None:
         """Give the lease up at once (a server shutting down), so another takes over without waiting the TTL."""

@@ -7,7 +7,8 @@ same policies, so what the simulator measures is what the fleet runs.
 - ``reactive``: the Kubernetes HPA on utilization of per-replica capacity (:mod:`autoscaler.hpa`): demand over ready
   replicas × capacity against ``target_utilization``, with HPA's tolerance.
 - ``predictive``: enough replicas for the forecast's upper bound over the time a replica asked for now will serve:
-  from now + ``startup_seconds`` to that + ``margin_seconds``, each replica loaded to ``predictive_utilization``.
+  from now + ``startup_seconds`` to that + ``margin_seconds``, each replica loaded to ``predictive_utilization``;
+  a scale-down within HPA's tolerance is not made (the forecast's noise would otherwise flap the pool).
 - ``hybrid``: the larger of the two, the reactive one as a floor (a forecast that under-shoots cannot starve the
   pool of what the queue shows it needs now).
 
@@ -205,19 +206,32 @@ class Predictive:
             )
         upper, start, end = peak
         per_replica = ctx.settings.predictive_utilization * ctx.per_replica_capacity
-        wanted = max(math.ceil(upper / per_replica - 1e-9), 0)
+        needed = max(math.ceil(upper / per_replica - 1e-9), 0)
+        wanted = _within_tolerance_down(ctx.current_replicas, needed, ctx.settings.tolerance)
+        held = "" if wanted == needed else f"; within the {ctx.settings.tolerance:.0%} tolerance of {wanted}, holding"
         return Decision(
             wanted,
             self.name,
             f"predictive: forecast upper bound {upper:.4g} between +{start - ctx.now:.0f} s and +{end - ctx.now:.0f} s "
-            f"needs {wanted} replicas at {ctx.settings.predictive_utilization:.2f} of {ctx.per_replica_capacity:.4g}",
+            f"needs {needed} replicas at {ctx.settings.predictive_utilization:.2f} of {ctx.per_replica_capacity:.4g}"
+            f"{held}",
             {
                 "recommended": wanted,
+                "forecast_replicas": needed,
                 "forecast_upper": upper,
                 "demand": ctx.demand,
                 "target_utilization": ctx.settings.predictive_utilization,
             },
         )
+
+
+def _within_tolerance_down(current: int, needed: int, tolerance: float) -> int:
+    """HPA's dead band on the way down: a forecast asking for at most ``tolerance`` fewer replicas keeps the current
+    count, so the forecast's step-to-step noise does not become scale events (20 current, 18 needed at 10 % → 20;
+    17 needed → 17). Scale-ups are not damped: a short fleet misses the SLO, a 10 % fuller one costs little."""
+    if needed < current and needed >= current * (1 - tolerance) - 1e-9:
+        return current
+    return needed
 
 
 class Hybrid:

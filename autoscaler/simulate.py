@@ -150,9 +150,6 @@ def simulate(
         policy_settings,
         scale_up_rules=rules_per_interval(policy_settings.scale_up_rules, step_s),
         scale_down_rules=rules_per_interval(policy_settings.scale_down_rules, step_s),
-        stabilization_window_seconds=max(
-            policy_settings.stabilization_window_seconds, float(__import__("os").environ.get("WK", "0")) * step_s
-        ),
     )
     wants_forecast = policy_name in {"predictive", "hybrid"}
     horizon = max(1, math.ceil((settings.startup_seconds + policy_settings.margin_seconds) / step_s - EPSILON) + 1)

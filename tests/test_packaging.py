@@ -8,7 +8,17 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SERVER_ONLY = ("fastapi", "uvicorn", "sqlalchemy", "alembic", "psycopg", "apscheduler", "statsmodels", "sklearn")
+SERVER_ONLY = (
+    "fastapi",
+    "uvicorn",
+    "sqlalchemy",
+    "alembic",
+    "psycopg",
+    "apscheduler",
+    "statsmodels",
+    "sklearn",
+    "kubernetes",
+)
 
 
 def test_the_agent_extra_pulls_no_server_dependency() -> None:

@@ -55,16 +55,21 @@ class KubernetesActuator:
     ) -> KubernetesActuator:
         """In a pod (``KUBERNETES_SERVICE_HOST`` set, or ``in_cluster=True``) the service account; else kubeconfig.
 
-        ``kubeconfig`` is a file path; None means ``$KUBECONFIG`` or ``~/.kube/config`` as kubectl reads it.
+        ``kubeconfig`` is a file path; None means ``$KUBECONFIG`` or ``~/.kube/config`` as kubectl reads it. A missing
+        or broken configuration is an ActuationError, so the server stops at start with the reason.
         """
         if in_cluster is None:
             in_cluster = "KUBERNETES_SERVICE_HOST" in os.environ
-        if in_cluster:
-            configuration = client.Configuration()
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-            api_client = client.ApiClient(configuration)
-        else:
-            api_client = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+        try:
+            if in_cluster:
+                configuration = client.Configuration()
+                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+                api_client = client.ApiClient(configuration)
+            else:
+                api_client = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+        except config.ConfigException as exc:
+            where = "in-cluster service account" if in_cluster else f"kubeconfig {kubeconfig or '(default)'}"
+            raise ActuationError(f"cannot configure the Kubernetes client from the {where}: {exc}") from exc
         return cls(api_client, namespace, deployments)
 
     def deployment(self, pool: str) -> str:

@@ -276,3 +276,54 @@ def test_progress_is_reported_once_per_origin() -> None:
     calls: list[tuple[int, int]] = []
     backtest(Last(), History(np.arange(30.0), 60.0), plan, on_progress=lambda done, total: calls.append((done, total)))
     assert calls == [(i + 1, len(plan.origins)) for i in range(len(plan.origins))]
+
+
+def test_the_naive_baseline_is_scored_with_its_own_empirical_interval() -> None:
+    # A ramp of +1 a step: every k-step naive residual is k, so the naive band [y, y + k] covers every target.
+    history = History(np.arange(40.0), 60.0)
+    summary = backtest(Last(), history, plan_backtest(40, 60, 120, warmup_steps=10)).summary()
+    naive = summary["baseline_intervals"]["naive"]
+    assert naive["coverage90"] == 1.0
+    assert naive["winkler90"] == pytest.approx(1.5)  # widths 1 and 2, nothing outside
+
+
+def test_saturation_alarms_are_scored_against_crossings_of_the_90th_percentile() -> None:
+    # 0..39 with a ±1 band: threshold = 90th percentile = 35.1. Origins 9..37, horizon 2.
+    history = History(np.arange(40.0), 60.0)
+    saturation = backtest(Last(), history, plan_backtest(40, 60, 120, warmup_steps=10)).summary()["saturation"]
+    assert saturation["threshold"] == pytest.approx(35.1)
+    assert saturation["origins"] == 29 and saturation["events"] == 4  # origins 34..37 see 36 or more
+    assert saturation["naive"] == {"precision": 1.0, "recall": 0.5, "f1": pytest.approx(2 / 3)}  # 36 and 37 over
+    # The model (last value ± 1) is over 35.1 with P >= 0.5 from origin 36 on: the same alarms as naive.
+    assert saturation["model"]["recall"] == 0.5 and saturation["model"]["precision"] == 1.0
+    curve = saturation["model"]["pr_curve"]
+    assert [c["cutoff"] for c in curve][:2] == [0.05, 0.1] and len(curve) == 19
+    assert curve[0]["recall"] >= curve[-1]["recall"]  # a lower cut-off never catches fewer events
+    assert saturation["model"]["average_precision"] == 1.0  # the higher the probability, the nearer the crossing
+
+
+def test_average_precision_and_alarm_scores_by_hand() -> None:
+    from predictor.alarm_scores import alarm_score, average_precision
+
+    events = np.array([True, True, False, False])
+    assert average_precision(np.array([0.9, 0.8, 0.2, 0.1]), events) == 1.0
+    assert average_precision(np.array([0.1, 0.2, 0.8, 0.9]), events) == pytest.approx((1 / 3 + 2 / 4) / 2)
+    assert average_precision(np.array([0.5, 0.5, 0.5, 0.5]), events) == 0.5  # one cut-off: everything alarms
+    assert average_precision(np.zeros(4), np.zeros(4, dtype=bool)) is None
+    alarms = np.array([True, False, True, False])
+    assert alarm_score(alarms, events) == {"precision": 0.5, "recall": 0.5, "f1": 0.5}
+    assert alarm_score(np.zeros(4, dtype=bool), events) == {"precision": None, "recall": 0.0, "f1": None}
+
+
+def test_a_2016_row_backtest_of_the_default_model_is_well_within_a_minute() -> None:
+    import time
+
+    from predictor.backends.smoothing import AutoSmoothing
+
+    rng = np.random.default_rng(5)
+    history = History(1000 + np.cumsum(rng.normal(0, 10, 2016)), 600.0)
+    started = time.perf_counter()
+    summary = backtest(AutoSmoothing(), history, plan_backtest(2016, 600, 900)).summary()
+    assert time.perf_counter() - started < 30
+    assert summary["origins"] == 1727 and summary["failed_origins"] == 0
+    assert 0.8 <= summary["coverage90"] <= 0.97

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import Self
+from collections.abc import Callable
+from typing import Any, Self
 
 import numpy as np
 import pytest
@@ -137,3 +138,78 @@ def test_conformal_quantile_is_the_finite_sample_rank() -> None:
     scores = np.arange(1.0, 40.0)  # 39 scores: rank ceil(40 × 0.95) = 38
     assert conformal_quantile(scores) == 38.0
     assert conformal_quantile(np.array([3.0, 1.0, 2.0])) == 3.0
+
+
+UPDATABLE = [("ets", False), ("sarimax", False), ("gbm", False), ("lstm", False), ("ensemble", False), ("ets", True)]
+NEW_STEPS = 4
+
+
+def updatable(name: str, calibrated: bool) -> Any:
+    """A fresh quick forecaster that has ``update`` (the backtest's UpdatableForecaster)."""
+    model = make_forecaster(name, seed=3, quick=True, calibrated=calibrated)
+    assert callable(getattr(model, "update", None))
+    return model
+
+
+@pytest.mark.parametrize("series", sorted(SERIES))
+@pytest.mark.parametrize(("name", "calibrated"), UPDATABLE)
+def test_update_absorbs_new_steps_and_nothing_past_them(name: str, calibrated: bool, series: str) -> None:
+    full, n, horizon = SERIES[series]
+    seen = n + NEW_STEPS
+    altered = History(full.values.copy(), full.step_seconds, full.start_ts)
+    altered.values[seen:] += 1_000.0  # past the new origin: must not matter
+    moved = History(full.values.copy(), full.step_seconds, full.start_ts)
+    moved.values[n:seen] += 50.0  # the new steps themselves: must matter
+
+    updated = updatable(name, calibrated).fit(full.upto(n)).update(full.upto(seen)).predict(horizon)
+    again = updatable(name, calibrated).fit(altered.upto(n)).update(altered.upto(seen)).predict(horizon)
+    shifted = updatable(name, calibrated).fit(moved.upto(n)).update(moved.upto(seen)).predict(horizon)
+
+    assert updated.horizon == horizon
+    assert all(np.all(np.isfinite(a)) for a in (updated.yhat, updated.lo, updated.hi))
+    assert np.all(updated.lo <= updated.yhat) and np.all(updated.yhat <= updated.hi)
+    assert_same(updated, again)
+    assert not np.allclose(updated.yhat, shifted.yhat)
+
+
+@pytest.mark.parametrize("series", ["daily", "ends_in_gap"])
+@pytest.mark.parametrize(("name", "calibrated"), UPDATABLE)
+def test_update_keeps_the_fitted_parameters_exactly(name: str, calibrated: bool, series: str) -> None:
+    # Parameters come from the fit alone: an update with nothing new is the fit itself, and updating in two hops
+    # lands where one hop does (ETS and SARIMAX re-run their filter from the window's start; the trees, the LSTM
+    # weights, the ensemble's weights and the conformal scales are the fit's).
+    full, n, horizon = SERIES[series]
+    fitted = updatable(name, calibrated).fit(full.upto(n)).predict(horizon)
+    assert_same(updatable(name, calibrated).fit(full.upto(n)).update(full.upto(n)).predict(horizon), fitted)
+
+    model = updatable(name, calibrated).fit(full.upto(n))
+    model.predict(horizon)  # trains or scores on the fitted history, as the backtest does before updating
+    two_hops = model.update(full.upto(n + 1)).update(full.upto(n + NEW_STEPS)).predict(horizon)
+    one_hop = updatable(name, calibrated).fit(full.upto(n)).update(full.upto(n + NEW_STEPS)).predict(horizon)
+    assert_same(two_hops, one_hop)
+
+
+def revised(history: History) -> History:
+    values = history.values.copy()
+    values[len(values) // 3] += 25.0  # a late correction of an old rollup
+    return History(values, history.step_seconds, history.start_ts)
+
+
+NOT_EXTENDING: dict[str, Callable[[History], History]] = {  # from the history fitted on
+    "shorter": lambda fitted: fitted.upto(len(fitted) - 3),
+    "later_start": lambda fitted: History(fitted.values, fitted.step_seconds, fitted.start_ts + fitted.step_seconds),
+    "other_step": lambda fitted: History(fitted.values, 2 * fitted.step_seconds, fitted.start_ts),
+    "revised_past": revised,
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_EXTENDING))
+@pytest.mark.parametrize(("name", "calibrated"), UPDATABLE)
+def test_update_on_a_history_that_does_not_extend_the_fitted_one_is_a_fit(
+    name: str, calibrated: bool, case: str
+) -> None:
+    full, n, horizon = SERIES["daily"]
+    target = NOT_EXTENDING[case](full.upto(n))
+    model = updatable(name, calibrated).fit(full.upto(n))
+    model.predict(horizon)
+    assert_same(model.update(target).predict(horizon), updatable(name, calibrated).fit(target).predict(horizon))

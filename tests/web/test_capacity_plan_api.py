@@ -37,9 +37,7 @@ def test_plan_from_configured_capacity_with_cost(
     pool = {"name": "chat", "replica_capacity": 40.0, "gpus_per_replica": 2}
     assert client.post("/api/v1/pools", json=pool, headers=admin).status_code == 201
     seed_demand(engine, clock, "chat", peak=400.0)
-    answer = client.get(
-        "/api/v1/capacity-plan", params={"gpu_hour_cost": 2.0, "headroom": 0.0}, headers=auth("viewer")
-    )
+    answer = client.get("/api/v1/capacity-plan", params={"gpu_hour_cost": 2.0, "headroom": 0.0}, headers=auth("viewer"))
     assert answer.status_code == 200, answer.text
     (plan,) = answer.json()["items"]
     assert plan["capacity_source"] == "configured" and plan["per_replica_capacity"] == 40.0

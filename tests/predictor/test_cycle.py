@@ -1,0 +1,104 @@
+"""The forecasting step of the loop: every series forecast at once, a failing one isolated, no look-ahead."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from predictor.backends.smoothing import AutoSmoothing, candidates, forecast_batch
+from predictor.base import Forecast, ForecastError, History
+from predictor.cycle import DEFAULT_MODEL, forecast_cycle
+
+
+def noisy(length: int, seed: int, step: float = 60.0, level: float = 100.0) -> History:
+    rng = np.random.default_rng(seed)
+    t = np.arange(length) * step
+    values = level + 20 * np.sin(2 * math.pi * t / 86_400) + rng.normal(0, 5, length)
+    return History(values, step, start_ts=0.0)
+
+
+def test_the_default_model_is_the_fast_one() -> None:
+    assert DEFAULT_MODEL == "auto"
+
+
+def test_a_failing_series_gets_its_error_and_the_others_their_forecast() -> None:
+    histories = {
+        "ok": noisy(120, 1),
+        "empty": History(np.full(50, np.nan), 60.0),
+        "other_length": noisy(90, 2, step=600.0),
+        "ok2": noisy(120, 3),
+    }
+    out = forecast_cycle(histories, 5)
+    assert list(out) == list(histories)  # the caller's order
+    assert isinstance(out["empty"], ForecastError) and "observed" in str(out["empty"])
+    for key in ("ok", "other_length", "ok2"):
+        forecast = out[key]
+        assert isinstance(forecast, Forecast) and forecast.horizon == 5
+        assert np.all(forecast.lo <= forecast.yhat) and np.all(forecast.yhat <= forecast.hi)
+
+
+def test_a_batch_forecast_equals_each_series_forecast_alone() -> None:
+    histories = {f"s{i}": noisy(3000, i) for i in range(5)}
+    histories["s1"].values[2990:] = np.nan  # one ends in a gap
+    together = forecast_cycle(histories, 15)
+    for key, history in histories.items():
+        alone = AutoSmoothing().fit(history).predict(15)
+        forecast = together[key]
+        assert isinstance(forecast, Forecast)
+        np.testing.assert_allclose(forecast.yhat, alone.yhat)
+        np.testing.assert_allclose(forecast.hi, alone.hi)
+
+
+def test_the_forecast_never_reads_past_the_origin() -> None:
+    history = noisy(400, 4)
+    changed = history.values.copy()
+    changed[300:] *= 10
+    first = forecast_batch(history.values[None, :300], 60.0, 10)
+    second = forecast_batch(changed[None, :300], 60.0, 10)
+    np.testing.assert_array_equal(first.yhat, second.yhat)
+    np.testing.assert_array_equal(first.hi, second.hi)
+
+
+def test_a_gap_at_the_origin_holds_the_last_value_never_zero() -> None:
+    values = np.full(60, 40.0)
+    values[-10:] = np.nan
+    forecast = forecast_cycle({"away": History(values, 60.0)}, 3)["away"]
+    assert isinstance(forecast, Forecast)
+    np.testing.assert_allclose(forecast.yhat, 40.0)
+
+
+def test_a_ramp_is_extrapolated_by_the_drift_candidate() -> None:
+    ramp = History(np.arange(200.0) * 2.0, 60.0)
+    model = AutoSmoothing().fit(ramp)
+    forecast = model.predict(4)
+    assert model.name == "auto[naive+drift]"
+    np.testing.assert_allclose(forecast.yhat, [400.0, 402.0, 404.0, 406.0], rtol=1e-3)
+
+
+def test_the_daily_shape_joins_the_candidates_with_two_days_of_history() -> None:
+    assert not any(c.seasonal for c in candidates(2879, 60.0, 15))
+    assert sum(c.seasonal for c in candidates(2880, 60.0, 15)) == len([c for c in candidates(2880, 60.0, 15)]) // 2
+
+
+def test_the_interval_covers_about_90_percent_of_iid_noise() -> None:
+    values = np.random.default_rng(11).normal(50.0, 5.0, 1400)
+    hits = []
+    for origin in range(600, 1380, 13):
+        forecast = AutoSmoothing().fit(History(values[: origin + 1], 60.0)).predict(5)
+        actual = values[origin + 1 : origin + 6]
+        hits.extend(((forecast.lo <= actual) & (actual <= forecast.hi)).tolist())
+    assert 0.82 <= float(np.mean(hits)) <= 0.97
+
+
+def test_an_unknown_model_or_horizon_is_a_bad_request() -> None:
+    with pytest.raises(ValueError, match="unknown forecaster"):
+        forecast_cycle({"a": noisy(50, 1)}, 3, model="oracle")
+    with pytest.raises(ValueError, match="horizon"):
+        forecast_cycle({"a": noisy(50, 1)}, 0)
+
+
+def test_another_registered_model_runs_series_by_series() -> None:
+    out = forecast_cycle({"a": noisy(50, 1), "b": History(np.array([1.0]), 60.0)}, 3, model="naive")
+    assert isinstance(out["a"], Forecast) and isinstance(out["b"], ForecastError)

@@ -1,0 +1,58 @@
+"""Saturation from a forecast's band: per-step split-normal exceedance, combined by the maximum, and its ETA."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from predictor.base import Forecast
+from predictor.saturation import Saturation, exceedance, saturation
+
+
+def band(yhat: list[float], lo: list[float], hi: list[float]) -> Forecast:
+    return Forecast(np.array(yhat), np.array(lo), np.array(hi))
+
+
+def test_a_lower_bound_above_capacity_is_near_certain_saturation_from_the_first_step() -> None:
+    result = saturation(band([120, 130], [110, 115], [130, 145]), capacity=100.0, step_seconds=60.0)
+    assert result.probability > 0.99  # P(y < lo) is 5 %, and 100 is further below lo than that
+    assert (result.eta_seconds, result.capacity) == (60.0, 100.0)
+    assert isinstance(result, Saturation)
+
+
+def test_an_upper_bound_below_capacity_is_near_zero_and_has_no_eta() -> None:
+    result = saturation(band([50, 55, 60], [40, 42, 44], [70, 75, 80]), capacity=100.0, step_seconds=600.0)
+    assert result.probability < 0.05 and result.eta_seconds is None
+
+
+def test_the_eta_is_the_first_step_whose_median_reaches_capacity() -> None:
+    rising = band([80, 90, 100, 110], [70, 80, 90, 100], [90, 100, 110, 120])
+    result = saturation(rising, capacity=100.0, step_seconds=60.0)
+    assert result.eta_seconds == 180.0  # step 3 sits on capacity: P = 0.5
+    assert result.probability == pytest.approx(exceedance(rising, 100.0)[-1])
+
+
+def test_the_band_edges_are_the_5_and_95_percent_points_of_an_asymmetric_split_normal() -> None:
+    skewed = band([100, 100], [95, 95], [140, 140])
+    np.testing.assert_allclose(exceedance(skewed, 140.0), [0.05, 0.05], atol=1e-6)
+    np.testing.assert_allclose(exceedance(skewed, 95.0), [0.95, 0.95], atol=1e-6)
+    # 120 is half-way up the wide upper side: z = 1.645 / 2 → 1 − Φ(0.822) ≈ 0.206
+    assert exceedance(skewed, 120.0)[0] == pytest.approx(0.5 * math.erfc(0.8224268 / math.sqrt(2)), abs=1e-6)
+
+
+def test_steps_combine_by_their_maximum_not_their_sum() -> None:
+    flat = band([90] * 15, [80] * 15, [100] * 15)  # each step P = 0.05 of exceeding 100
+    assert saturation(flat, 100.0, 60.0).probability == pytest.approx(0.05, abs=1e-6)
+
+
+def test_a_zero_width_band_is_a_certainty_either_way() -> None:
+    assert saturation(band([101], [101], [101]), 100.0, 60.0).probability == 1.0
+    assert saturation(band([99], [99], [99]), 100.0, 60.0).probability == 0.0
+
+
+@pytest.mark.parametrize("capacity", [0.0, -5.0, math.nan, math.inf])
+def test_a_capacity_that_is_not_positive_and_finite_is_refused(capacity: float) -> None:
+    with pytest.raises(ValueError, match="capacity"):
+        saturation(band([1], [0], [2]), capacity, 60.0)
