@@ -36,6 +36,7 @@ from autoscaler.policy import (
     guarded,
     make_policy,
     rules_per_interval,
+    scale_down_window_seconds,
 )
 from autoscaler.pools import Mode, Pool, PoolStore
 from predictor.store import ForecastStore, StoredForecast, SubjectKind
@@ -130,7 +131,7 @@ class Controller:
         metric = spec.demand_metric.value
         live = fleet.pool(pool.name, metric)
         stored = self.forecasts.get(SubjectKind.POOL, pool.name, metric)
-        window = PolicySettings().stabilization_window_seconds
+        window = scale_down_window_seconds(PolicySettings(), spec.startup_seconds)
         recent = [(r, at) for r, at in self._recent[pool.name] if now - at <= window]
         self._recent[pool.name] = recent
         settings = PolicySettings(

@@ -13,10 +13,11 @@ same policies, so what the simulator measures is what the fleet runs.
   pool of what the queue shows it needs now).
 
 Safety rails around every policy but ``static`` (:func:`guarded`): min/max and step limits (HPA's per-period
-policies), scale-down only once the stabilization window agrees and only while the load per surviving replica stays
-within target (the N/(N−1) check), no scale-down on stale or missing metrics, no further scale-up while replicas are
-still starting unless the need has grown past them, and the predictive part switched off — and said so — when the
-forecast is stale, failing or missing.
+policies), scale-down only once the stabilization window agrees (HPA's, stretched to the startup time when that is
+longer: :func:`scale_down_window_seconds`) and only while the load per surviving replica stays within target (the
+N/(N−1) check), no scale-down on stale or missing metrics, no further scale-up while replicas are still starting
+unless the need has grown past them, and the predictive part switched off — and said so — when the forecast is
+stale, failing or missing.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class PolicySettings:
 
     target_utilization: float = 0.7  # reactive: HPA target, demand per ready replica over its capacity
     predictive_utilization: float = 0.9  # predictive: how full the forecast's upper bound may make each replica
-    margin_seconds: float = 60.0  # predictive: look this far past the startup time
+    margin_seconds: float = 60.0  # predictive: cover [startup, startup + margin) ahead (one decision interval or more)
     tolerance: float = 0.1
     stabilization_window_seconds: float = KUBERNETES_SCALE_DOWN_WINDOW_S
     stale_after_seconds: float = 30.0  # demand older than this is stale: no scale-down on it
@@ -168,15 +169,20 @@ class Reactive:
 
 
 def forecast_peak(ctx: PoolContext) -> tuple[float, float, float] | None:
-    """(upper bound, from, to): the forecast's largest ``hi`` over [now + startup, now + startup + margin]; the first
-    point at or after that window's end counts too, so a horizon shorter than the window still gives its last point.
-    None when there is no usable forecast."""
+    """(upper bound, from, to): the forecast's largest ``hi`` over [now + startup, now + startup + margin); with no
+    point inside, the first point at or after its start, else the horizon's last point. None when there is no usable
+    forecast.
+
+    The window is half-open because a point at its end is the next decision's to cover: with 60-s forecast steps,
+    decisions every 60 s and a 60-s margin, the decision at 12:00 covers the point at 12:00 + startup and the one at
+    12:01 covers 12:01 + startup, each in time; counting both twice would provision every step for two steps' peak.
+    """
     forecast = ctx.forecast
     if forecast is None or forecast.stale or not forecast.points:
         return None
     start = ctx.now + ctx.startup_seconds
     end = start + ctx.settings.margin_seconds
-    window = [hi for ts, _y, _lo, hi in forecast.points if start <= ts <= end]
+    window = [hi for ts, _y, _lo, hi in forecast.points if start <= ts < end]
     if not window:
         after = [hi for ts, _y, _lo, hi in forecast.points if ts >= start]
         window = after[:1] or [forecast.points[-1][3]]  # horizon ends before the window: its last point
@@ -308,8 +314,7 @@ def guarded(policy: Policy, ctx: PoolContext) -> Decision:
         wanted = current
         notes.append("replicas still starting cover the need")
     elif wanted < current:
-        target = decision.inputs.get("target_utilization")
-        wanted, note = _scale_down_rails(ctx, wanted, target if isinstance(target, float) else s.target_utilization)
+        wanted, note = _scale_down_rails(ctx, wanted, deciding_target(decision, s))
         if note:
             notes.append(note)
     limited, limit_reason = rate_limited(
@@ -326,20 +331,41 @@ def guarded(policy: Policy, ctx: PoolContext) -> Decision:
     return replace(decision, replicas=limited, reason=reason, inputs={**decision.inputs, "limit": limit_reason})
 
 
+def scale_down_window_seconds(settings: PolicySettings, startup_seconds: float) -> float:
+    """How far back a scale-down looks at earlier recommendations: HPA's window, but at least the startup. A replica
+    given back is only worth it if the lower need has lasted as long as a new one takes to start: with a 600-s
+    startup and one decision every 600 s, HPA's 300 s window holds no earlier decision and each dip would remove
+    replicas the next decision asks back, ready only 600 s later."""
+    return max(settings.stabilization_window_seconds, startup_seconds)
+
+
 def _scale_down_rails(ctx: PoolContext, wanted: int, target: float) -> tuple[int, str | None]:
     """Scale down only on fresh metrics, once the stabilization window agrees, and never below what keeps the load
-    per surviving replica within the deciding policy's target: demand 100, capacity 10, target 0.7 → at least
-    ceil(100 / 7) = 15."""
+    per surviving replica within the deciding policy's target (:func:`replicas_within_target`)."""
     current, s = ctx.current_replicas, ctx.settings
     if not ctx.demand_is_fresh:
         return current, "no scale-down on stale or missing metrics"
-    stable = stabilized(wanted, ctx.recent_recommendations, s.stabilization_window_seconds)
+    window = scale_down_window_seconds(s, ctx.startup_seconds)
+    stable = stabilized(wanted, ctx.recent_recommendations, window)
     if stable >= current:
-        return current, f"stabilization window ({s.stabilization_window_seconds:.0f} s) holds {current}"
-    if ctx.per_replica_capacity is not None and ctx.demand is not None:
-        floor = math.ceil(ctx.demand / (target * ctx.per_replica_capacity) - 1e-9)
-        if stable < floor:
-            kept = min(floor, current)
-            return kept, f"load per surviving replica must stay within target: at least {kept}"
+        return current, f"stabilization window ({window:.0f} s) holds {current}"
+    floor = replicas_within_target(ctx, target)
+    if stable < floor:
+        kept = min(floor, current)
+        return kept, f"load per surviving replica must stay within target: at least {kept}"
     note = None if stable == wanted else f"stabilization window keeps {stable}"
     return stable, note
+
+
+def deciding_target(decision: Decision, settings: PolicySettings) -> float:
+    """The utilization the deciding policy aimed at: predictive's for a forecast-made decision, else reactive's."""
+    target = decision.inputs.get("target_utilization")
+    return target if isinstance(target, float) else settings.target_utilization
+
+
+def replicas_within_target(ctx: PoolContext, target: float) -> int:
+    """The replicas that keep the present demand within ``target`` of their capacity (0 without demand or capacity):
+    demand 100, capacity 10, target 0.7 → ceil(100 / 7) = 15."""
+    if ctx.per_replica_capacity is None or ctx.demand is None:
+        return 0
+    return max(math.ceil(ctx.demand / (target * ctx.per_replica_capacity) - 1e-9), 0)

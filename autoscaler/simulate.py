@@ -27,9 +27,12 @@ from autoscaler.policy import (
     Policy,
     PolicySettings,
     PoolContext,
+    deciding_target,
     guarded,
     make_policy,
+    replicas_within_target,
     rules_per_interval,
+    scale_down_window_seconds,
 )
 from predictor.base import FloatArray, Forecast, ForecastError, History
 
@@ -151,6 +154,7 @@ def simulate(
         scale_up_rules=rules_per_interval(policy_settings.scale_up_rules, step_s),
         scale_down_rules=rules_per_interval(policy_settings.scale_down_rules, step_s),
     )
+    window_s = scale_down_window_seconds(policy_settings, settings.startup_seconds)
     wants_forecast = policy_name in {"predictive", "hybrid"}
     horizon = max(1, math.ceil((settings.startup_seconds + policy_settings.margin_seconds) / step_s - EPSILON) + 1)
     fleet: _Fleet | None = None
@@ -183,19 +187,27 @@ def simulate(
             fleet = _Fleet(decision.replicas)
         else:
             fleet.resize(decision.replicas, t, delay)
-        recent = [(r, at) for r, at in recent if ts - at <= policy_settings.stabilization_window_seconds]
+        recent = [(r, at) for r, at in recent if ts - at <= window_s]
         recent.append((decision.recommendation, ts))
         steps.append(Step(ts, float(values[t]), decision.replicas, fleet.ready, decision.reason))
     return SimulationResult(policy_name, step_s, tuple(steps))
 
 
 def _decide(policy: Policy, ctx: PoolContext, *, first: bool) -> Decision:
-    """The first decision sizes a fleet that does not exist yet: the policy's own answer, clamped to min/max."""
+    """The first decision sizes a fleet that does not exist yet and serves step 0 at once: the policy's own answer,
+    but at least what keeps step 0's demand within the policy's target (a predictive answer sized for a quieter
+    next step would otherwise miss step 0), clamped to min/max."""
     if not first:
         return guarded(policy, ctx)
     decision = policy.decide(replace(ctx, ready_replicas=max(ctx.ready_replicas, 1)))
-    replicas = min(max(decision.replicas, ctx.min_replicas), ctx.max_replicas)
-    return replace(decision, replicas=replicas)
+    wanted, reason = decision.replicas, decision.reason
+    if policy.name != "static":
+        present = replicas_within_target(ctx, deciding_target(decision, ctx.settings))
+        if present > wanted:
+            wanted, reason = present, f"{reason}; the first fleet serves this step's demand too → {present}"
+    replicas = min(max(wanted, ctx.min_replicas), ctx.max_replicas)
+    # What the fleet was sized to is this decision's recommendation for the stabilization window that follows.
+    return replace(decision, replicas=replicas, reason=reason, inputs={**decision.inputs, "recommended": replicas})
 
 
 def _timestamps(history: History) -> Iterator[tuple[int, float]]:

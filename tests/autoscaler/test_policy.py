@@ -57,6 +57,24 @@ def test_predictive_looks_only_at_the_window_a_new_replica_will_serve() -> None:
     assert decision.replicas == 5  # the spike at +60 s is over before a replica asked now is ready (+120 s)
 
 
+@pytest.mark.parametrize(("margin", "replicas"), [(60.0, 5), (61.0, 56)])
+def test_the_window_ends_before_the_next_decisions_point(margin: float, replicas: int) -> None:
+    # startup 120 s, margin 60 s: [+120, +180) is this decision's; the spike at +180 is the next decision's to cover.
+    points = tuple((NOW + 60 * k, 10.0, 5.0, 500.0 if k == 3 else 45.0) for k in range(1, 16))
+    settings = PolicySettings(margin_seconds=margin)
+    assert Predictive().decide(ctx(forecast=ForecastView(NOW, points), settings=settings)).replicas == replicas
+
+
+@pytest.mark.parametrize(
+    ("upper", "replicas"),
+    [(80.0, 10), (70.0, 8), (200.0, 23)],  # 9 of 10 is within the 10 % tolerance; 8 is not; scale-ups are not damped
+)
+def test_predictive_scales_down_only_past_the_tolerance(upper: float, replicas: int) -> None:
+    decision = Predictive().decide(ctx(forecast=forecast(upper)))
+    assert decision.replicas == replicas
+    assert ("tolerance" in decision.reason) == (replicas == 10)
+
+
 def test_predictive_switches_off_and_says_so_on_a_stale_forecast() -> None:
     decision = Predictive().decide(ctx(demand=140.0, forecast=forecast(1000.0, stale=True)))
     assert decision.replicas == 20  # the reactive answer, not the stale forecast's 112
@@ -82,6 +100,16 @@ def test_scale_down_waits_for_the_stabilization_window() -> None:
     assert held.replicas == 10 and "stabilization window" in held.reason
     later = guarded(Reactive(), ctx(demand=35.0, recent_recommendations=((10, 400.0),)))
     assert later.replicas == 5
+
+
+def test_a_startup_longer_than_the_window_stretches_it() -> None:
+    recent = ((10, 400.0),)  # out of HPA's 300 s window, but within a 600 s startup
+    held = guarded(Reactive(), ctx(demand=35.0, startup_seconds=600.0, recent_recommendations=recent))
+    assert held.replicas == 10 and "stabilization window (600 s)" in held.reason
+    assert (
+        guarded(Reactive(), ctx(demand=35.0, startup_seconds=600.0, recent_recommendations=((10, 700.0),))).replicas
+        == 5
+    )
 
 
 def test_scale_down_keeps_the_load_per_surviving_replica_within_target() -> None:

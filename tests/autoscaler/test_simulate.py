@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from autoscaler.policy import PolicySettings
-from autoscaler.simulate import SimulationSettings, simulate, startup_steps
+from autoscaler.simulate import SimulationSettings, _Fleet, simulate, startup_steps
 from fleetpilot.cli import main
 from predictor.base import Forecast, History
 
@@ -45,10 +45,20 @@ def test_reactive_lags_a_step_up_by_the_startup_and_misses_those_steps() -> None
 
 
 def test_scale_down_removes_starting_replicas_first_then_ready_ones_at_once() -> None:
-    demand = trace(7, 70, 7, 7)
-    result = simulate(demand, "reactive", settings(startup=600.0, stabilization_window_seconds=0.0))
-    # step 1 asks for 10 (9 starting), step 2 cancels the 9 starting ones: back to the 1 ready replica
-    assert [(s.desired, s.ready) for s in result.steps] == [(1, 1), (10, 1), (1, 1), (1, 1)]
+    fleet = _Fleet(ready=1)
+    fleet.resize(10, step=1, delay=10)  # 9 starting, ready at step 11
+    fleet.resize(4, step=2, delay=10)  # 6 of the starting ones go, the ready one stays
+    assert (fleet.ready, len(fleet.starting)) == (1, 3)
+    fleet.resize(0, step=3, delay=10)  # the 3 starting, then the ready one
+    assert (fleet.ready, len(fleet.starting)) == (0, 0)
+
+
+def test_a_dip_shorter_than_the_startup_does_not_give_replicas_back() -> None:
+    # 10-minute steps, 10-minute startup: HPA's 300 s window alone would drop to 5 at the dip and be 5 short at step 3.
+    demand = History(np.array([70.0, 70.0, 35.0, 70.0, 70.0]), 600.0, start_ts=0.0)
+    result = simulate(demand, "reactive", settings(startup=600.0))
+    assert [s.desired for s in result.steps] == [10] * 5 and result.slo_attainment(10.0) == 1.0
+    assert "stabilization window (600 s)" in result.steps[2].reason
 
 
 def test_missing_demand_is_left_out_of_attainment() -> None:
@@ -79,6 +89,21 @@ def test_predictive_with_foresight_is_ready_before_the_ramp() -> None:
     predictive = simulate(demand, "predictive", settings(startup=120.0), forecast=foresight)
     assert predictive.slo_attainment(10.0) == 1.0
     assert reactive.slo_attainment(10.0) is not None and reactive.slo_attainment(10.0) < 1.0  # type: ignore[operator]
+
+
+def test_the_first_fleet_serves_step_0_even_when_the_forecast_is_quieter() -> None:
+    values = np.array([70.0, 14.0, 14.0])
+    demand = History(values, STEP)
+
+    def foresight(history: History, horizon: int) -> Forecast:
+        future = np.array([values[min(len(history) + k, len(values) - 1)] for k in range(horizon)])
+        return Forecast(future, future, future)
+
+    result = simulate(demand, "predictive", settings(startup=60.0), forecast=foresight)
+    assert result.steps[0].ready == 8  # ceil(70 / (0.9 × 10)), not the 2 that step 1's 14 alone would need
+    assert "first fleet serves this step's demand" in result.steps[0].reason
+    assert result.steps[1].desired == 8  # those 8 are the recommendation HPA's 300 s window then holds
+    assert result.slo_attainment(10.0) == 1.0
 
 
 def test_cli_writes_decisions_and_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
