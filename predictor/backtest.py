@@ -8,6 +8,11 @@ Warm-up: ``default_warmup`` takes two days of history (what a daily-seasonal mod
 capped at half the series (CONTRACT: it may not exceed half). The first origin is the last warm-up row, so the first
 fit sees exactly the warm-up; the MASE scale is the mean absolute one-step naive error over those same warm-up rows
 (the rows known at the first origin; Hyndman's in-sample scale).
+
+Beyond CONTRACT section 7 the summary scores the naive forecast's own empirical interval (``baseline_intervals``)
+and the saturation alarms (``saturation``): the threshold is the series' 90th percentile; the event at an origin is
+an actual above it within the horizon; the naive alarm is the last observed value above it; the model's alarm is
+its saturation probability (predictor.saturation with the threshold as capacity) at least 0.5.
 """
 
 from __future__ import annotations
@@ -20,9 +25,12 @@ from typing import Any, Protocol, Self, cast
 
 import numpy as np
 
+from predictor.alarm_scores import alarm_score, average_precision, pr_curve
 from predictor.base import INTERVAL_COVERAGE, FloatArray, Forecast, Forecaster, ForecastError, History
+from predictor.saturation import saturation
 
 DAY_S = 86_400.0
+SATURATION_PERCENTILE = 90.0
 DEFAULT_WARMUP_S = 2 * DAY_S
 MIN_WARMUP_STEPS = 2  # the MASE scale needs at least one one-step naive error
 _UNITS_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": DAY_S}
@@ -219,6 +227,7 @@ class Backtest:
     baselines: dict[str, FloatArray]
     actual: FloatArray
     season: int | None
+    naive_band: OriginForecasts | None = None
 
     def scored(self) -> np.ndarray[Any, np.dtype[np.bool_]]:
         """The (origin, step) pairs every forecast and the actual have: the same pairs for model and baselines."""
@@ -246,6 +255,8 @@ class Backtest:
                 }
                 for name, values in self.baselines.items()
             },
+            "baseline_intervals": self._naive_interval_scores(mask),
+            "saturation": self.saturation_summary(),
             "winkler90": _metric(winkler, fc.lo[has_interval], fc.hi[has_interval], self.actual[has_interval]),
             "mae": _metric(lambda y, a: float(np.mean(np.abs(a - y))), fc.yhat[mask], actual),
             "mase_by_step": [
@@ -260,6 +271,42 @@ class Backtest:
             "failed_origins": fc.failed_origins,
             "refits": fc.refits,
         }
+
+    def _naive_interval_scores(self, mask: np.ndarray[Any, np.dtype[np.bool_]]) -> dict[str, dict[str, float | None]]:
+        """The naive forecast's empirical 90 % interval on the model's scored pairs: the interval to beat."""
+        if self.naive_band is None:
+            return {}
+        band = self.naive_band
+        ok = mask & np.isfinite(band.lo) & np.isfinite(band.hi)
+        arrays = (band.lo[ok], band.hi[ok], self.actual[ok])
+        return {"naive": {"coverage90": _metric(coverage, *arrays), "winkler90": _metric(winkler, *arrays)}}
+
+    def saturation_summary(self) -> dict[str, Any]:
+        """Naive and model saturation alarms against the events, on the origins the model forecast."""
+        threshold = float(np.nanpercentile(self.history.values, SATURATION_PERCENTILE))
+        fc = self.forecasts
+        rows = np.flatnonzero(np.all(np.isfinite(fc.yhat) & np.isfinite(fc.lo) & np.isfinite(fc.hi), axis=1))
+        event = np.any(np.nan_to_num(self.actual[rows], nan=-np.inf) > threshold, axis=1)
+        naive_alarm = self.baselines["naive"][rows, 0] > threshold
+        probability = np.array([self._saturation_probability(int(row), threshold) for row in rows])
+        return {
+            "threshold": threshold,
+            "origins": len(rows),
+            "events": int(event.sum()),
+            "naive": alarm_score(naive_alarm, event),
+            "model": {
+                **alarm_score(probability >= 0.5, event),
+                "average_precision": average_precision(probability, event),
+                "pr_curve": pr_curve(probability, event),
+            },
+        }
+
+    def _saturation_probability(self, row: int, threshold: float) -> float:
+        fc = self.forecasts
+        if threshold <= 0:  # a series that is mostly idle: any demand above zero saturates
+            return float(np.any(fc.yhat[row] > threshold))
+        forecast = Forecast(fc.yhat[row], fc.lo[row], fc.hi[row])
+        return saturation(forecast, threshold, self.history.step_seconds).probability
 
 
 def _metric(fn: Callable[..., float], *arrays: Any) -> float | None:
@@ -281,7 +328,9 @@ def backtest(
     model: str | None = None,
 ) -> Backtest:
     """Run the model and the naive and seasonal-naive baselines over the same origins; ``model`` names it in the
-    summary (default: the forecaster's ``name``)."""
+    summary (default: the forecaster's ``name``). The naive forecast is also run as a forecaster, for its interval."""
+    from predictor.backends.naive import Naive
+
     model = model or forecaster.name
     season = season_steps(history.step_seconds, plan.warmup_steps)
     forecasts = run_forecaster(forecaster, history, plan, refit_every=refit_every, on_progress=on_progress)
@@ -289,4 +338,5 @@ def backtest(
         "naive": naive_forecasts(history, plan),
         "seasonal_naive": seasonal_naive_forecasts(history, plan, season),
     }
-    return Backtest(model, history, plan, forecasts, baselines, targets(history, plan), season)
+    naive_band = run_forecaster(Naive(), history, plan)
+    return Backtest(model, history, plan, forecasts, baselines, targets(history, plan), season, naive_band)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from predictor.base import Forecaster
 
-FORECASTER_NAMES: tuple[str, ...] = ("naive", "seasonal_naive", "ets", "sarimax", "gbm", "lstm", "ensemble")
+FORECASTER_NAMES: tuple[str, ...] = ("naive", "seasonal_naive", "auto", "ets", "sarimax", "gbm", "lstm", "ensemble")
 ENSEMBLE_MEMBERS: tuple[str, ...] = ("naive", "seasonal_naive", "ets", "sarimax", "gbm", "lstm")
 
 
@@ -45,6 +45,12 @@ def _seasonal_naive(seed: int, quick: bool) -> Forecaster:
     return SeasonalNaive()
 
 
+def _auto(seed: int, quick: bool) -> Forecaster:
+    from predictor.backends.smoothing import AutoSmoothing
+
+    return AutoSmoothing()
+
+
 def _ets(seed: int, quick: bool) -> Forecaster:
     from predictor.backends.ets import ETS
 
@@ -79,6 +85,7 @@ def _ensemble(seed: int, quick: bool) -> Forecaster:
 _BUILDERS: dict[str, Callable[[int, bool], Forecaster]] = {
     "naive": _naive,
     "seasonal_naive": _seasonal_naive,
+    "auto": _auto,
     "ets": _ets,
     "sarimax": _sarimax,
     "gbm": _gbm,

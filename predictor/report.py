@@ -1,5 +1,6 @@
 """The backtest's outputs (CONTRACT section 7): forecasts.csv, summary.json and a self-contained report.html whose
-inline SVG plots the actuals, the 1-step- and h-step-ahead forecasts and the h-step 90 % band."""
+inline SVGs plot the actuals, the 1-step- and h-step-ahead forecasts and the h-step 90 % band, and the precision–
+recall curve of the saturation probability against the naive alarm's single point."""
 
 from __future__ import annotations
 
@@ -65,6 +66,8 @@ th:first-child, td:first-child {{ text-align: left; }}
 <span style="color:#d62728;opacity:0.4">█ 90 % interval ({summary["horizon_steps"]} steps ahead)</span>
 <span style="color:#999">┊ first origin</span></p>
 {render_svg(result, labels)}
+<h2>Saturation alarms (threshold: the series' 90th percentile)</h2>
+{render_pr_curve(summary["saturation"])}
 <h2>Summary</h2>
 <pre>{html.escape(json.dumps(summary, indent=2))}</pre>
 </body></html>
@@ -72,13 +75,23 @@ th:first-child, td:first-child {{ text-align: left; }}
 
 
 def _scores_table(summary: dict[str, Any]) -> str:
-    rows = [(summary["model"], summary["mase"], summary["smape"], summary["coverage90"])]
-    rows += [(f"{name} (baseline)", s["mase"], s["smape"], None) for name, s in summary["baselines"].items()]
+    rows = [(summary["model"], summary["mase"], summary["smape"], summary["coverage90"], summary["winkler90"])]
+    bands = summary.get("baseline_intervals", {})
+    rows += [
+        (
+            f"{name} (baseline)",
+            s["mase"],
+            s["smape"],
+            *(bands.get(name, {}).get(k) for k in ("coverage90", "winkler90")),
+        )
+        for name, s in summary["baselines"].items()
+    ]
     body = "".join(
-        f"<tr><td>{html.escape(str(name))}</td><td>{_cell(m)}</td><td>{_cell(s)}</td><td>{_cell(c)}</td></tr>"
-        for name, m, s, c in rows
+        "<tr><td>" + html.escape(str(name)) + "</td>" + "".join(f"<td>{_cell(v)}</td>" for v in values) + "</tr>"
+        for name, *values in rows
     )
-    return f"<table><tr><th>forecast</th><th>MASE</th><th>sMAPE %</th><th>90 % coverage</th></tr>{body}</table>"
+    head = "<th>forecast</th><th>MASE</th><th>sMAPE %</th><th>90 % coverage</th><th>Winkler</th>"
+    return f"<table><tr>{head}</tr>{body}</table>"
 
 
 def _cell(value: float | None) -> str:
@@ -169,3 +182,38 @@ def _band(scale: _Scale, xs: np.ndarray[Any, Any], lo: FloatArray, hi: FloatArra
         outline = f"{_points(scale, xs[a:b], hi[a:b])} {_points(scale, xs[a:b][::-1], lo[a:b][::-1])}"
         shapes.append(f'<polygon fill="#d62728" fill-opacity="0.18" stroke="none" points="{outline}"/>')
     return shapes
+
+
+def render_pr_curve(saturation: dict[str, Any], size: int = 320) -> str:
+    """Recall (x) against precision (y) of ``probability >= cut-off``, one dot per cut-off, and the naive alarm as
+    a square: a curve above and to the right of the square beats the naive alarm."""
+    span = size - 2 * _MARGIN
+
+    def xy(score: dict[str, Any]) -> tuple[float, float]:
+        return _MARGIN + span * score["recall"], size - _MARGIN - span * score["precision"]
+
+    curve = [c for c in saturation["model"]["pr_curve"] if c["precision"] is not None and c["recall"] is not None]
+    line = " ".join(f"{x:.1f},{y:.1f}" for x, y in map(xy, curve))
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{size}" height="{size}" role="img">',
+        f'<rect x="{_MARGIN}" y="{_MARGIN}" width="{span}" height="{span}" fill="none" stroke="#888"/>',
+        f'<text x="{size / 2}" y="{size - 6}" font-size="11" text-anchor="middle">recall</text>',
+        f'<text x="10" y="{size / 2}" font-size="11" transform="rotate(-90 10 {size / 2})">precision</text>',
+        f'<polyline fill="none" stroke="#d62728" points="{line}"/>',
+    ]
+    for c in curve:
+        x, y = xy(c)
+        title = f"<title>cut-off {c['cutoff']}</title>"
+        parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="#d62728">{title}</circle>')
+    naive = saturation["naive"]
+    if naive["precision"] is not None and naive["recall"] is not None:
+        x, y = xy(naive)
+        square = f'x="{x - 4:.1f}" y="{y - 4:.1f}" width="8" height="8"'
+        parts.append(f'<rect {square} fill="#333"><title>naive</title></rect>')
+    parts.append("</svg>")
+    caption = (
+        f"<p>{saturation['events']} events over {saturation['origins']} origins; average precision "
+        f"{_cell(saturation['model']['average_precision'])}; model F1 {_cell(saturation['model']['f1'])} against "
+        f"naive F1 {_cell(naive['f1'])} (■).</p>"
+    )
+    return caption + "\n".join(parts)

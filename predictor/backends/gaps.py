@@ -22,14 +22,12 @@ def require_observed(history: History, minimum: int, who: str) -> None:
 
 
 def forward_fill(values: FloatArray) -> FloatArray:
-    """Each step's last observed value at or before it (NaN before the first observation): [1, nan, 3] → [1, 1, 3]."""
-    finite = np.isfinite(values)
-    index = np.where(finite, np.arange(len(values)), -1)
-    np.maximum.accumulate(index, out=index)
-    filled = np.full(len(values), np.nan)
-    known = index >= 0
-    filled[known] = values[index[known]]
-    return filled
+    """Each step's last observed value at or before it along the last axis (NaN before the first observation):
+    [1, nan, 3] → [1, 1, 3]; a 2-D array (series × steps) is filled row by row."""
+    index = np.where(np.isfinite(values), np.arange(values.shape[-1]), -1)
+    np.maximum.accumulate(index, axis=-1, out=index)
+    filled = np.take_along_axis(values, np.maximum(index, 0), axis=-1)
+    return np.where(index >= 0, filled, np.nan)
 
 
 @dataclass(frozen=True)

@@ -294,8 +294,9 @@ def test_saturation_alarms_are_scored_against_crossings_of_the_90th_percentile()
     assert saturation["threshold"] == pytest.approx(35.1)
     assert saturation["origins"] == 29 and saturation["events"] == 4  # origins 34..37 see 36 or more
     assert saturation["naive"] == {"precision": 1.0, "recall": 0.5, "f1": pytest.approx(2 / 3)}  # 36 and 37 over
-    # The model (last value ± 1) is over 35.1 with P >= 0.5 from origin 36 on: the same alarms as naive.
-    assert saturation["model"]["recall"] == 0.5 and saturation["model"]["precision"] == 1.0
+    # The model (last value ± 1): at origin 35 each step has P 0.44 of topping 35.1, the two together 0.55 → an
+    # alarm one origin before naive's; at origin 34 (P 0.04 a step) none.
+    assert saturation["model"]["recall"] == 0.75 and saturation["model"]["precision"] == 1.0
     curve = saturation["model"]["pr_curve"]
     assert [c["cutoff"] for c in curve][:2] == [0.05, 0.1] and len(curve) == 19
     assert curve[0]["recall"] >= curve[-1]["recall"]  # a lower cut-off never catches fewer events

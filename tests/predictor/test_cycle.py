@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from predictor.backends.smoothing import AutoSmoothing, candidates, forecast_batch
+from predictor.backends.smoothing import AutoSmoothing, candidates, combination_weights, forecast_batch
 from predictor.base import Forecast, ForecastError, History
 from predictor.cycle import DEFAULT_MODEL, forecast_cycle
 
@@ -75,6 +75,13 @@ def test_a_ramp_is_extrapolated_by_the_drift_candidate() -> None:
     forecast = model.predict(4)
     assert model.name == "auto[naive+drift]"
     np.testing.assert_allclose(forecast.yhat, [400.0, 402.0, 404.0, 406.0], rtol=1e-3)
+
+
+def test_near_best_candidates_share_the_forecast_by_inverse_squared_error() -> None:
+    mae = np.array([[10.0, np.inf], [10.5, np.inf], [12.0, np.inf]])  # second series: nothing scored
+    weights = combination_weights(mae)
+    np.testing.assert_allclose(weights[:, 0], [0.01 / (0.01 + 1 / 110.25), 1 / 110.25 / (0.01 + 1 / 110.25), 0.0])
+    np.testing.assert_array_equal(weights[:, 1], [1.0, 0.0, 0.0])
 
 
 def test_the_daily_shape_joins_the_candidates_with_two_days_of_history() -> None:
