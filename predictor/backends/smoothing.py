@@ -20,6 +20,7 @@ Gaps hold the last observed value (never zero); targets that fall in a gap are n
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Self
 
@@ -201,7 +202,10 @@ def _conformal_band(residuals: FloatArray, volatility: FloatArray) -> tuple[Floa
     one as a random walk would (step 12 after step 3 → × 2).
     """
     relative = residuals / volatility[:, :-1, None]
-    step_scale = _extend_steps(np.fmax.accumulate(np.nanmean(np.abs(relative), axis=1), axis=1))
+    with warnings.catch_warnings():  # a step no origin could score yet is all NaN: _extend_steps fills it
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean_abs = np.nanmean(np.abs(relative), axis=1)
+    step_scale = _extend_steps(np.fmax.accumulate(mean_abs, axis=1))
     step_scale = np.maximum(step_scale, 1e-12)
     scores = (relative / step_scale[:, None, :]).reshape(len(residuals), -1)
     width = volatility[:, -1:] * step_scale  # at the forecast origin
