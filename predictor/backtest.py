@@ -21,12 +21,13 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, Self, cast
+from typing import Any, cast
 
 import numpy as np
 
 from predictor.alarm_scores import alarm_score, average_precision, pr_curve
 from predictor.base import INTERVAL_COVERAGE, FloatArray, Forecast, Forecaster, ForecastError, History
+from predictor.rolling import UpdatableForecaster
 from predictor.saturation import saturation
 
 DAY_S = 86_400.0
@@ -42,16 +43,6 @@ Progress = Callable[[int, int], None]
 
 class BacktestError(ValueError):
     """The backtest cannot run as asked (horizon, warm-up or series length); the message says which."""
-
-
-class UpdatableForecaster(Forecaster, Protocol):
-    """A forecaster that can absorb new observations without re-estimating its parameters (proposed for base.py).
-
-    ``update(history)`` receives the whole history up to the new origin (which extends the last fitted one) and must
-    use nothing past it; the backtest then refits only every ``refit_every`` origins.
-    """
-
-    def update(self, history: History) -> Self: ...
 
 
 def parse_duration(text: str) -> float:

@@ -47,6 +47,17 @@ class History:
         """The first ``steps`` values: what was known at origin ``steps - 1``."""
         return History(self.values[:steps], self.step_seconds, self.start_ts)
 
+    def extends(self, earlier: History) -> bool:
+        """Whether this is ``earlier`` with zero or more steps appended (same step, start and values, NaN where NaN):
+        only then may a model's update keep what was estimated on ``earlier``."""
+        n = len(earlier)
+        return (
+            self.step_seconds == earlier.step_seconds
+            and self.start_ts == earlier.start_ts
+            and len(self) >= n
+            and bool(np.array_equal(self.values[:n], earlier.values, equal_nan=True))
+        )
+
 
 @dataclass(frozen=True)
 class Forecast:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Self
 
 import numpy as np
@@ -16,9 +17,23 @@ MIN_WINDOWS = 8
 MIN_INPUT = 4
 
 
+@dataclass(frozen=True)
+class _Trained:
+    """A net trained on the fitted series for ``outputs`` steps, with what its forecasts need besides the window:
+    the input length, the scale and its in-sample residuals per output step (windows × outputs)."""
+
+    net: _Net
+    window: int
+    scale: float
+    residuals: FloatArray
+
+
 class LSTMForecaster:
     """LSTM(1 → hidden) + a linear head to h outputs, trained for a bounded number of Adam steps on the history's
     windows; intervals from the quantiles of its in-sample residuals per step (calibration sharpens them later).
+
+    ``update`` keeps the trained weights, scale and residuals and reads the new last window: one forward pass
+    (about a millisecond against a second of training), with weights that lag the data by up to K origins.
     """
 
     def __init__(
@@ -31,34 +46,55 @@ class LSTMForecaster:
         self.train_steps = train_steps  # 200 steps × 64 windows × 32 inputs: about a second on one core
         self.batch = batch
         self.max_windows = 2_000
-        self._series: FloatArray | None = None
+        self._fitted: FloatArray | None = None  # the filled series the nets learn from
+        self._series: FloatArray | None = None  # the filled series they forecast from: fitted, or a later update
+        self._history: History | None = None
         self._skip = 0
-        self._cache: dict[int, Forecast] = {}
+        self._nets: dict[int, _Trained] = {}  # per number of outputs (trailing gap + horizon)
 
     def fit(self, history: History) -> Self:
         require_observed(history, MIN_OBSERVED, "lstm")
-        filled = fill_gaps(history.values)
-        self._series = filled.values
-        self._skip = filled.trailing_missing
-        self._cache = {}
+        self._absorb(history)
+        self._fitted = self._series
+        self._nets = {}
+        return self
+
+    def update(self, history: History) -> Self:
+        """Forecast from ``history`` with the weights trained on the fitted one; a history that does not extend the
+        last one is fitted instead."""
+        if self._history is None or not history.extends(self._history):
+            return self.fit(history)
+        self._absorb(history)
         return self
 
     def predict(self, horizon: int) -> Forecast:
-        if self._series is None:
+        if self._fitted is None or self._series is None:
             raise ForecastError("lstm: predict called before fit")
-        if horizon not in self._cache:
-            self._cache[horizon] = self._train_and_forecast(self._series, horizon)
-        return self._cache[horizon]
-
-    def _train_and_forecast(self, series: FloatArray, horizon: int) -> Forecast:
-        # A trailing gap of g steps: train for g + h outputs and keep the last h.
+        # A trailing gap of g steps: forecast g + h outputs and keep the last h.
         outputs = horizon + self._skip
+        if outputs not in self._nets:
+            self._nets[outputs] = self._train(self._fitted, outputs)
+        trained = self._nets[outputs]
+        series = self._series
+        query = torch.tensor((series[-trained.window :] - series[-1]) / trained.scale, dtype=torch.float32)
+        with torch.no_grad():
+            point = trained.net(query.reshape(1, -1, 1)).numpy().astype(np.float64)[0] * trained.scale + series[-1]
+        steps = range(self._skip, outputs)
+        return residual_band(point[self._skip :], [trained.residuals[:, j] for j in steps])
+
+    def _absorb(self, history: History) -> None:
+        filled = fill_gaps(history.values)
+        self._history = history
+        self._series = filled.values
+        self._skip = filled.trailing_missing
+
+    def _train(self, series: FloatArray, outputs: int) -> _Trained:
         n = len(series)
         window = min(self.window, n - outputs - MIN_WINDOWS)
         if window < MIN_INPUT:
             raise ForecastError(
-                f"lstm needs at least {MIN_INPUT + MIN_WINDOWS + outputs} contiguous steps for a {horizon}-step "
-                f"forecast, got {n}"
+                f"lstm needs at least {MIN_INPUT + MIN_WINDOWS + outputs} contiguous steps for {outputs} outputs "
+                f"(horizon and trailing gap), got {n}"
             )
         # Scale by the mean absolute step change: a series moving ±2,000 a step trains like one moving ±1.
         scale = float(np.mean(np.abs(np.diff(series)))) or 1.0
@@ -68,27 +104,19 @@ class LSTMForecaster:
         targets = np.stack([series[s + window : s + window + outputs] for s in starts])
         x = torch.tensor((inputs - level) / scale, dtype=torch.float32).unsqueeze(-1)
         y = torch.tensor((targets - level) / scale, dtype=torch.float32)
-        query = torch.tensor((series[-window:] - series[-1]) / scale, dtype=torch.float32).reshape(1, window, 1)
 
         threads = torch.get_num_threads()
         # One thread for batches of 64 × 32 × 16: the pool's hand-offs cost more than the arithmetic; restored below.
         torch.set_num_threads(1)
         try:
-            return self._train(x, y, query, targets, level, scale, series[-1], outputs)
+            net = self._fit_net(x, y, outputs)
+            with torch.no_grad():
+                fitted = net(x).numpy().astype(np.float64) * scale + level
         finally:
             torch.set_num_threads(threads)
+        return _Trained(net, window, scale, targets - fitted)
 
-    def _train(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        query: torch.Tensor,
-        targets: FloatArray,
-        level: FloatArray,
-        scale: float,
-        last: float,
-        outputs: int,
-    ) -> Forecast:
+    def _fit_net(self, x: torch.Tensor, y: torch.Tensor, outputs: int) -> _Net:
         with torch.random.fork_rng(devices=[]):  # seed locally; the caller's global RNG state is left untouched
             torch.manual_seed(self.seed)
             net = _Net(self.hidden, outputs)
@@ -100,12 +128,7 @@ class LSTMForecaster:
                 loss = torch.nn.functional.l1_loss(net(x[batch]), y[batch])  # L1: the median, robust to spikes
                 loss.backward()  # type: ignore[no-untyped-call]
                 optimiser.step()
-            with torch.no_grad():
-                fitted = net(x).numpy().astype(np.float64) * scale + level
-                point = net(query).numpy().astype(np.float64)[0] * scale + last
-        residuals = targets - fitted
-        keep = slice(self._skip, outputs)
-        return residual_band(point[keep], [residuals[:, j] for j in range(self._skip, outputs)])
+        return net
 
 
 class _Net(torch.nn.Module):

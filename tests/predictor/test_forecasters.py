@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Self
+from typing import Self, cast
 
 import numpy as np
 import pytest
@@ -13,6 +13,7 @@ from predictor.backends.naive import Naive, SeasonalNaive
 from predictor.base import Forecast, Forecaster, ForecastError, History
 from predictor.calibration import Calibrated, conformal_quantile
 from predictor.registry import FORECASTER_NAMES, make_forecaster
+from predictor.rolling import UpdatableForecaster
 
 HALF_HOUR = 1_800.0  # 48 steps a day: three days are 144 steps, enough for a daily season
 
@@ -144,11 +145,11 @@ UPDATABLE = [("ets", False), ("sarimax", False), ("gbm", False), ("lstm", False)
 NEW_STEPS = 4
 
 
-def updatable(name: str, calibrated: bool) -> Any:
-    """A fresh quick forecaster that has ``update`` (the backtest's UpdatableForecaster)."""
+def updatable(name: str, calibrated: bool) -> UpdatableForecaster:
+    """A fresh quick forecaster that has ``update``."""
     model = make_forecaster(name, seed=3, quick=True, calibrated=calibrated)
     assert callable(getattr(model, "update", None))
-    return model
+    return cast(UpdatableForecaster, model)
 
 
 @pytest.mark.parametrize("series", sorted(SERIES))
