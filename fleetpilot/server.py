@@ -6,6 +6,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
@@ -22,11 +23,12 @@ from collector.ingest import SampleWriter
 from collector.registry import node_statuses, read_latest
 from collector.telemetry import IngestTelemetry
 from fleetpilot.settings import ActuatorKind, ServerSettings
+from isolation.desired import tenants_desired
 from migrations import runner
 from predictor.store import ForecastStore
 from predictor.telemetry import ForecastTelemetry
 from web.app import create_app
-from web.services import AppServices
+from web.services import AppServices, DesiredStateSource
 from web.tokens import Role, TokenStore
 
 log = logging.getLogger(__name__)
@@ -62,10 +64,23 @@ def build_services(settings: ServerSettings, engine: Engine | None = None) -> Ap
         actuator=actuator,
         autoscaler_telemetry=AutoscalerTelemetry(registry),
     )
-    if isinstance(actuator, LocalActuator):
-        services.desired_state = actuator.desired_for_node
+    services.desired_state = desired_state_source(engine, actuator)
     registry.register(FleetCollector(lambda: fleet_snapshot(services)))
     return services
+
+
+def desired_state_source(engine: Engine, actuator: Actuator) -> DesiredStateSource:
+    """What a node is told in its ingest answer: its share of each managed pool (local actuator only) and the
+    tenants' admission quotas; None while the control plane has nothing for it."""
+
+    def desired(node_id: str) -> dict[str, Any] | None:
+        parts: dict[str, Any] = {}
+        if isinstance(actuator, LocalActuator):
+            parts.update(actuator.desired_for_node(node_id) or {})
+        parts.update(tenants_desired(engine) or {})
+        return parts or None
+
+    return desired
 
 
 def fleet_snapshot(services: AppServices) -> FleetSnapshot:

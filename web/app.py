@@ -8,7 +8,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from fastapi import FastAPI
 
 from web.errors import install_error_handlers
-from web.routes import capacity, forecasts, health, ingest, metrics, nodes, pools, scaling, series, tokens
+from web.routes import capacity, forecasts, health, ingest, metrics, nodes, pools, scaling, series, tenants, tokens
 from web.services import AppServices
 
 API_PREFIX = "/api/v1"
@@ -39,6 +39,7 @@ def create_app(services: AppServices, *, lifespan: Lifespan = _no_background) ->
         forecasts.router,
         capacity.router,
         scaling.router,
+        tenants.router,
     ):
         app.include_router(router, prefix=API_PREFIX)
     app.include_router(health.router)

@@ -1,0 +1,1 @@
+"""Tenant isolation: tenants, their SLO classes and per-pool quotas, checked so that what is promised can hold."""
