@@ -53,6 +53,9 @@ class ControllerSettings:
     forecast_stale_after_seconds: float = 180.0
     lease_seconds: float = 15.0
     cpu_replicas_per_node: int = 4
+    # A new leader watches this long before acting: agents that were pushing to another server (or have just
+    # started) must be seen first, or the first placement would put every replica on the first node to report.
+    settle_seconds: float = 0.0
 
 
 class AutoscalerTelemetry:
@@ -100,6 +103,7 @@ class Controller:
         self.lease = Lease(engine, LEASE_NAME, holder, settings.lease_seconds)
         self._recent: dict[str, list[tuple[int, float]]] = defaultdict(list)  # pool → (recommendation, ts)
         self._last_failure: dict[str, str] = {}
+        self._leading_since: float | None = None
 
     def run(self, now: float) -> dict[str, Decision]:
         """One tick; the decisions by pool (empty when another server leads)."""
@@ -107,6 +111,13 @@ class Controller:
         if self.telemetry is not None:
             self.telemetry.leader.set(1 if leading else 0)
         if not leading:
+            self._leading_since = None
+            return {}
+        if self._leading_since is None:
+            self._leading_since = now
+            if self.settings.settle_seconds > 0:
+                log.info("autoscaler: leading; watching the fleet %.0f s before acting", self.settings.settle_seconds)
+        if now - self._leading_since < self.settings.settle_seconds:
             return {}
         with self.engine.connect() as conn:
             fleet = read_fleet(

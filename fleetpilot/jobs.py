@@ -76,6 +76,7 @@ def start_jobs(services: AppServices) -> Jobs:
             forecast_stale_after_seconds=3 * settings.forecast_interval_seconds,
             lease_seconds=settings.leader_lease_seconds,
             cpu_replicas_per_node=settings.cpu_replicas_per_node,
+            settle_seconds=max(10.0, 3 * settings.node_down_after_seconds),
         ),
         services.actuator,
         holder=f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",

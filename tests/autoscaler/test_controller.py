@@ -224,3 +224,14 @@ def test_placement_rejects_a_negative_total(replicas: int) -> None:
 
     with pytest.raises(ValueError, match="total"):
         place(replicas, [])
+
+
+def test_a_new_leader_watches_the_fleet_before_acting(engine: Engine, clock: FakeClock) -> None:
+    chat(engine, clock)
+    report(engine, clock, "node-a", "chat", demand=140.0, ready=2)
+    actuator = RecordingActuator()
+    loop = Controller(engine, ControllerSettings(settle_seconds=10.0), actuator, holder="server-a")
+    assert loop.run(clock()) == {} and actuator.applied == []
+    clock.advance(10)
+    report(engine, clock, "node-a", "chat", demand=140.0, ready=2)
+    assert loop.run(clock())["chat"].replicas > 2 and actuator.applied
