@@ -11,6 +11,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from sqlalchemy import Connection, func, select
@@ -82,6 +83,23 @@ def pool_demand(conn: Connection, pool: str, metric: str, window: Window) -> His
     return _grid(window, ((float(b), float(v)) for b, v in conn.execute(query)))
 
 
+def _max_per_minute(conn: Connection, window: Window, metric: str, scope: str) -> dict[tuple[Any, Any], History]:
+    """Per (node, ``scope`` column: device or pool), the metric's per-minute max on the window's grid; series
+    without that scope (``device = -1`` / ``pool = ''``) are left out."""
+    column = rollups_1m.c[rollup_column(metric, "max")]
+    scope_column = rollups_1m.c[scope]
+    points: dict[tuple[Any, Any], list[tuple[float, float]]] = defaultdict(list)
+    query = select(rollups_1m.c.node_id, scope_column, rollups_1m.c.bucket, column).where(
+        scope_column != (NO_DEVICE if scope == "device" else NO_POOL),
+        rollups_1m.c.bucket >= window.start,
+        rollups_1m.c.bucket < window.end,
+        column.is_not(None),
+    )
+    for node_id, key, bucket, value in conn.execute(query):
+        points[(node_id, key)].append((float(bucket), float(value)))
+    return {key: _grid(window, pts) for key, pts in points.items()}
+
+
 def device_memory(conn: Connection, window: Window) -> dict[tuple[str, int], tuple[History, float]]:
     """Per (node, GPU) with a known total: used memory per minute (max of the minute) and the total, bytes."""
     totals: dict[tuple[str, int], float] = {
@@ -91,33 +109,13 @@ def device_memory(conn: Connection, window: Window) -> dict[tuple[str, int], tup
         )
         if total
     }
-    column = rollups_1m.c[rollup_column("gpu_memory_used_bytes", "max")]
-    points: dict[tuple[str, int], list[tuple[float, float]]] = defaultdict(list)
-    query = select(rollups_1m.c.node_id, rollups_1m.c.device, rollups_1m.c.bucket, column).where(
-        rollups_1m.c.device != NO_DEVICE,
-        rollups_1m.c.bucket >= window.start,
-        rollups_1m.c.bucket < window.end,
-        column.is_not(None),
-    )
-    for node_id, device, bucket, value in conn.execute(query):
-        if (node_id, device) in totals:
-            points[(node_id, device)].append((float(bucket), float(value)))
-    return {key: (_grid(window, pts), totals[key]) for key, pts in points.items()}
+    used = _max_per_minute(conn, window, "gpu_memory_used_bytes", "device")
+    return {key: (history, totals[key]) for key, history in used.items() if key in totals}
 
 
 def replica_kv_cache(conn: Connection, window: Window) -> dict[tuple[str, str], History]:
     """Per (node, pool): KV-cache use per minute (max of the minute), 0..1."""
-    column = rollups_1m.c[rollup_column("kv_cache_utilization_ratio", "max")]
-    points: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
-    query = select(rollups_1m.c.node_id, rollups_1m.c.pool, rollups_1m.c.bucket, column).where(
-        rollups_1m.c.pool != NO_POOL,
-        rollups_1m.c.bucket >= window.start,
-        rollups_1m.c.bucket < window.end,
-        column.is_not(None),
-    )
-    for node_id, pool, bucket, value in conn.execute(query):
-        points[(node_id, pool)].append((float(bucket), float(value)))
-    return {key: _grid(window, pts) for key, pts in points.items()}
+    return _max_per_minute(conn, window, "kv_cache_utilization_ratio", "pool")
 
 
 def replica_observations(

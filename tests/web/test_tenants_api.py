@@ -165,7 +165,7 @@ def test_deleting_a_tenant_deletes_its_quotas(client: TestClient, auth: Auth, en
 
 def test_the_ingest_answer_tells_agents_the_tenants_quotas(client: TestClient, auth: Auth) -> None:
     def push(seq: int) -> Any:
-        sample = {"seq": seq, "ts": 1_764_424_800.0, "device": None, "pool": "chat", "metrics": {}}
+        sample: dict[str, Any] = {"seq": seq, "ts": 1_764_424_800.0, "device": None, "pool": "chat", "metrics": {}}
         answer = client.post(
             "/api/v1/ingest", json={"node_id": "node-a", "samples": [sample]}, headers=auth("agent", "node-a")
         )
