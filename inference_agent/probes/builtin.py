@@ -9,6 +9,10 @@ figures then cover the replicas that did.
 A replica counts toward a rate from its second read on (same ``instance``): a replica new since the previous read
 (just warm, its counters holding the warm-up) or restarted between reads (a new instance, counters reset) gives no
 delta yet, so neither warm-up tokens nor a counter reset ever distort a rate.
+
+Per tenant (the replicas' ``tenants`` in ``/stats``), the same figures go in the extra ``tenants``:
+``{NAME: {"requests_per_second", "tokens_per_second", "latency_p99_seconds", "kv_blocks"}}``, each left out where
+nothing measured it (no comparable previous read, no finished request in the window, a classify pool).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ class _Counts:
     instance: str
     arrived: int
     generated_tokens: int
+    tenants: Mapping[str, tuple[int, int]]  # tenant → (arrived, generated tokens)
 
 
 @dataclass(frozen=True)
@@ -72,11 +77,15 @@ class BuiltinEngineProbe:
         counts = {rid: _counts(s) for rid, s in stats.items()}
         metrics = _gauges(routes.kind, stats.values(), self._queued(pool))
         previous = self._previous.get(pool)
-        if previous is not None and now > previous.at:
-            metrics.update(_rates(routes.kind, previous, counts, now))
+        comparable = previous if previous is not None and now > previous.at else None
+        if comparable is not None:
+            metrics.update(_rates(routes.kind, comparable, counts, now))
         self._previous[pool] = _PoolRead(now, counts)
         extra: dict[str, Any] = {"replicas_ready": len(routes.ready), "replicas_starting": routes.starting}
         extra.update(_extras(stats.values()))
+        tenants = _tenant_extras(routes.kind, stats.values(), comparable, counts, now)
+        if tenants:
+            extra["tenants"] = tenants
         return Reading(metrics, pool=pool, extra=extra, error="; ".join(errors) or None)
 
     def close(self) -> None:
@@ -85,7 +94,12 @@ class BuiltinEngineProbe:
 
 def _counts(stats: Mapping[str, Any]) -> _Counts:
     engine = stats.get("engine") or {}
-    return _Counts(str(stats["instance"]), int(stats["requests"]["arrived"]), int(engine.get("generated_tokens", 0)))
+    tenants = {
+        name: (int(t["arrived"]), int(t.get("generated_tokens", 0))) for name, t in (stats.get("tenants") or {}).items()
+    }
+    return _Counts(
+        str(stats["instance"]), int(stats["requests"]["arrived"]), int(engine.get("generated_tokens", 0)), tenants
+    )
 
 
 def _gauges(kind: str, stats: Any, queued: int) -> dict[str, float]:
@@ -131,3 +145,45 @@ def _extras(stats: Any) -> dict[str, float]:
     if paged:  # the worst replica's share of allocated KV slots left empty; absent for engines without a KV cache
         extras["kv_fragmentation_ratio"] = max(float(e["kv_fragmentation_ratio"]) for e in paged)
     return extras
+
+
+def _tenant_extras(
+    kind: str, stats: Any, previous: _PoolRead | None, counts: Mapping[str, _Counts], now: float
+) -> dict[str, dict[str, float]]:
+    """Each tenant's rates (deltas over replicas comparable with the previous read), p99 and KV blocks in use."""
+    by_replica = [s.get("tenants") or {} for s in stats]
+    out: dict[str, dict[str, float]] = {}
+    for name in sorted({name for tenants in by_replica for name in tenants}):
+        mine = [tenants[name] for tenants in by_replica if name in tenants]
+        figures = _tenant_rates(kind, name, previous, counts, now) if previous is not None else {}
+        latencies = [x for t in mine for x in t.get("latency_samples_seconds", [])]
+        if latencies:
+            figures["latency_p99_seconds"] = percentile(latencies, 99.0)
+        blocks = [float(t["kv_blocks"]) for t in mine if "kv_blocks" in t]
+        if kind == "text" and blocks:
+            figures["kv_blocks"] = sum(blocks)
+        if figures:
+            out[name] = figures
+    return out
+
+
+def _tenant_rates(
+    kind: str, tenant: str, previous: _PoolRead, counts: Mapping[str, _Counts], now: float
+) -> dict[str, float]:
+    """A tenant's per-second increases; a tenant new on a replica seen before started from 0 there."""
+    arrived = tokens = compared = 0
+    for rid, current in counts.items():
+        before = previous.counts.get(rid)
+        if before is None or before.instance != current.instance or tenant not in current.tenants:
+            continue
+        then = before.tenants.get(tenant, (0, 0))
+        arrived += current.tenants[tenant][0] - then[0]
+        tokens += current.tenants[tenant][1] - then[1]
+        compared += 1
+    if not compared:
+        return {}
+    elapsed = now - previous.at
+    rates = {"requests_per_second": max(0, arrived) / elapsed}
+    if kind == "text":
+        rates["tokens_per_second"] = max(0, tokens) / elapsed
+    return rates

@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from inference_agent.engine.api import ImageClassifier, TextEngine
+from inference_agent.isolation.tenant_usage import TenantUsage
 from inference_agent.serving.ledger import RequestLedger
 
 
@@ -34,13 +35,14 @@ class ReplicaApp:
         self.pool = pool
         self.kind = kind
         self.ledger = ledger or RequestLedger()
+        self.usage = TenantUsage()
         self.instance = uuid.uuid4().hex
         self.started_at = time.time()
         self.state = ReplicaState.WARMING
         self.text_engine: TextEngine | None = None
         self.classifier: ImageClassifier | None = None
         self._lock = threading.Lock()
-        self._active: set[str] = set()
+        self._active: dict[str, str] = {}  # request id → tenant
 
     def ready(self, *, text_engine: TextEngine | None = None, classifier: ImageClassifier | None = None) -> None:
         with self._lock:
@@ -49,19 +51,22 @@ class ReplicaApp:
             if self.state is ReplicaState.WARMING:
                 self.state = ReplicaState.READY
 
-    def admit(self, request_id: str) -> None:
+    def admit(self, request_id: str, tenant: str) -> None:
         """Count the request in, atomically with the state check, so that a drain never misses it."""
         with self._lock:
             if self.state is not ReplicaState.READY:
                 self.ledger.reject()
                 raise Refused(self.state.value)
             self.ledger.arrive()
-            self._active.add(request_id)
+            self.usage.arrive(tenant)
+            self._active[request_id] = tenant
 
     def done(self, request_id: str, latency_s: float, *, ok: bool) -> None:
         with self._lock:
-            self._active.discard(request_id)
+            tenant = self._active.pop(request_id, None)
         self.ledger.finish(latency_s, ok=ok)
+        if tenant is not None:
+            self.usage.finish(tenant, request_id, latency_s, ok=ok)
 
     def drain(self) -> None:
         with self._lock:
@@ -78,6 +83,9 @@ class ReplicaApp:
     def stats(self) -> dict[str, Any]:
         engine = self.text_engine or self.classifier
         engine_stats = engine.stats() if engine is not None else None
+        kv_blocks_used = (
+            engine_stats.kv_blocks_used if engine_stats is not None and engine_stats.kv_blocks_total else None
+        )
         return {
             "instance": self.instance,
             "pool": self.pool,
@@ -88,4 +96,5 @@ class ReplicaApp:
             if engine_stats is None
             else {**dataclasses.asdict(engine_stats), "kv_utilization_ratio": engine_stats.kv_utilization_ratio},
             **self.ledger.snapshot(),
+            "tenants": self.usage.snapshot(kv_blocks_used),
         }

@@ -74,10 +74,11 @@ def handler_for(app: ReplicaApp) -> type[JsonHandler]:
                 return
             started = time.monotonic() - _queued_s(self.headers.get(QUEUED_HEADER))
             request_id = f"cmpl-{uuid.uuid4().hex[:24]}" if wanted == "text" else f"cls-{uuid.uuid4().hex[:24]}"
+            tenant = self.headers.get("X-Tenant") or "default"
             try:
                 body = parse_json(raw)
                 parsed = parse_completion(body) if wanted == "text" else parse_classify(body)
-                app.admit(request_id)
+                app.admit(request_id, tenant)
             except BadRequest as exc:
                 self.answer_json(422, exc.body())
                 return
@@ -86,7 +87,7 @@ def handler_for(app: ReplicaApp) -> type[JsonHandler]:
                 return
             ok = False
             try:
-                ok = self._serve(request_id, parsed)
+                ok = self._serve(request_id, tenant, parsed)
             except BadRequest as exc:  # the engine refused it (longer than its context or KV pool)
                 self.answer_json(422, exc.body())
             except Exception:
@@ -95,7 +96,7 @@ def handler_for(app: ReplicaApp) -> type[JsonHandler]:
             finally:
                 app.done(request_id, time.monotonic() - started, ok=ok)
 
-        def _serve(self, request_id: str, parsed: object) -> bool:
+        def _serve(self, request_id: str, tenant: str, parsed: object) -> bool:
             from inference_agent.serving.schema import ClassifyBody, CompletionBody
 
             if isinstance(parsed, ClassifyBody):
@@ -110,12 +111,13 @@ def handler_for(app: ReplicaApp) -> type[JsonHandler]:
                 parsed.prompt,
                 parsed.max_tokens,
                 _priority(self.headers.get(PRIORITY_HEADER)),
-                self.headers.get("X-Tenant") or "default",
+                tenant,
             )
             try:
                 events = app.text_engine.submit(request)
             except ValueError as exc:
                 raise BadRequest("prompt" if str(exc).startswith("prompt is") else "max_tokens", str(exc)) from None
+            events = app.usage.meter(tenant, request_id, count_prompt_tokens(request.prompt), events)
             if parsed.stream:
                 return self._stream(request, parsed.model, events)
             result = collect(request, events)
