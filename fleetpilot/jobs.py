@@ -1,4 +1,5 @@
-"""The server's background jobs on one APScheduler: rollups, retention, forecasts and the autoscaler (later: alerts)."""
+"""The server's background jobs on one APScheduler: rollups, retention, forecasts, the autoscaler and the enforcer
+(later: alerts)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from autoscaler.controller import Controller, ControllerSettings
 from collector.retention import RetentionJob
 from collector.rollups import RollupJob
+from isolation.enforcer import Enforcer, EnforcerLoopSettings
+from isolation.noisy import EnforcerSettings
 from predictor.loop import ForecastJob, ForecastSettings
 from web.services import AppServices
 
@@ -68,6 +71,7 @@ def start_jobs(services: AppServices) -> Jobs:
         id="forecasts",
         name="forecasts",
     )
+    holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     controller = Controller(
         services.engine,
         ControllerSettings(
@@ -79,7 +83,7 @@ def start_jobs(services: AppServices) -> Jobs:
             settle_seconds=max(10.0, 3 * settings.node_down_after_seconds),
         ),
         services.actuator,
-        holder=f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
+        holder=holder,
         telemetry=services.autoscaler_telemetry,
     )
     scheduler.add_job(
@@ -89,8 +93,18 @@ def start_jobs(services: AppServices) -> Jobs:
         id="autoscaler",
         name="autoscaler",
     )
+    enforcer = Enforcer(
+        services.engine, enforcer_settings(services), holder=holder, telemetry=services.enforcer_telemetry
+    )
+    scheduler.add_job(
+        lambda: enforcer.run(now=time.time()),
+        "interval",
+        seconds=settings.enforce_interval_seconds,
+        id="enforcer",
+        name="enforcer",
+    )
     scheduler.start()
-    return Jobs(scheduler, [forecasts.close, controller.stop])
+    return Jobs(scheduler, [forecasts.close, controller.stop, enforcer.stop])
 
 
 def forecast_settings(services: AppServices) -> ForecastSettings:
@@ -105,4 +119,18 @@ def forecast_settings(services: AppServices) -> ForecastSettings:
         exhaustion_ratio=s.forecast_exhaustion_ratio,
         node_down_after_seconds=s.node_down_after_seconds,
         model=s.forecast_model,
+    )
+
+
+def enforcer_settings(services: AppServices) -> EnforcerLoopSettings:
+    s = services.settings
+    return EnforcerLoopSettings(
+        interval_seconds=s.enforce_interval_seconds,
+        node_down_after_seconds=s.node_down_after_seconds,
+        lease_seconds=s.leader_lease_seconds,
+        decide=EnforcerSettings(
+            noisy_compute_share=s.enforce_noisy_compute_share,
+            trigger_windows=s.enforce_trigger_windows,
+            calm_windows=s.enforce_calm_windows,
+        ),
     )

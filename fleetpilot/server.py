@@ -23,7 +23,9 @@ from collector.ingest import SampleWriter
 from collector.registry import node_statuses, read_latest
 from collector.telemetry import IngestTelemetry
 from fleetpilot.settings import ActuatorKind, ServerSettings
-from isolation.desired import tenants_desired
+from isolation.desired import TenantsDesired
+from isolation.enforcer import EnforcerTelemetry
+from isolation.events import EnforcementStore
 from migrations import runner
 from predictor.store import ForecastStore
 from predictor.telemetry import ForecastTelemetry
@@ -63,21 +65,34 @@ def build_services(settings: ServerSettings, engine: Engine | None = None) -> Ap
         events=EventStore(engine),
         actuator=actuator,
         autoscaler_telemetry=AutoscalerTelemetry(registry),
+        enforcement=EnforcementStore(engine),
+        enforcer_telemetry=EnforcerTelemetry(registry),
     )
-    services.desired_state = desired_state_source(engine, actuator)
+
+    def now() -> float:
+        """The services' clock as it is at each call (tests set theirs after building)."""
+        return services.clock()
+
+    tenants = TenantsDesired(
+        engine,
+        node_down_after_seconds=settings.node_down_after_seconds,
+        cache_seconds=settings.desired_cache_seconds,
+        clock=now,
+    )
+    services.desired_state = desired_state_source(actuator, tenants)
     registry.register(FleetCollector(lambda: fleet_snapshot(services)))
     return services
 
 
-def desired_state_source(engine: Engine, actuator: Actuator) -> DesiredStateSource:
+def desired_state_source(actuator: Actuator, tenants: DesiredStateSource) -> DesiredStateSource:
     """What a node is told in its ingest answer: its share of each managed pool (local actuator only) and the
-    tenants' admission quotas; None while the control plane has nothing for it."""
+    tenants' admission limits on it; None while the control plane has nothing for it."""
 
     def desired(node_id: str) -> dict[str, Any] | None:
         parts: dict[str, Any] = {}
         if isinstance(actuator, LocalActuator):
             parts.update(actuator.desired_for_node(node_id) or {})
-        parts.update(tenants_desired(engine) or {})
+        parts.update(tenants(node_id) or {})
         return parts or None
 
     return desired

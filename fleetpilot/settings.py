@@ -78,6 +78,15 @@ class ServerSettings(BaseSettings):
     # The leader lease: one controller acts across servers; another takes over this long after it stops.
     leader_lease_seconds: float = Field(15.0, gt=0)
 
+    # Noisy-neighbour enforcement (isolation.enforcer): how often it judges, when a tenant is noisy, how many
+    # consecutive windows throttle or restore it. It holds its own lease of leader_lease_seconds.
+    enforce_interval_seconds: float = Field(10.0, gt=0)
+    enforce_noisy_compute_share: float = Field(0.8, gt=0, lt=1)
+    enforce_trigger_windows: int = Field(3, ge=1)
+    enforce_calm_windows: int = Field(3, ge=1)
+    # How long a server reuses the tenants part of the ingest answer (tenants, per-node shares, throttle levels).
+    desired_cache_seconds: float = Field(1.0, ge=0)
+
     @model_validator(mode="after")
     def _known_forecaster(self) -> ServerSettings:
         from predictor.registry import FORECASTER_NAMES

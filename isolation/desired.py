@@ -1,40 +1,161 @@
-"""The tenants part of what the agents should enforce: each tenant's SLO class and admission limits per pool.
+"""The tenants part of what each agent should enforce: every tenant's SLO class and its admission limits per pool,
+as that node's share of the pool's quota and multiplied by the tenant's throttle level there.
 
 The shape is the one ``inference_agent.serving.admission.QuotaBook.from_desired`` reads::
 
     {"tenants": {"acme": {"slo_class": "latency_critical",
                           "quotas": {"chat": {"rate_rps": 5.0, "burst": 5.0, "max_concurrency": 4}}}}}
 
-A field a quota leaves unset is left out, so the agent keeps its default (64 requests in flight); ``burst`` is one
-second's worth of the rate and at least one request (0.5 rps → 1, 20 rps → 20).
+**Share.** A quota's rate and concurrency are pool-wide; a node is told what its replicas of the pool get from
+:func:`isolation.planning.plan_replica_limits` (ready and starting replicas on the up nodes): 10 rps and 10 in
+flight over 3 replicas, 2 of them on node-a → node-a 6.666 rps and 7, node-b 3.333 rps and 3. A node running none
+of the pool's replicas is told the whole quota (the pool-wide bound still holds for a replica that starts there).
+
+**Throttle.** A tenant throttled on a node's pool (:mod:`isolation.enforcer`) has its rate and concurrency there
+multiplied by its level, never below 1 request in flight; an unset concurrency counts as the agent's default of 64,
+so a throttle bites on a tenant without a quota too (level 0.5 → 32). A throttled tenant the control plane never
+named is told with the agent's default class, ``standard``.
+
+A field a quota leaves unset is otherwise left out (the agent keeps its default); ``burst`` is one second's worth of
+the rate and at least one request (0.5 rps → 1, 20 rps → 20). The answer is computed for every node at once and kept
+for ``cache_seconds``, since every ingest request asks for it.
 """
 
 from __future__ import annotations
 
+import math
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Engine
 
-from isolation.tenants import QuotaSpec, TenantStore
+from collector.registry import pools_on_up_nodes
+from isolation.events import EnforcementStore, ThrottleLevel
+from isolation.planning import NodeResources, ReplicaPlacement, TenantLimits, TenantQuota, plan_replica_limits
+from isolation.tenants import QuotaSpec, Tenant, TenantStore
+
+# The agent's defaults for what it is not told (inference_agent.serving.admission; a test holds them equal).
+AGENT_DEFAULT_MAX_CONCURRENCY = 64
+AGENT_DEFAULT_SLO_CLASS = "standard"
+RATE_FLOOR_RPS = 0.001  # the planner's rounding step: a throttled rate never reaches 0
+
+NodePool = tuple[str, str]
+NodePoolTenant = tuple[str, str, str]
 
 
-def tenants_desired(engine: Engine) -> dict[str, Any] | None:
-    """``{"tenants": {...}}`` for the ingest answer, or None while no tenant exists (the agents keep defaults)."""
-    found = TenantStore(engine).list()
-    if not found:
-        return None
-    return {
-        "tenants": {
-            t.name: {"slo_class": t.slo_class.value, "quotas": {pool: _admission(q) for pool, q in t.quotas.items()}}
-            for t in found
-        }
-    }
+@dataclass(frozen=True)
+class AdmissionLimits:
+    """A tenant's admission limits on one node's pool (None: not limited)."""
+
+    rate_rps: float | None
+    max_concurrency: int | None
 
 
-def _admission(quota: QuotaSpec) -> dict[str, Any]:
-    body: dict[str, Any] = {"rate_rps": quota.rate_rps}
-    if quota.rate_rps is not None:
-        body["burst"] = max(1.0, quota.rate_rps)
-    if quota.max_concurrency is not None:
-        body["max_concurrency"] = quota.max_concurrency
+@dataclass(frozen=True)
+class TenantsAnswer:
+    """Everything the tenants part is made of, read once for all nodes: tenants, shares and standing levels."""
+
+    tenants: Sequence[Tenant]
+    shares: Mapping[NodePoolTenant, AdmissionLimits]  # (node, pool, tenant) → its replicas' limits, summed
+    levels: Sequence[ThrottleLevel]
+
+    def for_node(self, node_id: str) -> dict[str, Any] | None:
+        """``{"tenants": {...}}`` for the node, or None while there is no tenant and no throttle (agent defaults)."""
+        level = {(lv.pool, lv.tenant): lv.level for lv in self.levels if lv.node == node_id}
+        body: dict[str, Any] = {}
+        for t in self.tenants:
+            quotas = {
+                pool: _admission(self.shares.get((node_id, pool, t.name), _whole(q)), level.get((pool, t.name), 1.0))
+                for pool, q in t.quotas.items()
+            }
+            body[t.name] = {"slo_class": t.slo_class.value, "quotas": quotas}
+        for (pool, tenant), lv in sorted(level.items()):
+            entry = body.setdefault(tenant, {"slo_class": AGENT_DEFAULT_SLO_CLASS, "quotas": {}})
+            entry["quotas"].setdefault(pool, _admission(AdmissionLimits(None, None), lv))
+        return {"tenants": body} if body else None
+
+
+def read_answer(engine: Engine, *, now: float, node_down_after_seconds: float) -> TenantsAnswer:
+    with engine.connect() as conn:
+        on_nodes = pools_on_up_nodes(conn, now=now, down_after_seconds=node_down_after_seconds)
+    replicas = {(p.node_id, p.pool): p.ready + p.starting for p in on_nodes if p.ready + p.starting > 0}
+    tenants = TenantStore(engine).list()
+    return TenantsAnswer(tenants, node_shares(tenants, replicas), EnforcementStore(engine).levels())
+
+
+class TenantsDesired:
+    """``desired(node_id)`` for the ingest answer: one :class:`TenantsAnswer` read for all nodes per
+    ``cache_seconds``, so a thousand agents pushing every few seconds cost a few queries a second."""
+
+    def __init__(
+        self, engine: Engine, *, node_down_after_seconds: float, cache_seconds: float, clock: Callable[[], float]
+    ) -> None:
+        self.engine = engine
+        self.node_down_after_seconds = node_down_after_seconds
+        self.cache_seconds = cache_seconds
+        self.clock = clock
+        self._cached: tuple[float, TenantsAnswer] | None = None
+
+    def __call__(self, node_id: str) -> dict[str, Any] | None:
+        now = self.clock()
+        cached = self._cached
+        if cached is None or not 0 <= now - cached[0] < self.cache_seconds:
+            answer = read_answer(self.engine, now=now, node_down_after_seconds=self.node_down_after_seconds)
+            cached = self._cached = (now, answer)
+        return cached[1].for_node(node_id)
+
+
+def node_shares(tenants: Sequence[Tenant], replicas: Mapping[NodePool, int]) -> dict[NodePoolTenant, AdmissionLimits]:
+    """(node, pool, tenant) → the limits of the node's replicas of the pool, summed; ``replicas`` is (node, pool) →
+    replicas there."""
+    quotas = [_planned(t, pool, q) for t in tenants for pool, q in t.quotas.items()]
+    slots: dict[str, list[ReplicaPlacement]] = defaultdict(list)
+    for (node, pool), count in sorted(replicas.items()):
+        slots[node].extend(ReplicaPlacement(f"{node}/{pool}/{i}", pool) for i in range(count))
+    nodes = [NodeResources(node, cpu_cores=1, replicas=tuple(placed)) for node, placed in slots.items()]
+    planned: dict[NodePoolTenant, list[TenantLimits]] = defaultdict(list)
+    for replica in plan_replica_limits(quotas, nodes):
+        for limits in replica.tenants:
+            planned[(replica.node, replica.pool, limits.tenant)].append(limits)
+    return {key: _summed(parts) for key, parts in planned.items()}
+
+
+def _summed(parts: Sequence[TenantLimits]) -> AdmissionLimits:
+    """One node's replicas of a pool together: 3.333 rps and 4 in flight on each of two → 6.666 rps and 8."""
+    first = parts[0]  # a tenant's quota fields are set or unset alike on every replica of its pool
+    rate = None if first.rate_rps is None else round(sum(p.rate_rps or 0.0 for p in parts), 3)
+    concurrency = None if first.max_concurrency is None else sum(p.max_concurrency or 0 for p in parts)
+    return AdmissionLimits(rate, concurrency)
+
+
+def _planned(tenant: Tenant, pool: str, quota: QuotaSpec) -> TenantQuota:
+    return TenantQuota(
+        tenant=tenant.name,
+        slo_class=tenant.slo_class.value,
+        pool=pool,
+        active_thread_percentage=quota.active_thread_percentage,
+        gpu_memory_mib=quota.gpu_memory_mib,
+        max_concurrency=quota.max_concurrency,
+        rate_rps=quota.rate_rps,
+        tokens_per_second=quota.tokens_per_second,
+    )
+
+
+def _whole(quota: QuotaSpec) -> AdmissionLimits:
+    return AdmissionLimits(quota.rate_rps, quota.max_concurrency)
+
+
+def _admission(limits: AdmissionLimits, level: float) -> dict[str, Any]:
+    """The agent's quota body; at level 0.5, 4 rps and 10 in flight → 2 rps (burst 2) and 5."""
+    rate = None if limits.rate_rps is None else max(RATE_FLOOR_RPS, round(limits.rate_rps * level, 3))
+    body: dict[str, Any] = {"rate_rps": rate}
+    if rate is not None:
+        body["burst"] = max(1.0, rate)
+    concurrency = limits.max_concurrency
+    if level < 1.0:
+        concurrency = max(1, math.floor((concurrency or AGENT_DEFAULT_MAX_CONCURRENCY) * level))
+    if concurrency is not None:
+        body["max_concurrency"] = concurrency
     return body

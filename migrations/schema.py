@@ -5,6 +5,7 @@ from autoscaler import lease as _lease  # noqa: F401  (leases)
 from autoscaler import pools as _pools  # noqa: F401  (pools)
 from autoscaler.actuators import local as _local  # noqa: F401  (placements)
 from collector.tables import metadata
+from isolation import events as _enforcement  # noqa: F401  (enforcement_events, throttle_levels)
 from isolation import tenants as _tenants  # noqa: F401  (tenants, tenant_quotas)
 from predictor import store as _forecast_store  # noqa: F401  (forecasts)
 from web import tables as _web_tables  # noqa: F401  (api_tokens)

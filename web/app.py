@@ -8,7 +8,20 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from fastapi import FastAPI
 
 from web.errors import install_error_handlers
-from web.routes import capacity, forecasts, health, ingest, metrics, nodes, pools, scaling, series, tenants, tokens
+from web.routes import (
+    capacity,
+    enforcement,
+    forecasts,
+    health,
+    ingest,
+    metrics,
+    nodes,
+    pools,
+    scaling,
+    series,
+    tenants,
+    tokens,
+)
 from web.services import AppServices
 
 API_PREFIX = "/api/v1"
@@ -40,6 +53,7 @@ def create_app(services: AppServices, *, lifespan: Lifespan = _no_background) ->
         capacity.router,
         scaling.router,
         tenants.router,
+        enforcement.router,
     ):
         app.include_router(router, prefix=API_PREFIX)
     app.include_router(health.router)

@@ -17,6 +17,8 @@ from autoscaler.pools import PoolStore
 from collector.ingest import SampleWriter
 from collector.telemetry import IngestTelemetry
 from fleetpilot.settings import ServerSettings
+from isolation.enforcer import EnforcerTelemetry
+from isolation.events import EnforcementStore
 from predictor.store import ForecastStore
 from predictor.telemetry import ForecastTelemetry
 from web.tokens import TokenStore
@@ -43,5 +45,7 @@ class AppServices:
     events: EventStore
     actuator: Actuator
     autoscaler_telemetry: AutoscalerTelemetry
+    enforcement: EnforcementStore
+    enforcer_telemetry: EnforcerTelemetry
     desired_state: DesiredStateSource = _nothing_desired
     clock: Callable[[], float] = field(default=time.time)

@@ -1,20 +1,42 @@
-"""The tenants part of the desired state is read by the agent's admission control as the quotas that were stored."""
+"""The tenants part of the desired state is read by the agent's admission control: the stored quotas, each node's
+share of them over the pool's replicas, and throttled tenants' limits multiplied by their level."""
 
 from __future__ import annotations
 
-from sqlalchemy import Engine
+from typing import Any
 
+from sqlalchemy import Engine, insert
+
+from collector.tables import NO_DEVICE, nodes, series_latest
 from inference_agent.engine.api import Priority
 from inference_agent.serving.admission import DEFAULT_MAX_CONCURRENCY, Quota, QuotaBook
-from isolation.desired import tenants_desired
-from isolation.tenants import QuotaSpec, SloClass, TenantStore
+from isolation.desired import AGENT_DEFAULT_MAX_CONCURRENCY, TenantsAnswer, TenantsDesired, node_shares
+from isolation.events import ThrottleLevel
+from isolation.tenants import QuotaSpec, SloClass, Tenant, TenantStore
+from tests.support.clock import FakeClock
 
 
-def test_nothing_is_desired_while_no_tenant_exists(engine: Engine) -> None:
-    assert tenants_desired(engine) is None
+def _desired(engine: Engine, clock: FakeClock, cache_seconds: float = 0.0) -> TenantsDesired:
+    return TenantsDesired(engine, node_down_after_seconds=3.0, cache_seconds=cache_seconds, clock=clock)
 
 
-def test_the_agents_quota_book_reads_what_was_stored(engine: Engine) -> None:
+def _tenant(name: str, slo_class: SloClass, **quotas: QuotaSpec) -> Tenant:
+    return Tenant(name, slo_class, 1, 0.0, 0.0, quotas)
+
+
+def _answer(tenants: list[Tenant], replicas: dict[tuple[str, str], int], *levels: ThrottleLevel) -> TenantsAnswer:
+    return TenantsAnswer(tenants, node_shares(tenants, replicas), levels)
+
+
+def test_the_agents_default_concurrency_is_the_one_a_throttle_starts_from() -> None:
+    assert AGENT_DEFAULT_MAX_CONCURRENCY == DEFAULT_MAX_CONCURRENCY
+
+
+def test_nothing_is_desired_while_no_tenant_exists(engine: Engine, clock: FakeClock) -> None:
+    assert _desired(engine, clock)("node-a") is None
+
+
+def test_the_agents_quota_book_reads_what_was_stored(engine: Engine, clock: FakeClock) -> None:
     store = TenantStore(engine)
     store.create(
         "acme",
@@ -24,7 +46,7 @@ def test_the_agents_quota_book_reads_what_was_stored(engine: Engine) -> None:
     )
     store.create("globex", SloClass.BATCH, {"chat": QuotaSpec(active_thread_percentage=30)}, now=1.0)
     store.create("initech", SloClass.STANDARD, {}, now=1.0)
-    desired = tenants_desired(engine)
+    desired = _desired(engine, clock)("node-a")  # no node up: nothing to divide over, the whole quotas
     assert desired is not None
     assert desired["tenants"]["acme"] == {
         "slo_class": "latency_critical",
@@ -40,3 +62,56 @@ def test_the_agents_quota_book_reads_what_was_stored(engine: Engine) -> None:
     assert acme.quota("embed") == Quota(rate_rps=20.0, burst=20.0, max_concurrency=DEFAULT_MAX_CONCURRENCY)
     assert book.policy("globex").quota("chat") == Quota()  # only GPU limits: admission keeps its defaults
     assert book.policy("initech").slo_class.value == "standard" and book.policy("initech").quotas == {}
+
+
+def test_each_node_is_told_its_replicas_share_of_the_pool_quota() -> None:
+    acme = _tenant("acme", SloClass.STANDARD, chat=QuotaSpec(rate_rps=10.0, max_concurrency=10))
+    answer = _answer([acme], {("node-a", "chat"): 2, ("node-b", "chat"): 1})
+    c = QuotaBook.from_desired(answer.for_node("node-c") or {}).policy("acme").quota("chat")
+    assert c == Quota(rate_rps=10.0, burst=10.0, max_concurrency=10)  # no replica there: the whole quota
+    a = QuotaBook.from_desired(answer.for_node("node-a") or {}).policy("acme").quota("chat")
+    b = QuotaBook.from_desired(answer.for_node("node-b") or {}).policy("acme").quota("chat")
+    assert (a.rate_rps, a.max_concurrency) == (6.666, 7)  # 3.333 + 3.333; 4 + 3 of 10 split 4, 3, 3
+    assert (b.rate_rps, b.max_concurrency) == (3.333, 3)
+
+
+def test_a_throttled_tenant_gets_its_limits_times_its_level_on_that_node_only() -> None:
+    batch = _tenant("batch", SloClass.BATCH, chat=QuotaSpec(rate_rps=8.0, max_concurrency=1), embed=QuotaSpec())
+    replicas = {("node-a", "chat"): 1, ("node-b", "chat"): 1, ("node-a", "embed"): 1}
+    levels = (
+        ThrottleLevel("node-a", "chat", "batch", 0.5, 1.0),
+        ThrottleLevel("node-a", "embed", "batch", 0.25, 1.0),
+        ThrottleLevel("node-a", "chat", "stranger", 0.5, 1.0),
+    )
+    answer = _answer([batch], replicas, *levels)
+    tenants = (answer.for_node("node-a") or {})["tenants"]
+    assert tenants["batch"]["quotas"] == {
+        "chat": {"rate_rps": 2.0, "burst": 2.0, "max_concurrency": 1},  # 8 / 2 replicas × ½; never below 1
+        "embed": {"rate_rps": None, "max_concurrency": 16},  # unlimited: the agent's 64 × ¼
+    }
+    assert tenants["stranger"] == {
+        "slo_class": "standard",
+        "quotas": {"chat": {"rate_rps": None, "max_concurrency": 32}},
+    }
+    QuotaBook.from_desired(answer.for_node("node-a") or {})  # the agent reads it
+    other = (answer.for_node("node-b") or {})["tenants"]
+    assert other["batch"]["quotas"]["chat"] == {"rate_rps": 4.0, "burst": 4.0, "max_concurrency": 1}
+    assert "stranger" not in other
+
+
+def _report(engine: Engine, clock: FakeClock, node: str, pool: str, ready: int) -> None:
+    extra: dict[str, Any] = {"replicas_ready": ready, "replicas_starting": 0}
+    with engine.begin() as conn:
+        conn.execute(insert(nodes).values(id=node, first_seen=clock() - 60, last_seen=clock()))
+        conn.execute(insert(series_latest).values(node_id=node, device=NO_DEVICE, pool=pool, ts=clock(), extra=extra))
+
+
+def test_the_answer_is_read_once_per_cache_period_for_every_node(engine: Engine, clock: FakeClock) -> None:
+    TenantStore(engine).create("acme", SloClass.STANDARD, {"chat": QuotaSpec(rate_rps=10.0)}, now=clock())
+    desired = _desired(engine, clock, cache_seconds=1.0)
+    assert (desired("node-a") or {})["tenants"]["acme"]["quotas"]["chat"]["rate_rps"] == 10.0
+    _report(engine, clock, "node-a", "chat", ready=1)
+    _report(engine, clock, "node-b", "chat", ready=1)
+    assert (desired("node-a") or {})["tenants"]["acme"]["quotas"]["chat"]["rate_rps"] == 10.0  # still cached
+    clock.advance(1.0)
+    assert (desired("node-a") or {})["tenants"]["acme"]["quotas"]["chat"]["rate_rps"] == 5.0  # one of two replicas
