@@ -1,0 +1,378 @@
+"""Isolation benchmark (CONTRACT section 12): ``python -m bench.isolation [--quick]``.
+
+A real ``fleetpilot server`` (SQLite) and one real agent running the built-in workload with two pools on this node:
+``vision`` (classify, one replica) and ``chat`` (text, one replica); the supervisor gives each replica its CPU share
+(``placement.py``: on 2 cores, one core each, with or without tenant quotas). Three conditions, measured over loopback:
+
+1. ``alone``: the tenant ``fast`` sends one-image ``POST /v1/classify`` at a steady open-loop rate.
+2. ``unisolated``: the same, while the tenant ``noisy`` floods ``POST /v1/completions`` (long streamed generations,
+   many clients in closed loop); both tenants are ``standard`` without quotas (unlimited).
+3. ``isolated``: the same flood after the tenants API made ``fast`` latency_critical and ``noisy`` batch with a rate
+   and concurrency quota on ``chat``; the agent takes them from its next ingest answer (it pushes once a second).
+
+The conditions alternate in rounds, each round starting one condition later, and each condition pools its rounds'
+latencies, so that a drift in what else runs on the machine weighs on all three alike. Latency is measured from each
+request's scheduled send time (open loop: a slow answer does not delay the next request), so queueing counts. The
+noisy tenant's tokens/s counts streamed tokens received inside the windows; a 429 makes its client wait
+``Retry-After``, as a well-behaved client does. Progress goes to stderr; the last stdout line is JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from multiprocessing.synchronize import Event
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from collector.aggregate import percentile
+from fleetpilot.launch import AgentProcess, ServerProcess, free_port
+
+NODE_ID = "bench-isolation"
+POOLS = "chat=text:1,vision=classify:1"
+FAST, NOISY = "fast", "noisy"
+IMAGE = [[[0.5] * 64 for _ in range(64)] for _ in range(3)]  # one 3×64×64 input: the smallest classify request
+NOISY_PROMPT = "Tell me a long story about a fleet of GPUs. " * 4
+TARGET_INFLATION_ISOLATED = 0.10
+TARGET_INFLATION_UNISOLATED = 0.50
+REPLICAS_READY_TIMEOUT_S = 120.0
+AGENT_APPLY_S = 2.5  # the agent pushes once a second and takes the tenants from the ingest answer
+
+
+def progress(message: str) -> None:
+    print(f"[bench.isolation] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    rounds: int
+    window_s: float  # each condition's measured window in each round
+    ramp_s: float  # the flood runs this long before a window opens, so the text replica is saturated
+    fast_rps: float
+    noisy_clients: int
+    noisy_max_tokens: int
+    noisy_rate_rps: float  # the isolated phase's quota for noisy on chat
+    noisy_max_concurrency: int
+
+
+FULL = BenchConfig(
+    rounds=6, window_s=10.0, ramp_s=2.0, fast_rps=20.0, noisy_clients=24, noisy_max_tokens=512,
+    noisy_rate_rps=1.0, noisy_max_concurrency=4,
+)  # fmt: skip
+QUICK = BenchConfig(
+    rounds=1, window_s=7.0, ramp_s=2.0, fast_rps=20.0, noisy_clients=24, noisy_max_tokens=512,
+    noisy_rate_rps=1.0, noisy_max_concurrency=4,
+)  # fmt: skip
+
+
+@dataclass
+class FastResult:
+    latencies_s: list[float] = field(default_factory=list)
+    failures: Counter[str] = field(default_factory=Counter)  # by status code or exception name
+
+
+def fast_load(client: httpx.Client, serve_url: str, rate_rps: float, window_s: float) -> FastResult:
+    """Send classify requests at ``rate_rps`` for ``window_s``, each on its own worker at its scheduled time."""
+    result = FastResult()
+    lock = threading.Lock()
+    body = json.dumps({"model": "vision", "inputs": [IMAGE]}).encode()
+    headers = {"X-Tenant": FAST, "Content-Type": "application/json"}
+
+    def one(scheduled: float) -> None:
+        try:
+            status = client.post(f"{serve_url}/v1/classify", content=body, headers=headers).status_code
+            outcome = "ok" if status == 200 else str(status)
+        except httpx.HTTPError as exc:
+            outcome = type(exc).__name__
+        done = time.perf_counter()
+        with lock:
+            if outcome == "ok":
+                result.latencies_s.append(done - scheduled)
+            else:
+                result.failures[outcome] += 1
+
+    count = int(rate_rps * window_s)
+    start = time.perf_counter() + 0.05
+    with ThreadPoolExecutor(max_workers=32, thread_name_prefix="fast") as pool:
+        for index in range(count):
+            scheduled = start + index / rate_rps
+            time.sleep(max(0.0, scheduled - time.perf_counter()))
+            pool.submit(one, scheduled)
+    return result
+
+
+class NoisyCounters:
+    """Counts shared with the flood's process: tokens received, requests admitted, requests refused (429, other)."""
+
+    FIELDS = ("tokens", "admitted", "refused_429", "refused_other")
+
+    def __init__(self) -> None:
+        self._values = multiprocessing.get_context("fork").Array("q", len(self.FIELDS))
+
+    def add(self, name: str) -> None:
+        with self._values.get_lock():
+            self._values[self.FIELDS.index(name)] += 1
+
+    def read(self) -> dict[str, int]:
+        with self._values.get_lock():
+            return dict(zip(self.FIELDS, self._values[:], strict=True))
+
+
+def noisy_client(client: httpx.Client, serve_url: str, max_tokens: int, stop: Event, n: NoisyCounters) -> None:
+    """Closed loop: one streamed long generation after another until ``stop``; counts every token as it arrives."""
+    body = {"model": "chat", "prompt": NOISY_PROMPT, "max_tokens": max_tokens, "stream": True}
+    while not stop.is_set():
+        try:
+            with client.stream("POST", f"{serve_url}/v1/completions", json=body, headers={"X-Tenant": NOISY}) as r:
+                if r.status_code != 200:
+                    r.read()
+                    n.add("refused_429" if r.status_code == 429 else "refused_other")
+                    stop.wait(float(r.headers.get("retry-after", "1")))
+                    continue
+                n.add("admitted")
+                for line in r.iter_lines():
+                    if stop.is_set():
+                        break  # leaving the block closes the stream, which aborts the generation
+                    if line.startswith("data: {"):
+                        n.add("tokens")
+        except httpx.HTTPError:
+            n.add("refused_other")
+            stop.wait(0.5)
+
+
+def flood_process(serve_url: str, config: BenchConfig, stop: Event, counters: NoisyCounters) -> None:
+    """The noisy tenant's clients, in their own process so that parsing their streams does not hold this process's
+    GIL while it times the fast tenant."""
+    client = httpx.Client(timeout=httpx.Timeout(120.0, connect=2.0), limits=httpx.Limits(max_connections=256))
+    threads = [
+        threading.Thread(target=noisy_client, args=(client, serve_url, config.noisy_max_tokens, stop, counters))
+        for _ in range(config.noisy_clients)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    client.close()
+
+
+@contextmanager
+def noisy_flood(serve_url: str, config: BenchConfig) -> Iterator[NoisyCounters]:
+    """``config.noisy_clients`` closed-loop clients of the noisy tenant, stopped (their streams closed) on exit."""
+    context = multiprocessing.get_context("fork")
+    counters, stop = NoisyCounters(), context.Event()
+    process = context.Process(target=flood_process, args=(serve_url, config, stop, counters), name="noisy-flood")
+    process.start()
+    try:
+        yield counters
+    finally:
+        stop.set()
+        process.join(timeout=30)
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+
+@dataclass
+class Window:
+    """What one condition gathered over its rounds."""
+
+    fast: FastResult = field(default_factory=FastResult)
+    seconds: float = 0.0  # flooded seconds, for the noisy tenant's tokens/s
+    noisy: Counter[str] = field(default_factory=Counter)  # NoisyCounters.FIELDS received inside the windows
+
+
+def measure(window: Window, serve_url: str, config: BenchConfig, *, flood: bool) -> None:
+    """One round of a condition: optionally start the flood and let it ramp, then the fast tenant's window."""
+    client = httpx.Client(timeout=httpx.Timeout(30.0, connect=2.0), limits=httpx.Limits(max_connections=64))
+    before: dict[str, int] = {}
+    after: dict[str, int] = {}
+    try:
+        if not flood:
+            fast = fast_load(client, serve_url, config.fast_rps, config.window_s)
+        else:
+            with noisy_flood(serve_url, config) as counters:
+                time.sleep(config.ramp_s)
+                before, started = counters.read(), time.perf_counter()
+                fast = fast_load(client, serve_url, config.fast_rps, config.window_s)
+                after = counters.read()
+                window.seconds += time.perf_counter() - started
+    finally:
+        client.close()
+    window.fast.latencies_s += fast.latencies_s
+    window.fast.failures += fast.failures
+    window.noisy += Counter({key: after[key] - before[key] for key in after})
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A condition's figures: the fast tenant's latency, and the noisy tenant's throughput and refusals."""
+
+    name: str
+    p99_ms: float
+    p50_ms: float
+    fast_ok: int
+    fast_over_1s: int
+    fast_failures: dict[str, int]
+    noisy_tokens_per_second: float
+    noisy_admitted: int
+    noisy_refused_429: int
+
+    @classmethod
+    def of(cls, name: str, window: Window) -> Phase:
+        if not window.fast.latencies_s:
+            raise RuntimeError(f"{name}: every fast request failed: {dict(window.fast.failures)}")
+        ms = [s * 1000 for s in window.fast.latencies_s]
+        tokens_per_second = window.noisy["tokens"] / window.seconds if window.seconds else 0.0
+        return cls(
+            name, percentile(ms, 99), percentile(ms, 50), len(ms), sum(m >= 1000 for m in ms),
+            dict(window.fast.failures), tokens_per_second, window.noisy["admitted"], window.noisy["refused_429"],
+        )  # fmt: skip
+
+    def describe(self) -> str:
+        return (
+            f"{self.name}: fast p99 {self.p99_ms:.1f} ms, p50 {self.p50_ms:.1f} ms ({self.fast_ok} ok, "
+            f"{self.fast_over_1s} over 1 s, failed {self.fast_failures}); noisy {self.noisy_tokens_per_second:.0f} "
+            f"tokens/s, {self.noisy_admitted} admitted, {self.noisy_refused_429} × 429"
+        )
+
+
+class Tenants:
+    """The two tenants on the server, switched between unisolated and isolated through the REST API, as an operator
+    would."""
+
+    def __init__(self, server: ServerProcess, config: BenchConfig) -> None:
+        self.url = f"{server.url}/api/v1/tenants"
+        self.headers = {"Authorization": f"Bearer {server.admin_token}"}
+        self.quota = {"rate_rps": config.noisy_rate_rps, "max_concurrency": config.noisy_max_concurrency}
+        for name in (FAST, NOISY):
+            self._call("POST", "", {"name": name, "slo_class": "standard"})
+        self.isolated = False
+
+    def isolate(self, on: bool) -> None:
+        if on == self.isolated:
+            return
+        self._call("PATCH", f"/{FAST}", {"slo_class": "latency_critical" if on else "standard"})
+        self._call("PATCH", f"/{NOISY}", {"slo_class": "batch" if on else "standard"})
+        if on:
+            self._call("PUT", f"/{NOISY}/quotas/chat", self.quota)
+        else:
+            self._call("DELETE", f"/{NOISY}/quotas/chat", None)
+        self.isolated = on
+        time.sleep(AGENT_APPLY_S)
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None) -> None:
+        answer = httpx.request(method, f"{self.url}{path}", json=body, headers=self.headers, timeout=10.0)
+        answer.raise_for_status()
+
+
+def wait_for_replicas(agent: AgentProcess) -> None:
+    """Until the agent's serving API says every pool has a warm replica."""
+    deadline = time.monotonic() + REPLICAS_READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        try:
+            pools = httpx.get(f"{agent.serve_url}/healthz", timeout=2.0).json()["pools"]
+            if pools and all(p["ready"] >= 1 for p in pools.values()):
+                return
+        except (httpx.HTTPError, ValueError, KeyError):
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"replicas not warm within {REPLICAS_READY_TIMEOUT_S} s:\n{agent.log_tail()}")
+
+
+def run_phases(config: BenchConfig, folder: Path) -> list[Phase]:
+    """Start the server and the agent, then the rounds; the three conditions' figures."""
+    windows = {name: Window() for name in ("alone", "unisolated", "isolated")}
+    with ServerProcess(f"sqlite:///{folder}/fleet.db", log_path=folder / "server.log") as server:
+        agent = AgentProcess(
+            collector=server.url,
+            token=server.create_agent_token(NODE_ID),
+            node_id=NODE_ID,
+            spool_dir=folder / "spool",
+            gpu_probe="none",
+            workload="builtin",
+            pools=POOLS,
+            serve_port=free_port(),
+            log_path=folder / "agent.log",
+            env={"FLEETPILOT_REPLICA_DRAIN_SECONDS": "2"},
+        )
+        with agent:
+            tenants = Tenants(server, config)
+            wait_for_replicas(agent)
+            serve_url = agent.serve_url
+            assert serve_url is not None
+            progress(f"agent and replicas ready ({POOLS}); warming the fast path")
+            with httpx.Client(timeout=30.0) as client:
+                fast_load(client, serve_url, config.fast_rps, 1.0)
+            names = list(windows)
+            for number in range(config.rounds):
+                # each round starts one condition later (A U I, U I A, I A U, ...): none always runs last
+                for name in names[number % 3 :] + names[: number % 3]:
+                    if name != "alone":
+                        tenants.isolate(name == "isolated")
+                    measure(windows[name], serve_url, config, flood=name != "alone")
+                progress(f"round {number + 1}/{config.rounds} done")
+            progress("stopping the agent (its replicas drain)")
+    phases = [Phase.of(name, window) for name, window in windows.items()]
+    for phase in phases:
+        progress(phase.describe())
+    return phases
+
+
+def figures(config: BenchConfig, phases: list[Phase], load_average: list[float]) -> dict[str, Any]:
+    alone, unisolated, isolated = phases
+    inflation_unisolated = unisolated.p99_ms / alone.p99_ms - 1
+    inflation_isolated = isolated.p99_ms / alone.p99_ms - 1
+    return {
+        "bench": "isolation",
+        "p99_alone_ms": round(alone.p99_ms, 1),
+        "p99_noisy_unisolated_ms": round(unisolated.p99_ms, 1),
+        "p99_noisy_isolated_ms": round(isolated.p99_ms, 1),
+        "inflation_isolated": round(inflation_isolated, 3),
+        "inflation_unisolated": round(inflation_unisolated, 3),
+        "noisy_tokens_per_second_unisolated": round(unisolated.noisy_tokens_per_second, 1),
+        "noisy_tokens_per_second_isolated": round(isolated.noisy_tokens_per_second, 1),
+        "noisy_throughput_cost": round(1 - isolated.noisy_tokens_per_second / unisolated.noisy_tokens_per_second, 3)
+        if unisolated.noisy_tokens_per_second
+        else None,
+        "p50_ms": {p.name: round(p.p50_ms, 1) for p in phases},
+        "fast_requests": {p.name: p.fast_ok for p in phases},
+        "fast_over_1s": {p.name: p.fast_over_1s for p in phases},
+        "fast_failures": {p.name: p.fast_failures for p in phases},
+        "noisy_admitted": {p.name: p.noisy_admitted for p in phases[1:]},
+        "noisy_refused_429": {p.name: p.noisy_refused_429 for p in phases[1:]},
+        "baseline": "p99_alone_ms",
+        "ratio": round(inflation_isolated, 3),
+        "config": config.__dict__,
+        "load_average_1m": load_average,
+        "target_met": inflation_isolated <= TARGET_INFLATION_ISOLATED
+        and inflation_unisolated >= TARGET_INFLATION_UNISOLATED,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.isolation", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one round of 7 s windows instead of 6 of 10 s")
+    args = parser.parse_args(argv)
+    config = QUICK if args.quick else FULL
+    load_before = os.getloadavg()[0]  # with the 1-minute load after: how busy the shared machine was
+    with tempfile.TemporaryDirectory(prefix="bench-isolation-") as folder:
+        phases = run_phases(config, Path(folder))
+    print(json.dumps(figures(config, phases, [round(load_before, 2), round(os.getloadavg()[0], 2)])))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
