@@ -1,8 +1,9 @@
 """Applying a replica's limits on the node: one narrow Protocol, the limits it takes and the outcome it reports.
 
 Implementations: ``MpsControl`` (GPU share and pinned memory through NVIDIA MPS, ``mps.py``) and ``CpuLimits`` (CPU
-affinity and cgroup v2 ``cpu.max``, ``cpu.py``). An implementation never pretends: a limit it could not apply is
-reported under ``not_applied`` with the reason, and ``verify`` reads back what actually holds.
+affinity, and a CPU cap through cgroup v2 ``cpu.max`` or cgroup v1 ``cpu.cfs_quota_us``, ``cpu.py``). An
+implementation never pretends: a limit it could not apply is reported under ``not_applied`` with the reason, and
+``verify`` reads back what actually holds.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class ReplicaLimits:
     active_thread_percentage: int | None = None  # CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, 1..100
     pinned_memory_mib: int | None = None  # CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
     cpus: tuple[int, ...] | None = None  # CPU affinity
-    cpu_millicores: int | None = None  # cgroup v2 cpu.max: 1500 → "150000 100000"
+    cpu_millicores: int | None = None  # CPU cap: 1500 → cpu.max "150000 100000" (v1: the same quota and period)
 
     def __post_init__(self) -> None:
         pct = self.active_thread_percentage

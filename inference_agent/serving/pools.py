@@ -4,9 +4,11 @@
 ``desired`` (the ingest answer, CONTRACT section 5) takes over as soon as it carries ``pools``::
 
     {"pools": {"text-small": {"replicas": 2, "kind": "text",
-                              "active_thread_percentage": 50, "gpu_memory_mib": 8192}}}
+                              "active_thread_percentage": 50, "gpu_memory_mib": 8192, "cpu_millicores": 250}}}
 
-``kind`` defaults to the pool's current kind (else ``text``); the two GPU fields are optional (MPS quotas).
+``kind`` defaults to the pool's current kind (else ``text``); the two GPU fields are optional (MPS quotas), and so is
+``cpu_millicores``, each replica's CPU cap (at least 10: the kernel's smallest quota, 1 ms of each 100 ms period),
+which the supervisor changes in place on running replicas.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class PoolSpec:
     replicas: int
     kind: str = "text"
     gpu_quota: GpuQuota = field(default_factory=GpuQuota)
+    cpu_millicores: int | None = None  # each replica's CPU cap; None: uncapped
 
 
 def parse_pools(text: str) -> dict[str, PoolSpec]:
@@ -72,7 +75,8 @@ def pools_from_desired(desired: Mapping[str, Any], current: Mapping[str, PoolSpe
             _optional_int(f"{where}.active_thread_percentage", spec.get("active_thread_percentage"), 1, 100),
             _optional_int(f"{where}.gpu_memory_mib", spec.get("gpu_memory_mib"), 1, 10**9),
         )
-        pools[name] = PoolSpec(_replicas(where, replicas), kind, quota)
+        cpu_millicores = _optional_int(f"{where}.cpu_millicores", spec.get("cpu_millicores"), 10, 10**6)
+        pools[name] = PoolSpec(_replicas(where, replicas), kind, quota, cpu_millicores)
     return pools
 
 

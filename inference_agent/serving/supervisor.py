@@ -4,7 +4,9 @@ The target is the agent's ``--pools`` until the control plane's ``desired`` name
 Each pass observes (process exits, warm ``/healthz``, in-flight counts), asks ``reconcile.decide`` what to do, and
 does it: start replicas on free loopback ports with their quota environment (``placement.py``), route to them once
 warm, drain on scale-down (``POST /drain``, then SIGTERM when nothing is in flight or the drain deadline passed),
-restart crashed ones after their back-off. ``routes()`` is what the front end and the builtin probe read.
+restart crashed ones after their back-off. A pool's ``cpu_millicores`` caps each of its replicas right after its
+process starts, and changes in place on running ones (``isolation/cpu.py``); the cap's cgroup goes with the process.
+``routes()`` is what the front end and the builtin probe read.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from typing import Any
 
 import httpx
 
+from inference_agent.isolation.cpu import CpuLimits
+from inference_agent.isolation.limits import LimitApplier, ReplicaLimits
 from inference_agent.serving.launcher import Launcher, LaunchSpec, ReplicaProcess, free_port
-from inference_agent.serving.placement import replica_environment
+from inference_agent.serving.placement import cpu_share, replica_environment
 from inference_agent.serving.pools import PoolSpec, pools_from_desired
 from inference_agent.serving.reconcile import (
     Action,
@@ -65,10 +69,13 @@ class _Replica:
     slot: int
     port: int = 0
     process: ReplicaProcess | None = None
+    cpus: tuple[int, ...] = ()  # its share of the node's cores
+    cpu_millicores: int | None = None  # the cap last applied to its process
 
 
 @dataclass
 class _Stopping:
+    replica_id: str
     process: ReplicaProcess
     kill_at: float
 
@@ -83,6 +90,7 @@ class Supervisor:
     mps: bool = False
     cpus: tuple[int, ...] = field(default_factory=lambda: tuple(sorted(os.sched_getaffinity(0))))
     load: Callable[[str], int] = lambda _replica_id: 0
+    cpu_limits: LimitApplier = field(default_factory=CpuLimits)
     clock: Callable[[], float] = time.monotonic
     client: httpx.Client = field(default_factory=lambda: httpx.Client(timeout=httpx.Timeout(2.0, connect=0.5)))
 
@@ -129,6 +137,10 @@ class Supervisor:
             actions = decide(self._target, [r.view for r in self._replicas], now, self.timing)
             for action in actions:
                 self._apply(action, now)
+            for replica in self._replicas:
+                spec = self._target.get(replica.view.pool)
+                if spec is not None:
+                    self._limit(replica, spec.cpu_millicores)
             self._reap(now)
             self._publish()
             return actions
@@ -173,6 +185,7 @@ class Supervisor:
     def _exited(self, replica: _Replica, now: float) -> None:
         code = replica.process.poll() if replica.process is not None else None
         replica.process = None
+        self.cpu_limits.release(replica.view.id)
         if replica.view.phase is Phase.DRAINING:
             return  # it finished on its own; dropped by the caller
         replica.view = crashed(replica.view, now, self.timing)
@@ -240,6 +253,7 @@ class Supervisor:
         replica.port = free_port()
         slots = max(sum(p.replicas for p in self._target.values()), len(self._replicas))
         spec = self._target.get(view.pool)
+        replica.cpus = cpu_share(replica.slot, slots, self.cpus)
         env = replica_environment(
             slot=replica.slot,
             slots=slots,
@@ -253,6 +267,20 @@ class Supervisor:
         log.info(
             "replica %s of pool %s starting on port %d (pid %d)", view.id, view.pool, replica.port, replica.process.pid
         )
+        replica.cpu_millicores = None  # a new process: nothing capped yet
+        if spec is not None:
+            self._limit(replica, spec.cpu_millicores)
+
+    def _limit(self, replica: _Replica, cpu_millicores: int | None) -> None:
+        """Cap the replica's process at ``cpu_millicores`` (with its affinity), in place, when the cap changed; the
+        outcome is logged once per change, and a cap that did not apply is not retried until the cap changes."""
+        if replica.process is None or cpu_millicores == replica.cpu_millicores:
+            return
+        limits = ReplicaLimits(cpus=replica.cpus, cpu_millicores=cpu_millicores)
+        outcome = self.cpu_limits.apply(replica.view.id, replica.process.pid, limits)
+        replica.cpu_millicores = cpu_millicores
+        report = log.info if outcome.complete else log.warning
+        report("replica %s of pool %s CPU limits: %s", replica.view.id, replica.view.pool, outcome.describe())
 
     def _free_slot(self) -> int:
         used = {r.slot for r in self._replicas}
@@ -261,13 +289,17 @@ class Supervisor:
     def _terminate(self, replica: _Replica, now: float) -> None:
         if replica.process is not None and replica.process.poll() is None:
             replica.process.terminate()
-            self._stopping.append(_Stopping(replica.process, now + STOP_GRACE_S))
+            self._stopping.append(_Stopping(replica.view.id, replica.process, now + STOP_GRACE_S))
+        elif replica.process is not None:
+            self.cpu_limits.release(replica.view.id)  # it exited before it was asked to
         replica.process = None
 
     def _reap(self, now: float) -> None:
         for stopping in list(self._stopping):
             if stopping.process.poll() is not None:
                 self._stopping.remove(stopping)
+                if not any(r.view.id == stopping.replica_id and r.process is not None for r in self._replicas):
+                    self.cpu_limits.release(stopping.replica_id)  # unless it already runs again (a restart)
             elif now >= stopping.kill_at:
                 stopping.process.kill()
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from inference_agent.isolation.cpu import CpuLimits
 from inference_agent.probes.builtin import BuiltinEngineProbe
 from inference_agent.serving.admission import QuotaBook
 from inference_agent.serving.frontend import Frontend, FrontendLimits
@@ -58,6 +59,7 @@ class BuiltinWorkload:
             device=device,
             mps=device.startswith("cuda") and mps_daemon_running(dict(os.environ), os.path.exists),
             load=lambda replica_id: frontend_box[0].dispatcher.in_flight(replica_id) if frontend_box else 0,
+            cpu_limits=CpuLimits(settings.replica_cgroup_root, settings.replica_cgroup_v1_root),
         )
         limits = FrontendLimits(
             settings.replica_max_in_flight, settings.serve_queue_limit, settings.serve_queue_timeout_seconds

@@ -122,3 +122,101 @@ def test_release_removes_the_replicas_cgroup(tmp_path: Path) -> None:
     CpuLimits(cgroup_root=root).release("r2")
     CpuLimits(cgroup_root=root).release("never-started")
     assert not (root / "r2").exists()
+
+
+def cgroup_v1_standin(root: Path) -> Path:
+    """A directory shaped like a cgroup v1 ``cpu`` directory (the hierarchy's root, or any group in it)."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "cpu.cfs_quota_us").write_text("-1\n")
+    (root / "cpu.cfs_period_us").write_text("100000\n")
+    (root / "cgroup.procs").write_text("")
+    return root
+
+
+def test_the_cap_falls_back_to_cgroup_v1(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    root = cgroup_v1_standin(tmp_path / "cpu" / "fleetpilot")  # the kernel fills a new group; a stand-in cannot
+    limits = CpuLimits(cgroup_root=tmp_path / "no-v2", cgroup_v1_root=root)
+    result = limits.apply("r1", sleeper.pid, ReplicaLimits(cpu_millicores=250))
+    assert result.applied == {"cpu.cfs_quota_us": "25000 100000"} and result.complete
+    group = root / "r1"
+    assert [(group / name).read_text() for name in ("cpu.cfs_quota_us", "cpu.cfs_period_us", "cgroup.procs")] == [
+        "25000",
+        "100000",
+        str(sleeper.pid),
+    ]
+    assert limits.verify("r1", sleeper.pid, ReplicaLimits(cpu_millicores=500)).not_applied == {
+        "cpu.cfs_quota_us": f"{group}/cpu.cfs_quota_us is '25000 100000', not '50000 100000'"
+    }
+    lifted = limits.apply("r1", sleeper.pid, ReplicaLimits())  # the cap removed: lifted in place
+    assert lifted.applied == {"cpu.cfs_quota_us": "-1 100000"}
+    (group / "cgroup.procs").unlink()  # as the kernel empties it once the process is gone
+    for name in ("cpu.cfs_quota_us", "cpu.cfs_period_us"):
+        (group / name).unlink()
+    limits.release("r1")
+    assert not group.exists()
+
+
+def test_cgroup_v2_is_preferred_when_both_can_be_written(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    limits = CpuLimits(cgroup_root=cgroup_standin(tmp_path / "v2"), cgroup_v1_root=cgroup_v1_standin(tmp_path / "v1"))
+    assert limits.apply("r1", sleeper.pid, ReplicaLimits(cpu_millicores=1000)).applied == {"cpu.max": "100000 100000"}
+    assert not (tmp_path / "v1" / "r1").exists()
+
+
+def test_a_replica_never_capped_gets_no_cgroup(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    limits = CpuLimits(cgroup_v1_root=cgroup_v1_standin(tmp_path / "v1"))
+    assert limits.apply("r1", sleeper.pid, ReplicaLimits()).describe() == "no limits"
+    assert not (tmp_path / "v1" / "r1").exists()
+
+
+def test_neither_hierarchy_writable_reports_both_reasons(tmp_path: Path) -> None:
+    limits = CpuLimits(cgroup_root=None, cgroup_v1_root=tmp_path / "plain" / "fleetpilot")
+    result = limits.apply("r1", os.getpid(), ReplicaLimits(cpu_millicores=500))
+    assert result.not_applied == {
+        "cpu.max": f"no cgroup root configured; cgroup v1: {tmp_path}/plain/fleetpilot does not exist, "
+        f"nor is {tmp_path}/plain a cgroup v1 cpu directory to create it in"
+    }
+    cgroup_v1_standin(tmp_path / "plain")  # now a hierarchy, but the root a plain directory in it
+    (tmp_path / "plain" / "fleetpilot").mkdir()
+    assert CpuLimits(cgroup_v1_root=tmp_path / "plain" / "fleetpilot").verify(
+        "r1", os.getpid(), ReplicaLimits(cpu_millicores=500)
+    ).not_applied == {
+        "cpu.max": f"no cgroup root configured; cgroup v1: {tmp_path}/plain/fleetpilot is not a cgroup v1 cpu "
+        "directory (no cpu.cfs_quota_us)"
+    }
+
+
+def test_the_v1_cap_is_not_applied_where_the_hierarchy_is_not_writable(sleeper: subprocess.Popen[bytes]) -> None:
+    base = Path(tempfile.mkdtemp(prefix="fleetpilot-cgroup-"))  # outside pytest's private tmp, so nobody can look in
+    try:
+        base.chmod(0o755)
+        hierarchy = cgroup_v1_standin(base / "cpu")
+        hierarchy.chmod(0o555)
+        limits = CpuLimits(cgroup_v1_root=hierarchy / "fleetpilot")
+        described = unprivileged(lambda: limits.apply("r1", sleeper.pid, ReplicaLimits(cpu_millicores=500)))
+    finally:
+        hierarchy.chmod(0o755)
+        shutil.rmtree(base)
+    assert described.startswith(f"cpu.max: not applied: no cgroup root configured; cgroup v1: {hierarchy} is not")
+
+
+REAL_V1 = Path("/sys/fs/cgroup/cpu")
+
+
+@pytest.mark.skipif(
+    not (REAL_V1 / "cpu.cfs_quota_us").exists() or not os.access(REAL_V1, os.W_OK),
+    reason="needs a writable cgroup v1 cpu hierarchy at /sys/fs/cgroup/cpu",
+)
+def test_the_kernel_takes_the_v1_cap_in_a_root_created_on_first_use() -> None:
+    root = REAL_V1 / f"fleetpilot-test-{os.getpid()}"
+    limits = CpuLimits(cgroup_v1_root=root)
+    process = subprocess.Popen(["sleep", "30"])
+    try:
+        result = limits.apply("r1", process.pid, ReplicaLimits(cpu_millicores=250))
+        assert result.applied == {"cpu.cfs_quota_us": "25000 100000"} and result.complete
+        assert f"cpu:/{root.name}/r1" in Path(f"/proc/{process.pid}/cgroup").read_text()
+    finally:
+        process.kill()
+        process.wait()
+        limits.release("r1")
+        root.rmdir()
+    assert not root.exists()

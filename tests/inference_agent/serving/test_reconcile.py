@@ -144,6 +144,10 @@ def test_pools_from_desired() -> None:
         pools_from_desired({"pools": {"t": {"replicas": "2"}}}, current)
     with pytest.raises(ValueError, match=r"pools\.t\.kind"):
         pools_from_desired({"pools": {"t": {"replicas": 2, "kind": "video"}}}, current)
+    capped = pools_from_desired({"pools": {"t": {"replicas": 1, "cpu_millicores": 250}}}, current)
+    assert capped == {"t": PoolSpec(1, "text", cpu_millicores=250)}
+    with pytest.raises(ValueError, match=r"pools\.t\.cpu_millicores: an integer from 10"):
+        pools_from_desired({"pools": {"t": {"replicas": 1, "cpu_millicores": 5}}}, current)  # under 1 ms a period
 
 
 def test_agent_settings_take_builtin_and_its_pools(tmp_path: object) -> None:
