@@ -231,8 +231,9 @@ class ForecastJob:
         now: float,
     ) -> None:
         if failures:
+            _kind, subject, _metric, error = failures[0]
             log.warning(
-                "forecast: %d of %d failed, e.g. %s: %s", len(failures), len(failures) + len(good), *failures[0][1::2]
+                "forecast: %d of %d failed, e.g. %s: %s", len(failures), len(failures) + len(good), subject, error
             )
         if self.telemetry is None:
             return
