@@ -119,6 +119,9 @@ class Controller:
                 log.info("autoscaler: leading; watching the fleet %.0f s before acting", self.settings.settle_seconds)
         if now - self._leading_since < self.settings.settle_seconds:
             return {}
+        pools = self.pools.list()
+        if not pools:  # nothing to scale: no fleet read at all
+            return {}
         with self.engine.connect() as conn:
             fleet = read_fleet(
                 conn,
@@ -127,7 +130,7 @@ class Controller:
                 cpu_replicas_per_node=self.settings.cpu_replicas_per_node,
             )
         decisions = {}
-        for pool in self.pools.list():
+        for pool in pools:
             try:
                 decisions[pool.name] = self._tick(pool, fleet, now)
             except Exception:  # one pool's trouble (a bad forecast row, ...) must not stop the others

@@ -82,10 +82,15 @@ def latest_from_row(row: Row[Any]) -> LatestSeries:
     )
 
 
-def read_latest(conn: Connection, node_ids: Sequence[str] | None = None) -> list[LatestSeries]:
+def read_latest(
+    conn: Connection, node_ids: Sequence[str] | None = None, *, pools_only: bool = False
+) -> list[LatestSeries]:
+    """The latest value of every series (of ``node_ids``; only pool series with ``pools_only``)."""
     query = select(series_latest).order_by(series_latest.c.node_id, series_latest.c.device, series_latest.c.pool)
     if node_ids is not None:
         query = query.where(series_latest.c.node_id.in_(node_ids))
+    if pools_only:
+        query = query.where(series_latest.c.pool != NO_POOL)
     return [latest_from_row(r) for r in conn.execute(query)]
 
 
@@ -155,7 +160,7 @@ def pools_on_up_nodes(conn: Connection, *, now: float, down_after_seconds: float
         n for n, s in node_statuses(conn, now=now, down_after_seconds=down_after_seconds).items() if s is NodeStatus.UP
     }
     found = []
-    for s in read_latest(conn, sorted(up)):
+    for s in read_latest(conn, sorted(up), pools_only=True):
         if s.pool is not None:
             ready, starting = replica_counts(s.extra)
             found.append(PoolOnNode(s.node_id, s.pool, ready, starting, s.ts, s.metrics))

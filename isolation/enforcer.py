@@ -106,9 +106,12 @@ class Enforcer:
         if not self.lease.acquire(now):
             self._state = None
             return []
+        tenants = TenantStore(self.engine).list()
+        if not tenants:  # nobody to protect or throttle: no fleet read at all
+            return []
         if self._state is None:
             self._state = self._stored_state()
-        state, actions = decide(self._state, self._observe(now), self.settings.decide, now)
+        state, actions = decide(self._state, self._observe(now, tenants), self.settings.decide, now)
         changes = [a for a in actions if a.kind is not ActionKind.HOLD]
         if changes:  # stored before the state moves on: a failed write is decided again next tick
             self.store.record([_event(a) for a in changes])
@@ -135,14 +138,14 @@ class Enforcer:
                 self.telemetry.level.labels(tenant, scope).set(entry.level)
         return EnforcerState(entries)
 
-    def _observe(self, now: float) -> list[ScopeObservation]:
+    def _observe(self, now: float, tenants: Sequence[Tenant]) -> list[ScopeObservation]:
         with self.engine.connect() as conn:
             statuses = node_statuses(conn, now=now, down_after_seconds=self.settings.node_down_after_seconds)
             up = sorted(n for n, s in statuses.items() if s is NodeStatus.UP)
-            series = read_latest(conn, up)
+            series = read_latest(conn, up, pools_only=True)
         fresh = [s for s in series if s.pool is not None and now - s.ts <= self.settings.stale_after_seconds]
         slo = {pool.name: pool.spec.slo_p99_seconds for pool in PoolStore(self.engine).list()}
-        return observe(fresh, TenantStore(self.engine).list(), slo)
+        return observe(fresh, tenants, slo)
 
 
 def observe(

@@ -12,6 +12,7 @@ unmanaged pool must be restated to keep running.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -47,8 +48,12 @@ class LocalActuator:
         cpu_replicas_per_node: int = 4,
         coefficients: Callable[[str], Coefficients] = lambda _pool: Coefficients(),
         clock: Callable[[], float] = time.time,
+        cache_seconds: float = 1.0,
     ) -> None:
         self.engine = engine
+        self.cache_seconds = cache_seconds
+        self._cached: tuple[float, dict[str, dict[str, int]]] | None = None  # (read at, pool → node → replicas)
+        self._cache_lock = threading.Lock()
         self.down_after = node_down_after_seconds
         self.cpu_replicas_per_node = cpu_replicas_per_node
         self.coefficients = coefficients
@@ -100,29 +105,45 @@ class LocalActuator:
                     self._upsert,
                     [{"pool": pool, "node_id": n, "replicas": c, "updated_at": now} for n, c in shares.items()],
                 )
+        with self._cache_lock:
+            self._cached = None  # this server's next ingest answers see the new placement at once
         placed = sum(shares.values())
         layout = ", ".join(f"{n}: {c}" for n, c in sorted(shares.items()))
         if placed < replicas:
             return f"placed {placed} of {replicas} (no free slot for the rest) on {layout}"
         return f"placed {placed} on {layout}" if layout else "no replicas"
 
+    def placements(self) -> dict[str, dict[str, int]]:
+        """Every managed pool's replicas per node, read at most once per ``cache_seconds`` (every ingest request
+        asks; the controller changes them every few seconds at most, and ``apply`` refreshes this server's copy)."""
+        now = time.monotonic()
+        with self._cache_lock:
+            if self._cached is not None and now - self._cached[0] < self.cache_seconds:
+                return self._cached[1]
+        layout: dict[str, dict[str, int]] = {}
+        with self.engine.connect() as conn:
+            for pool, node, count in conn.execute(
+                select(placements.c.pool, placements.c.node_id, placements.c.replicas)
+            ):
+                layout.setdefault(pool, {})[node] = count
+        with self._cache_lock:
+            self._cached = (now, layout)
+        return layout
+
     def desired_for_node(self, node_id: str) -> dict[str, Any] | None:
         """The ``desired`` pools for a node's ingest answer; None while no pool is managed (the agent keeps its own).
 
-        Called on every ingest request: two indexed reads, and the node's own latest series (it is pushing, so up).
+        Called on every ingest request: the cached placements, and the node's own latest series (it is pushing, so
+        up) only when some pool is managed.
         """
+        managed = self.placements()
+        if not managed:
+            return None
         with self.engine.connect() as conn:
-            managed = set(conn.scalars(select(placements.c.pool).distinct()))
-            if not managed:
-                return None
-            shares = dict(
-                conn.execute(
-                    select(placements.c.pool, placements.c.replicas).where(placements.c.node_id == node_id)
-                ).all()
-            )
             running = {s.pool: sum(replica_counts(s.extra)) for s in read_latest(conn, [node_id]) if s.pool is not None}
         pools = {name: {"replicas": count} for name, count in running.items() if name not in managed}
-        for name in managed:
-            if shares.get(name, 0) > 0 or name in running:
-                pools[name] = {"replicas": shares.get(name, 0)}
+        for name, layout in managed.items():
+            share = layout.get(node_id, 0)
+            if share > 0 or name in running:
+                pools[name] = {"replicas": share}
         return {"pools": pools}
