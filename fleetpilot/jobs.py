@@ -10,6 +10,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -49,28 +50,10 @@ def start_jobs(services: AppServices) -> Jobs:
         rollup_retention_seconds=settings.rollup_retention_days * 86400,
     )
     scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30})
-    scheduler.add_job(
-        lambda: rollups.run(now=time.time()),
-        "interval",
-        seconds=settings.rollup_interval_seconds,
-        id="rollups",
-        name="rollups",
-    )
-    scheduler.add_job(
-        lambda: retention.run(now=time.time()),
-        "interval",
-        seconds=settings.retention_interval_seconds,
-        id="retention",
-        name="retention",
-    )
+    _every(scheduler, "rollups", settings.rollup_interval_seconds, rollups.run)
+    _every(scheduler, "retention", settings.retention_interval_seconds, retention.run)
     forecasts = ForecastJob(services.engine, forecast_settings(services), telemetry=services.forecast_telemetry)
-    scheduler.add_job(
-        lambda: forecasts.run(now=time.time()),
-        "interval",
-        seconds=settings.forecast_interval_seconds,
-        id="forecasts",
-        name="forecasts",
-    )
+    _every(scheduler, "forecasts", settings.forecast_interval_seconds, forecasts.run)
     holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     controller = Controller(
         services.engine,
@@ -86,25 +69,22 @@ def start_jobs(services: AppServices) -> Jobs:
         holder=holder,
         telemetry=services.autoscaler_telemetry,
     )
-    scheduler.add_job(
-        lambda: controller.run(now=time.time()),
-        "interval",
-        seconds=settings.autoscale_interval_seconds,
-        id="autoscaler",
-        name="autoscaler",
-    )
+    _every(scheduler, "autoscaler", settings.autoscale_interval_seconds, controller.run)
     enforcer = Enforcer(
         services.engine, enforcer_settings(services), holder=holder, telemetry=services.enforcer_telemetry
     )
-    scheduler.add_job(
-        lambda: enforcer.run(now=time.time()),
-        "interval",
-        seconds=settings.enforce_interval_seconds,
-        id="enforcer",
-        name="enforcer",
-    )
+    _every(scheduler, "enforcer", settings.enforce_interval_seconds, enforcer.run)
     scheduler.start()
     return Jobs(scheduler, [forecasts.close, controller.stop, enforcer.stop])
+
+
+class _Tick(Protocol):
+    def __call__(self, *, now: float) -> object: ...
+
+
+def _every(scheduler: BackgroundScheduler, name: str, seconds: float, tick: _Tick) -> None:
+    """Run ``tick(now=...)`` every ``seconds`` under ``name`` (coalesced, one instance at a time)."""
+    scheduler.add_job(lambda: tick(now=time.time()), "interval", seconds=seconds, id=name, name=name)
 
 
 def forecast_settings(services: AppServices) -> ForecastSettings:
