@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, HTTPException, Query, status
+from fastapi import APIRouter
 from pydantic import BaseModel
 
 from web.auth import ServicesDep, ViewerToken
+from web.pagination import Cursor, PageLimit, before_id, next_cursor
 
 router = APIRouter(tags=["isolation"])
 
@@ -37,12 +38,10 @@ def enforcement_events(
     services: ServicesDep,
     _token: ViewerToken,
     tenant: str | None = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    cursor: Annotated[str | None, Query(description="the `next` of the previous page")] = None,
+    limit: PageLimit = 100,
+    cursor: Cursor = None,
 ) -> EnforcementEventPage:
     """Newest first."""
-    if cursor is not None and not cursor.isdigit():
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"cursor: not a cursor this API gave: {cursor!r}")
-    events = services.enforcement.list(tenant=tenant, before=None if cursor is None else int(cursor), limit=limit)
+    events = services.enforcement.list(tenant=tenant, before=before_id(cursor), limit=limit)
     items = [EnforcementEventOut(**{**vars(e), "scope": e.scope, "figures": dict(e.figures)}) for e in events]
-    return EnforcementEventPage(items=items, next=str(items[-1].id) if len(items) == limit else None)
+    return EnforcementEventPage(items=items, next=next_cursor([i.id for i in items], limit))

@@ -3,15 +3,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, HTTPException, Query, status
+from fastapi import APIRouter, HTTPException, status
 from pydantic import BaseModel
 
 from autoscaler.fleet_state import read_fleet
 from autoscaler.pools import coefficients
 from autoscaler.routing import Coefficients, routing_weights
 from web.auth import ServicesDep, ViewerToken
+from web.pagination import Cursor, PageLimit, before_id, next_cursor
 
 router = APIRouter(tags=["autoscaling"])
 
@@ -40,20 +41,13 @@ def scaling_events(
     services: ServicesDep,
     _token: ViewerToken,
     pool: str | None = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    cursor: Annotated[str | None, Query(description="the `next` of the previous page")] = None,
+    limit: PageLimit = 100,
+    cursor: Cursor = None,
 ) -> ScalingEventPage:
     """Newest first."""
-    before = None
-    if cursor is not None:
-        if not cursor.isdigit():
-            raise HTTPException(
-                status.HTTP_422_UNPROCESSABLE_CONTENT, f"cursor: not a cursor this API gave: {cursor!r}"
-            )
-        before = int(cursor)
-    events = services.events.list(pool=pool, before=before, limit=limit)
+    events = services.events.list(pool=pool, before=before_id(cursor), limit=limit)
     items = [ScalingEventOut(**{**vars(e), "inputs": dict(e.inputs)}) for e in events]
-    return ScalingEventPage(items=items, next=str(items[-1].id) if len(items) == limit else None)
+    return ScalingEventPage(items=items, next=next_cursor([i.id for i in items], limit))
 
 
 class NodeWeightOut(BaseModel):
