@@ -193,7 +193,7 @@ class Controller:
         else:
             decision = guarded(make_policy(pool.spec.policy.value), ctx)
         self._recent[pool.name].append((decision.recommendation, now))
-        before = pool.desired_replicas if pool.desired_replicas is not None else ctx.current_replicas
+        before = pool.desired_replicas if pool.desired_replicas is not None else self._running(pool, ctx)
         outcome, note = self._actuate(pool, decision)
         changed = decision.replicas != before
         if changed:
@@ -209,6 +209,16 @@ class Controller:
             self.telemetry.desired.labels(pool.name).set(decision.replicas)
             self.telemetry.ready.labels(pool.name).set(ctx.ready_replicas)
         return decision
+
+    def _running(self, pool: Pool, ctx: PoolContext) -> int:
+        """Before the first decision: what the actuator's target runs (a Deployment's replicas), else what the
+        agents report."""
+        try:
+            known = self.actuator.current(pool.name)
+        except ActuationError as exc:
+            log.warning("autoscaler: %s: cannot read the current replicas: %s", pool.name, exc)
+            known = None
+        return known if known is not None else ctx.current_replicas
 
     def _actuate(self, pool: Pool, decision: Decision) -> tuple[str, str | None]:
         if pool.spec.mode is Mode.DRY_RUN:

@@ -235,3 +235,16 @@ def test_a_new_leader_watches_the_fleet_before_acting(engine: Engine, clock: Fak
     clock.advance(10)
     report(engine, clock, "node-a", "chat", demand=140.0, ready=2)
     assert loop.run(clock())["chat"].replicas > 2 and actuator.applied
+
+
+def test_the_first_event_starts_from_what_the_actuators_target_runs(engine: Engine, clock: FakeClock) -> None:
+    @dataclass
+    class Deployment(RecordingActuator):
+        def current(self, pool: str) -> int | None:
+            return 7  # e.g. a Deployment's replicas, whatever the agents report
+
+    chat(engine, clock)
+    report(engine, clock, "node-a", "chat", demand=140.0, ready=2)
+    controller(engine, Deployment()).run(clock())
+    (event,) = EventStore(engine).list()
+    assert event.from_replicas == 7
