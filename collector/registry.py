@@ -115,14 +115,20 @@ def get_node(conn: Connection, node_id: str, *, now: float, down_after_seconds: 
     return views[0] if views else None
 
 
+def node_gpus(conn: Connection, node_ids: Sequence[str]) -> dict[str, list[Gpu]]:
+    """The GPUs each node registered, by index; a node without GPUs is absent."""
+    gpus: dict[str, list[Gpu]] = defaultdict(list)
+    for d in conn.execute(select(devices).where(devices.c.node_id.in_(node_ids)).order_by(devices.c.index)):
+        g = d._mapping
+        gpus[g["node_id"]].append(Gpu(g["index"], g["name"], g["uuid"], g["memory_total_bytes"], g["driver_version"]))
+    return dict(gpus)
+
+
 def _views(conn: Connection, node_rows: Sequence[Row[Any]], *, now: float, down_after_seconds: float) -> list[NodeView]:
     ids = [r.id for r in node_rows]
     if not ids:
         return []
-    gpus: dict[str, list[Gpu]] = defaultdict(list)
-    for d in conn.execute(select(devices).where(devices.c.node_id.in_(ids)).order_by(devices.c.index)):
-        g = d._mapping
-        gpus[g["node_id"]].append(Gpu(g["index"], g["name"], g["uuid"], g["memory_total_bytes"], g["driver_version"]))
+    gpus = node_gpus(conn, ids)
     series: dict[str, list[LatestSeries]] = defaultdict(list)
     for s in read_latest(conn, ids):
         series[s.node_id].append(s)
@@ -135,7 +141,7 @@ def _views(conn: Connection, node_rows: Sequence[Row[Any]], *, now: float, down_
             first_seen=r.first_seen,
             last_seen=r.last_seen,
             last_sample_ts=r.last_sample_ts,
-            gpus=gpus[r.id],
+            gpus=gpus.get(r.id, []),
             series=series[r.id],
         )
         for r in node_rows

@@ -139,9 +139,7 @@ class Pusher:
         self._telemetry.pushes.labels("ok").inc()
         self._telemetry.pushed_samples.labels("accepted").inc(result.get("accepted", 0))
         self._telemetry.pushed_samples.labels("duplicate").inc(result.get("duplicates", 0))
-        desired = result.get("desired")
-        if desired:
-            self._on_desired(desired)
+        self._on_desired(result.get("desired") or {})  # nothing desired: the control plane's limits are lifted
         return PushResult(PushOutcome.PUSHED, samples=len(batch.samples))
 
     def _reject(self, answer: httpx.Response, batch: SpoolBatch) -> PushResult:

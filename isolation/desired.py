@@ -1,10 +1,13 @@
 """The tenants part of what each agent should enforce: every tenant's SLO class and its admission limits per pool,
 as that node's share of the pool's quota and multiplied by the tenant's throttle level there.
 
-The shape is the one ``inference_agent.serving.admission.QuotaBook.from_desired`` reads::
+The shape is the one ``inference_agent.serving.admission.QuotaBook.from_desired`` and
+``inference_agent.serving.pools.limits_from_desired`` read::
 
     {"tenants": {"acme": {"slo_class": "latency_critical",
-                          "quotas": {"chat": {"rate_rps": 5.0, "burst": 5.0, "max_concurrency": 4}}}}}
+                          "quotas": {"chat": {"rate_rps": 5.0, "burst": 5.0, "max_concurrency": 4,
+                                              "tokens_per_second": 800.0, "token_burst": 800.0}}}},
+     "pool_limits": {"chat": {"cpu_share": 0.2, "active_thread_percentage": 20, "gpu_memory_mib": 8192}}}
 
 **Share.** A quota's rate and concurrency are pool-wide; a node is told what its replicas of the pool get from
 :func:`isolation.planning.plan_replica_limits` (ready and starting replicas on the up nodes): 10 rps and 10 in
@@ -17,8 +20,17 @@ so a throttle bites on a tenant without a quota too (level 0.5 → 32). A thrott
 named is told with the agent's default class, ``standard``.
 
 A field a quota leaves unset is otherwise left out (the agent keeps its default); ``burst`` is one second's worth of
-the rate and at least one request (0.5 rps → 1, 20 rps → 20). The answer is computed for every node at once and kept
-for ``cache_seconds``, since every ingest request asks for it.
+the rate and at least one request (0.5 rps → 1, 20 rps → 20); ``token_burst`` is one second of tokens/s.
+
+**Pool limits.** Each replica's device limits on the node, from :func:`isolation.planning.plan_replica_limits` over
+that node alone with its throttle levels applied to the tenants' shares: the MPS thread percentage and pinned memory
+of a GPU replica (its replicas spread over the node's GPUs in turn), and ``cpu_share``, a CPU replica's cap as a
+fraction of the node's cores (the server does not know a node's cores; the agent multiplies by its own: 0.2 on
+2 cores → 400 millicores). A pool whose tenants hold the whole device gets no limit; a pool with tenants that the
+node does not run yet is planned as one replica, so a replica starting there has its limits from the start.
+
+The answer is computed for every node at once and kept for ``cache_seconds``, since every ingest request asks for
+it.
 """
 
 from __future__ import annotations
@@ -26,14 +38,22 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Engine
 
-from collector.registry import pools_on_up_nodes
+from collector.registry import node_gpus, pools_on_up_nodes
 from isolation.events import EnforcementStore, ThrottleLevel
-from isolation.planning import NodeResources, ReplicaPlacement, TenantLimits, TenantQuota, plan_replica_limits
+from isolation.planning import (
+    GpuDevice,
+    NodeResources,
+    ReplicaLimits,
+    ReplicaPlacement,
+    TenantLimits,
+    TenantQuota,
+    plan_replica_limits,
+)
 from isolation.tenants import QuotaSpec, Tenant, TenantStore
 
 # The agent's defaults for what it is not told (inference_agent.serving.admission; a test holds them equal).
@@ -51,18 +71,23 @@ class AdmissionLimits:
 
     rate_rps: float | None
     max_concurrency: int | None
+    tokens_per_second: float | None = None
 
 
 @dataclass(frozen=True)
 class TenantsAnswer:
-    """Everything the tenants part is made of, read once for all nodes: tenants, shares and standing levels."""
+    """Everything the tenants part is made of, read once for all nodes: tenants, shares and standing levels, and
+    what each node runs and has."""
 
     tenants: Sequence[Tenant]
     shares: Mapping[NodePoolTenant, AdmissionLimits]  # (node, pool, tenant) → its replicas' limits, summed
     levels: Sequence[ThrottleLevel]
+    replicas: Mapping[NodePool, int] = field(default_factory=dict)  # (node, pool) → ready and starting replicas
+    gpus: Mapping[str, Sequence[GpuDevice]] = field(default_factory=dict)  # node → its GPUs
 
     def for_node(self, node_id: str) -> dict[str, Any] | None:
-        """``{"tenants": {...}}`` for the node, or None while there is no tenant and no throttle (agent defaults)."""
+        """``{"tenants": {...}, "pool_limits": {...}}`` for the node, or None while there is no tenant and no
+        throttle (agent defaults)."""
         level = {(lv.pool, lv.tenant): lv.level for lv in self.levels if lv.node == node_id}
         body: dict[str, Any] = {}
         for t in self.tenants:
@@ -74,15 +99,41 @@ class TenantsAnswer:
         for (pool, tenant), lv in sorted(level.items()):
             entry = body.setdefault(tenant, {"slo_class": AGENT_DEFAULT_SLO_CLASS, "quotas": {}})
             entry["quotas"].setdefault(pool, _admission(AdmissionLimits(None, None), lv))
-        return {"tenants": body} if body else None
+        if not body:
+            return None
+        return {"tenants": body, "pool_limits": self.pool_limits(node_id, level)}
+
+    def pool_limits(self, node_id: str, level: Mapping[tuple[str, str], float]) -> dict[str, dict[str, Any]]:
+        """Each pool's per-replica device limits on the node (only pools that are limited at all)."""
+        quotas = [
+            _planned(t, pool, q, level.get((pool, t.name), 1.0)) for t in self.tenants for pool, q in t.quotas.items()
+        ]
+        pools = {q.pool for q in quotas} | {pool for (node, pool) in self.replicas if node == node_id}
+        devices = tuple(self.gpus.get(node_id, ()))
+        placed = [
+            ReplicaPlacement(f"{pool}/{i}", pool, devices[i % len(devices)].index if devices else None)
+            for pool in sorted(pools)
+            for i in range(max(1, self.replicas.get((node_id, pool), 0)))
+        ]
+        first: dict[str, ReplicaLimits] = {}
+        for plan in plan_replica_limits(
+            quotas, [NodeResources(node_id, cpu_cores=1, gpus=devices, replicas=tuple(placed))]
+        ):
+            first.setdefault(plan.pool, plan)
+        return {pool: limits for pool, plan in sorted(first.items()) if (limits := _device_limits(plan))}
 
 
 def read_answer(engine: Engine, *, now: float, node_down_after_seconds: float) -> TenantsAnswer:
     with engine.connect() as conn:
         on_nodes = pools_on_up_nodes(conn, now=now, down_after_seconds=node_down_after_seconds)
+        gpus = node_gpus(conn, sorted({p.node_id for p in on_nodes}))
     replicas = {(p.node_id, p.pool): p.ready + p.starting for p in on_nodes if p.ready + p.starting > 0}
     tenants = TenantStore(engine).list()
-    return TenantsAnswer(tenants, node_shares(tenants, replicas), EnforcementStore(engine).levels())
+    devices = {
+        node: tuple(GpuDevice(g.index, (g.memory_total_bytes or 0) // 2**20) for g in found)
+        for node, found in gpus.items()
+    }
+    return TenantsAnswer(tenants, node_shares(tenants, replicas), EnforcementStore(engine).levels(), replicas, devices)
 
 
 class TenantsDesired:
@@ -127,10 +178,11 @@ def _summed(parts: Sequence[TenantLimits]) -> AdmissionLimits:
     first = parts[0]  # a tenant's quota fields are set or unset alike on every replica of its pool
     rate = None if first.rate_rps is None else round(sum(p.rate_rps or 0.0 for p in parts), 3)
     concurrency = None if first.max_concurrency is None else sum(p.max_concurrency or 0 for p in parts)
-    return AdmissionLimits(rate, concurrency)
+    tokens = None if first.tokens_per_second is None else round(sum(p.tokens_per_second or 0.0 for p in parts), 3)
+    return AdmissionLimits(rate, concurrency, tokens)
 
 
-def _planned(tenant: Tenant, pool: str, quota: QuotaSpec) -> TenantQuota:
+def _planned(tenant: Tenant, pool: str, quota: QuotaSpec, level: float = 1.0) -> TenantQuota:
     return TenantQuota(
         tenant=tenant.name,
         slo_class=tenant.slo_class.value,
@@ -140,11 +192,24 @@ def _planned(tenant: Tenant, pool: str, quota: QuotaSpec) -> TenantQuota:
         max_concurrency=quota.max_concurrency,
         rate_rps=quota.rate_rps,
         tokens_per_second=quota.tokens_per_second,
+        throttle_level=level,
     )
 
 
 def _whole(quota: QuotaSpec) -> AdmissionLimits:
-    return AdmissionLimits(quota.rate_rps, quota.max_concurrency)
+    return AdmissionLimits(quota.rate_rps, quota.max_concurrency, quota.tokens_per_second)
+
+
+def _device_limits(plan: ReplicaLimits) -> dict[str, Any]:
+    """One replica's device limits as the agent reads them; empty when nothing limits it (the whole device)."""
+    limits: dict[str, Any] = {}
+    if plan.cpu_millicores is not None:
+        limits["cpu_share"] = plan.cpu_millicores / 1000  # planned with the node as one core
+    if plan.active_thread_percentage is not None and plan.compute_percent < 100:
+        limits["active_thread_percentage"] = plan.active_thread_percentage
+    if plan.pinned_memory_mib is not None:
+        limits["gpu_memory_mib"] = plan.pinned_memory_mib
+    return limits
 
 
 def _admission(limits: AdmissionLimits, level: float) -> dict[str, Any]:
@@ -158,4 +223,8 @@ def _admission(limits: AdmissionLimits, level: float) -> dict[str, Any]:
         concurrency = max(1, math.floor((concurrency or AGENT_DEFAULT_MAX_CONCURRENCY) * level))
     if concurrency is not None:
         body["max_concurrency"] = concurrency
+    if limits.tokens_per_second is not None:
+        tokens = max(1.0, round(limits.tokens_per_second * level, 3))
+        body["tokens_per_second"] = tokens
+        body["token_burst"] = tokens
     return body

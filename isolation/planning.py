@@ -15,10 +15,15 @@ when a tenant of the pool has no memory quota (the rest of the device belongs to
 57 344 MiB; two replicas of that pool on the same GPU → 40 % and 28 672 MiB each. A device serves at most 48 MPS
 clients: a 49th replica raises ValueError naming the node and device.
 
-**CPU.** A node's cores are handed out in proportion to each replica's compute share (its thread percentage as
-above, 100 % split over the pool's replicas on a device when the pool is unlimited), all of them, in millicores
-(cgroup ``cpu.max``); torch threads are the whole cores, at least 1. Worked: 2 cores, two unlimited replicas →
-1000 m and 1 thread each; shares 30 % and 50 % on 2 cores → 750 m and 1250 m.
+**CPU.** On a CPU replica the node's cores are the device: its compute share (as above, with the node in place of
+the GPU) is a hard cap (cgroup ``cpu.max``, in millicores) when its pool's tenants hold less than 100 % — a batch
+tenant given 20 % of a 2-core node → 400 m — and no cap when the pool is unlimited, so idle cores stay usable
+(caps are not work-conserving). GPU replicas get no CPU cap: MPS limits their compute. Torch threads split the
+node's cores in proportion to the replicas' shares, whole cores, at least 1: 2 cores and two unlimited replicas →
+1 thread each; shares 30 % and 50 % on 8 cores → 3 and 5.
+
+**Throttle.** A tenant the enforcer throttled has its share multiplied by its level after the unset shares are
+derived: shares 30 and unset at level 0.5 on the second → 30 and 35; its pool's replicas then get that lower share.
 
 **KV blocks.** A replica's blocks are split over its tenants in proportion to their shares (largest remainder, so
 they add up exactly). When the shares add up past 100 % (batch tenants oversubscribe), latency-critical and then
@@ -53,6 +58,7 @@ __all__ = [
 SLO_CLASSES = ("latency_critical", "standard", "batch")  # also the order in which KV blocks are guaranteed
 MPS_MAX_CLIENTS_PER_DEVICE = 48  # CUDA MPS on Volta and later
 MPS_MEMORY_STEP_MIB = 128
+CPU_CAP_FLOOR_MILLICORES = 10  # the kernel's smallest quota: 1 ms of each 100 ms period
 _FULL_PERCENT = 100.0
 
 
@@ -68,6 +74,7 @@ class TenantQuota:
     max_concurrency: int | None = None  # pool-wide
     rate_rps: float | None = None  # pool-wide
     tokens_per_second: float | None = None  # pool-wide
+    throttle_level: float = 1.0  # the enforcer's level: the share is multiplied by it
 
     def __post_init__(self) -> None:
         if self.slo_class not in SLO_CLASSES:
@@ -75,6 +82,8 @@ class TenantQuota:
         share = self.active_thread_percentage
         if share is not None and not 0 < share <= _FULL_PERCENT:
             raise ValueError(f"{self.tenant}.active_thread_percentage: {share} is not in (0, 100]")
+        if not 0 < self.throttle_level <= 1:
+            raise ValueError(f"{self.tenant}.throttle_level: {self.throttle_level} is not in (0, 1]")
         for name in ("gpu_memory_mib", "max_concurrency", "rate_rps", "tokens_per_second"):
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value > 0):
@@ -125,9 +134,10 @@ class ReplicaLimits:
     replica: str
     pool: str
     device: int | None
+    compute_percent: float  # its share of its GPU, or of the node's cores on CPU
     active_thread_percentage: int | None  # CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; None on CPU
     pinned_memory_mib: int | None  # CUDA_MPS_PINNED_DEVICE_MEM_LIMIT; None: not limited
-    cpu_millicores: int
+    cpu_millicores: int | None  # cpu.max on a CPU replica of a limited pool; None: not capped
     torch_threads: int
     tenants: tuple[TenantLimits, ...]
 
@@ -157,7 +167,7 @@ def plan_replica_limits(tenants: Sequence[TenantQuota], nodes: Sequence[NodeReso
 
     pool_on_device = Counter((s.placement.pool, s.device_key) for s in slots)
     compute = {s.placement.replica: _replica_percent(by_pool[s.placement.pool], pool_on_device, s) for s in slots}
-    millicores = _cpu_millicores(slots, compute)
+    threads = _torch_threads(slots, compute)
     concurrency = _concurrency_split(slots, by_pool)
     pool_size = Counter(s.placement.pool for s in slots)
 
@@ -165,17 +175,18 @@ def plan_replica_limits(tenants: Sequence[TenantQuota], nodes: Sequence[NodeReso
     for slot in slots:
         placement, quotas = slot.placement, by_pool[slot.placement.pool]
         on_gpu = placement.device is not None
-        cores = millicores[placement.replica]
+        percent = compute[placement.replica]
         plans.append(
             ReplicaLimits(
                 node=slot.node.node,
                 replica=placement.replica,
                 pool=placement.pool,
                 device=placement.device,
-                active_thread_percentage=max(1, math.floor(compute[placement.replica])) if on_gpu else None,
+                compute_percent=percent,
+                active_thread_percentage=max(1, math.floor(percent)) if on_gpu else None,
                 pinned_memory_mib=_pinned_memory_mib(quotas, pool_on_device[(placement.pool, slot.device_key)], slot),
-                cpu_millicores=cores,
-                torch_threads=max(1, cores // 1000),
+                cpu_millicores=None if on_gpu else _cpu_cap(quotas, percent, slot.node.cpu_cores),
+                torch_threads=threads[placement.replica],
                 tenants=_tenant_limits(quotas, placement, pool_size[placement.pool], concurrency),
             )
         )
@@ -207,19 +218,27 @@ def _check_slots(slots: Sequence[_Slot]) -> None:
 
 
 def _shares(quotas: Sequence[TenantQuota]) -> dict[str, float]:
-    """Each tenant's share in percent; unset shares split what the set ones leave, e.g. 30, -, - → 30, 35, 35."""
+    """Each tenant's share in percent times its throttle level; unset shares split what the set ones leave, e.g.
+    30, -, - → 30, 35, 35 (and 30, 17.5, 35 with the second at level 0.5)."""
     unset = [q.tenant for q in quotas if q.active_thread_percentage is None]
     taken = sum(q.active_thread_percentage or 0.0 for q in quotas)
     rest = max(1.0, (_FULL_PERCENT - taken) / len(unset)) if unset else 0.0
-    return {q.tenant: rest if q.active_thread_percentage is None else q.active_thread_percentage for q in quotas}
+    return {
+        q.tenant: (rest if q.active_thread_percentage is None else q.active_thread_percentage) * q.throttle_level
+        for q in quotas
+    }
+
+
+def _pool_percent(quotas: Sequence[TenantQuota]) -> float:
+    """What a pool's tenants hold of a device together, at most all of it; a pool without tenants holds all."""
+    return min(_FULL_PERCENT, sum(_shares(quotas).values())) if quotas else _FULL_PERCENT
 
 
 def _replica_percent(
     quotas: Sequence[TenantQuota], pool_on_device: Counter[tuple[str, tuple[str, int | None]]], slot: _Slot
 ) -> float:
     """The replica's compute share of its device: its pool's shares (at most 100 %) over the pool's replicas there."""
-    pool_share = min(_FULL_PERCENT, sum(_shares(quotas).values())) if quotas else _FULL_PERCENT
-    return pool_share / pool_on_device[(slot.placement.pool, slot.device_key)]
+    return _pool_percent(quotas) / pool_on_device[(slot.placement.pool, slot.device_key)]
 
 
 def _pinned_memory_mib(quotas: Sequence[TenantQuota], replicas_on_device: int, slot: _Slot) -> int | None:
@@ -232,16 +251,24 @@ def _pinned_memory_mib(quotas: Sequence[TenantQuota], replicas_on_device: int, s
     return max(MPS_MEMORY_STEP_MIB, per_replica - per_replica % MPS_MEMORY_STEP_MIB)
 
 
-def _cpu_millicores(slots: Sequence[_Slot], compute: dict[str, float]) -> dict[str, int]:
-    """Each node's cores in proportion to its replicas' compute shares, e.g. 30 % and 50 % on 2 cores → 750, 1250."""
+def _cpu_cap(quotas: Sequence[TenantQuota], percent: float, cores: int) -> int | None:
+    """A CPU replica's cap in millicores while its pool is limited: 20 % of 2 cores → 400; None when unlimited."""
+    if _pool_percent(quotas) >= _FULL_PERCENT:
+        return None
+    return max(CPU_CAP_FLOOR_MILLICORES, math.floor(cores * 1000 * percent / _FULL_PERCENT))
+
+
+def _torch_threads(slots: Sequence[_Slot], compute: dict[str, float]) -> dict[str, int]:
+    """Each node's cores in proportion to its replicas' compute shares, in whole threads, at least 1: 30 % and 50 %
+    on 8 cores → 3 and 5."""
     by_node: dict[str, list[_Slot]] = defaultdict(list)
     for slot in slots:
         by_node[slot.node.node].append(slot)
     out: dict[str, int] = {}
     for node_slots in by_node.values():
         weights = [compute[s.placement.replica] for s in node_slots]
-        split = _apportion(node_slots[0].node.cpu_cores * 1000, weights)
-        out.update({s.placement.replica: max(1, m) for s, m in zip(node_slots, split, strict=True)})
+        split = _apportion(node_slots[0].node.cpu_cores, weights)
+        out.update({s.placement.replica: max(1, n) for s, n in zip(node_slots, split, strict=True)})
     return out
 
 

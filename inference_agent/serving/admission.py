@@ -1,11 +1,18 @@
-"""Admission control per tenant and pool: a token bucket (rate) and a concurrency cap, and the tenant's SLO class.
+"""Admission control per tenant and pool: a token bucket of requests (rate), one of generation tokens (tokens/s),
+a concurrency cap, and the tenant's SLO class.
 
 Pure: time is passed in, state is a value. The quotas come from the control plane's ``desired`` state (the isolation
-issue fills them); until it says anything every tenant is ``standard`` with an unlimited rate and 64 concurrent
+enforcer fills them); until it says anything every tenant is ``standard`` with an unlimited rate and 64 concurrent
 requests per pool. Shape read from ``desired["tenants"]`` (absent fields keep their defaults)::
 
     {"tenants": {"acme": {"slo_class": "latency_critical",
-                          "quotas": {"text-small": {"rate_rps": 5.0, "burst": 10, "max_concurrency": 4}}}}}
+                          "quotas": {"text-small": {"rate_rps": 5.0, "burst": 10, "max_concurrency": 4,
+                                                    "tokens_per_second": 800.0, "token_burst": 800.0}}}}}
+
+A request's token cost is what it may make the replica process: its prompt and its ``max_tokens``. It is admitted
+once the bucket holds that cost, or the whole burst when it costs more, and the whole cost is taken — the bucket may
+go below zero, so the tenant's long-run tokens/s holds: 700 tokens at 200 tokens/s with a burst of 200 leaves −500,
+and the next request waits (500 + its cost, at most 200) / 200 s.
 """
 
 from __future__ import annotations
@@ -42,6 +49,8 @@ class Quota:
     rate_rps: float | None = None
     burst: float = 1.0
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    tokens_per_second: float | None = None
+    token_burst: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -82,16 +91,26 @@ class QuotaBook:
 def _quota(where: str, body: Any) -> Quota:
     if not isinstance(body, Mapping):
         raise ValueError(f"{where}: expected an object")
-    rate = body.get("rate_rps")
-    if rate is not None and (not isinstance(rate, int | float) or not rate > 0):
-        raise ValueError(f"{where}.rate_rps: a positive number or null")
-    burst = body.get("burst", max(1.0, float(rate)) if rate is not None else 1.0)
-    if not isinstance(burst, int | float) or burst < 1:
-        raise ValueError(f"{where}.burst: a number >= 1")
+    rate = _rate(f"{where}.rate_rps", body.get("rate_rps"))
+    burst = _burst(f"{where}.burst", body.get("burst", max(1.0, rate) if rate is not None else 1.0))
     concurrency = body.get("max_concurrency", DEFAULT_MAX_CONCURRENCY)
     if not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"{where}.max_concurrency: an integer >= 1")
-    return Quota(float(rate) if rate is not None else None, float(burst), concurrency)
+    tokens = _rate(f"{where}.tokens_per_second", body.get("tokens_per_second"))
+    token_burst = _burst(f"{where}.token_burst", body.get("token_burst", max(1.0, tokens or 1.0)))
+    return Quota(rate, burst, concurrency, tokens, token_burst)
+
+
+def _rate(where: str, value: Any) -> float | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or not value > 0):
+        raise ValueError(f"{where}: a positive number or null")
+    return None if value is None else float(value)
+
+
+def _burst(where: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 1:
+        raise ValueError(f"{where}: a number >= 1")
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -102,24 +121,25 @@ class Bucket:
     at: float
 
 
-def refill(bucket: Bucket | None, quota: Quota, now: float) -> Bucket:
-    """The bucket at ``now``: a new bucket starts full; tokens accrue at ``rate_rps`` up to ``burst``."""
-    if bucket is None or quota.rate_rps is None:
-        return Bucket(quota.burst, now)
-    gained = max(0.0, now - bucket.at) * quota.rate_rps
-    return Bucket(min(quota.burst, bucket.tokens + gained), now)
+def refill(bucket: Bucket | None, rate: float | None, burst: float, now: float) -> Bucket:
+    """The bucket at ``now``: a new bucket starts full; tokens accrue at ``rate`` per second up to ``burst``."""
+    if bucket is None or rate is None:
+        return Bucket(burst, now)
+    gained = max(0.0, now - bucket.at) * rate
+    return Bucket(min(burst, bucket.tokens + gained), now)
 
 
-def wait_for_token_s(bucket: Bucket, quota: Quota) -> float:
-    """Seconds until the bucket holds one whole token (0 when it does): 0.25 tokens at 0.5 rps → 1.5 s."""
-    if quota.rate_rps is None or bucket.tokens >= 1.0:
+def wait_for_s(bucket: Bucket, rate: float | None, need: float) -> float:
+    """Seconds until the bucket holds ``need`` (0 when it does): 0.25 tokens at 0.5/s, needing 1 → 1.5 s."""
+    if rate is None or bucket.tokens >= need:
         return 0.0
-    return (1.0 - bucket.tokens) / quota.rate_rps
+    return (need - bucket.tokens) / rate
 
 
 class Verdict(StrEnum):
     ADMIT = "admit"
     RATE_LIMITED = "rate_limited"
+    TOKENS_LIMITED = "tokens_limited"
     CONCURRENCY_LIMITED = "concurrency_limited"
 
 
@@ -137,25 +157,35 @@ class Decision:
 
 @dataclass(frozen=True)
 class TenantState:
-    """What admission remembers of one (tenant, pool): its bucket and its requests in progress."""
+    """What admission remembers of one (tenant, pool): its buckets and its requests in progress."""
 
     bucket: Bucket | None = None
     in_flight: int = 0
+    token_bucket: Bucket | None = None
 
 
-def admit(state: TenantState, policy: TenantPolicy, pool: str, now: float) -> tuple[Decision, TenantState]:
-    """Admit one request (taking a token and a concurrency slot) or say why not and when to retry."""
+def admit(
+    state: TenantState, policy: TenantPolicy, pool: str, now: float, cost_tokens: int = 0
+) -> tuple[Decision, TenantState]:
+    """Admit one request costing ``cost_tokens`` (taking a request token, its generation tokens and a concurrency
+    slot) or say why not and when to retry."""
     quota = policy.quota(pool)
     priority = policy.slo_class.priority
-    bucket = refill(state.bucket, quota, now)
+    bucket = refill(state.bucket, quota.rate_rps, quota.burst, now)
+    tokens = refill(state.token_bucket, quota.tokens_per_second, quota.token_burst, now)
+    waiting = replace(state, bucket=bucket, token_bucket=tokens)
     if state.in_flight >= quota.max_concurrency:
         # no clock says when a slot frees; a second is the usual client back-off
-        return Decision(Verdict.CONCURRENCY_LIMITED, priority, 1.0), replace(state, bucket=bucket)
-    wait = wait_for_token_s(bucket, quota)
+        return Decision(Verdict.CONCURRENCY_LIMITED, priority, 1.0), waiting
+    wait = wait_for_s(bucket, quota.rate_rps, 1.0)
     if wait > 0:
-        return Decision(Verdict.RATE_LIMITED, priority, wait), replace(state, bucket=bucket)
+        return Decision(Verdict.RATE_LIMITED, priority, wait), waiting
+    wait = wait_for_s(tokens, quota.tokens_per_second, min(cost_tokens, quota.token_burst))
+    if wait > 0:
+        return Decision(Verdict.TOKENS_LIMITED, priority, wait), waiting
     taken = bucket if quota.rate_rps is None else Bucket(bucket.tokens - 1.0, now)
-    return Decision(Verdict.ADMIT, priority), TenantState(taken, state.in_flight + 1)
+    spent = tokens if quota.tokens_per_second is None else Bucket(tokens.tokens - cost_tokens, now)
+    return Decision(Verdict.ADMIT, priority), TenantState(taken, state.in_flight + 1, spent)
 
 
 def release(state: TenantState) -> TenantState:

@@ -92,8 +92,8 @@ class Frontend:
         return self.dispatcher.queued(pool)
 
     # ---- one request, step by step
-    def check(self, path: str, raw: bytes) -> tuple[str, bool]:
-        """Validate; answers (pool, stream) or raises BadRequest / Refusal."""
+    def check(self, path: str, raw: bytes) -> tuple[str, bool, int]:
+        """Validate; answers (pool, stream, token cost: prompt bytes + max_tokens) or raises BadRequest / Refusal."""
         body = parse_json(raw)
         pool = model_of(body)
         known = self.routes().get(pool)
@@ -102,22 +102,24 @@ class Frontend:
         if known.kind != ROUTES[path]:
             raise Refusal(404, f"pool {pool!r} serves {known.kind}, not {path}")
         if known.kind == "text":
-            stream = parse_completion(body).stream
+            completion = parse_completion(body)
+            stream, cost = completion.stream, len(completion.prompt.encode()) + completion.max_tokens
         else:
             parse_classify(body)
-            stream = False
+            stream, cost = False, 0
         if self.draining:
             raise Refusal(503, "this node is draining", "5")
-        return pool, stream
+        return pool, stream, cost
 
-    def admit(self, tenant: str, pool: str) -> int:
-        """Take the tenant's token and slot; answers the request's priority or raises Refusal(429)."""
+    def admit(self, tenant: str, pool: str, cost_tokens: int = 0) -> int:
+        """Take the tenant's tokens and slot; answers the request's priority or raises Refusal(429)."""
         policy = self.quotas.policy(tenant)
         with self._admission_lock:
             key = (tenant, pool)
-            decision, self._tenants[key] = admit(self._tenants.get(key, TenantState()), policy, pool, self.clock())
+            state = self._tenants.get(key, TenantState())
+            decision, self._tenants[key] = admit(state, policy, pool, self.clock(), cost_tokens)
         if decision.verdict is not Verdict.ADMIT:
-            what = "rate" if decision.verdict is Verdict.RATE_LIMITED else "concurrency"
+            what = _REFUSED_QUOTA[decision.verdict]
             raise Refusal(
                 429, f"tenant {tenant!r} is over its {what} quota on pool {pool!r}", decision.retry_after_header
             )
@@ -144,6 +146,13 @@ class Frontend:
                 self.telemetry.queued.labels(pool).set(self.dispatcher.queued(pool))
 
 
+_REFUSED_QUOTA = {
+    Verdict.RATE_LIMITED: "rate",
+    Verdict.TOKENS_LIMITED: "tokens/s",
+    Verdict.CONCURRENCY_LIMITED: "concurrency",
+}
+
+
 def _handler(frontend: Frontend) -> type[JsonHandler]:
     class FrontendHandler(JsonHandler):
         def on_get(self, path: str) -> None:
@@ -166,9 +175,9 @@ def _handler(frontend: Frontend) -> type[JsonHandler]:
             pool = "-"
             started = time.monotonic()
             try:
-                pool, stream = frontend.check(path, raw)
+                pool, stream, cost = frontend.check(path, raw)
                 tenant = self.headers.get("X-Tenant") or "default"
-                priority = frontend.admit(tenant, pool)
+                priority = frontend.admit(tenant, pool, cost)
                 try:
                     code = self._route(path, raw, pool, tenant, priority, stream, started)
                 finally:

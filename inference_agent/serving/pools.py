@@ -1,21 +1,24 @@
 """The pools a node runs: from the agent's ``--pools`` setting, and from the control plane's ``desired`` state.
 
 ``--pools "text-small=text:1,classify-small=classify:2"`` is NAME=KIND:REPLICAS, comma-separated. The control plane's
-``desired`` (the ingest answer, CONTRACT section 5) takes over as soon as it carries ``pools``::
+``desired`` (the ingest answer, CONTRACT section 5) takes over the replicas as soon as it carries ``pools`` (the
+autoscaler's part), and sets each replica's device limits with ``pool_limits`` (the isolation enforcer's part)::
 
-    {"pools": {"text-small": {"replicas": 2, "kind": "text",
-                              "active_thread_percentage": 50, "gpu_memory_mib": 8192, "cpu_millicores": 250}}}
+    {"pools": {"text-small": {"replicas": 2, "kind": "text"}},
+     "pool_limits": {"text-small": {"active_thread_percentage": 50, "gpu_memory_mib": 8192, "cpu_share": 0.125}}}
 
-``kind`` defaults to the pool's current kind (else ``text``); the two GPU fields are optional (MPS quotas), and so is
-``cpu_millicores``, each replica's CPU cap (at least 10: the kernel's smallest quota, 1 ms of each 100 ms period),
-which the supervisor changes in place on running replicas.
+``kind`` defaults to the pool's current kind (else ``text``). Every limit is optional: the two GPU fields are MPS
+quotas (a change replaces the pool's replicas: a running MPS client keeps the limits it started with), and
+``cpu_share`` is each replica's CPU cap as a fraction of the node's cores, changed in place: 0.125 on 2 cores →
+250 millicores (at least 10: the kernel's smallest quota, 1 ms of each 100 ms period). A pool absent from
+``pool_limits`` is not limited.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from inference_agent.serving.placement import GpuQuota
@@ -23,6 +26,7 @@ from inference_agent.serving.placement import GpuQuota
 KINDS = ("text", "classify")
 POOL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 MAX_REPLICAS_PER_NODE = 64
+MIN_CPU_MILLICORES = 10
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,14 @@ class PoolSpec:
     kind: str = "text"
     gpu_quota: GpuQuota = field(default_factory=GpuQuota)
     cpu_millicores: int | None = None  # each replica's CPU cap; None: uncapped
+
+
+@dataclass(frozen=True)
+class PoolLimits:
+    """A pool's per-replica device limits, as ``pool_limits`` gives them."""
+
+    gpu_quota: GpuQuota = field(default_factory=GpuQuota)
+    cpu_share: float | None = None  # of the node's cores
 
 
 def parse_pools(text: str) -> dict[str, PoolSpec]:
@@ -71,13 +83,39 @@ def pools_from_desired(desired: Mapping[str, Any], current: Mapping[str, PoolSpe
         kind = spec.get("kind", current[name].kind if name in current else "text")
         if kind not in KINDS:
             raise ValueError(f"{where}.kind: one of {', '.join(KINDS)}")
+        pools[name] = PoolSpec(_replicas(where, replicas), kind)
+    return pools
+
+
+def limits_from_desired(desired: Mapping[str, Any]) -> dict[str, PoolLimits]:
+    """Each pool's limits in ``desired["pool_limits"]`` (none when absent); ValueError names a bad field."""
+    body = desired.get("pool_limits") or {}
+    if not isinstance(body, Mapping):
+        raise ValueError("pool_limits: expected an object of pool name → limits")
+    limits: dict[str, PoolLimits] = {}
+    for name, spec in body.items():
+        where = f"pool_limits.{name}"
+        if not isinstance(spec, Mapping):
+            raise ValueError(f"{where}: expected an object")
         quota = GpuQuota(
             _optional_int(f"{where}.active_thread_percentage", spec.get("active_thread_percentage"), 1, 100),
             _optional_int(f"{where}.gpu_memory_mib", spec.get("gpu_memory_mib"), 1, 10**9),
         )
-        cpu_millicores = _optional_int(f"{where}.cpu_millicores", spec.get("cpu_millicores"), 10, 10**6)
-        pools[name] = PoolSpec(_replicas(where, replicas), kind, quota, cpu_millicores)
-    return pools
+        share = spec.get("cpu_share")
+        if share is not None and (isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1):
+            raise ValueError(f"{where}.cpu_share: a fraction of the node's cores in (0, 1]")
+        limits[str(name)] = PoolLimits(quota, None if share is None else float(share))
+    return limits
+
+
+def with_limits(pools: Mapping[str, PoolSpec], limits: Mapping[str, PoolLimits], cores: int) -> dict[str, PoolSpec]:
+    """The pools with their limits in force on a node with ``cores`` cores: cpu_share 0.2 on 2 cores → 400 m."""
+    out: dict[str, PoolSpec] = {}
+    for name, spec in pools.items():
+        lim = limits.get(name, PoolLimits())
+        millicores = None if lim.cpu_share is None else max(MIN_CPU_MILLICORES, round(lim.cpu_share * cores * 1000))
+        out[name] = replace(spec, gpu_quota=lim.gpu_quota, cpu_millicores=millicores)
+    return out
 
 
 def _replicas(where: str, value: int) -> int:

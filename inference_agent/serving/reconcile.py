@@ -4,14 +4,19 @@ Each decision carries a reason from a fixed set. Scale-down takes the replicas t
 waiting out a crash back-off, then ones still warming (no work yet), then ready ones with the fewest requests in
 flight, newest first; ready ones are drained, never killed. A crashed replica waits ``backoff_s(crashes)`` before
 its restart (1 s, 2 s, 4 s, ... up to 60 s); ``crashes`` counts consecutive crashes and clears after a minute ready.
+
+A replica running with other GPU limits than its pool's (MPS reads them once, at the client's start) is replaced
+without losing capacity: its replacement starts at once, and the old one drains once a replica with the new limits
+is ready to take its place — 2 wanted, 2 old ready → start 2; one new ready → drain one old; both → drain the other.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from inference_agent.serving.placement import GpuQuota
 from inference_agent.serving.pools import PoolSpec
 
 
@@ -36,6 +41,7 @@ class Reason(StrEnum):
     SCALE_DOWN = "ScaleDown"
     POOL_REMOVED = "PoolRemoved"
     KIND_CHANGED = "KindChanged"
+    LIMITS_CHANGED = "LimitsChanged"
     BACKOFF_ELAPSED = "BackoffElapsed"
     DRAINED = "Drained"
     DRAIN_DEADLINE = "DrainDeadline"
@@ -63,6 +69,7 @@ class ReplicaView:
     in_flight: int = 0
     crashes: int = 0
     restart_at: float | None = None
+    gpu_quota: GpuQuota = field(default_factory=GpuQuota)  # the MPS limits its process started with
 
 
 @dataclass(frozen=True)
@@ -118,24 +125,30 @@ def _lifecycle(view: ReplicaView, now: float, timing: Timing) -> list[Action]:
 
 
 def _scale(pool: str, spec: PoolSpec | None, views: list[ReplicaView], now: float) -> list[Action]:
-    wanted = spec.replicas if spec is not None else 0
     live = [v for v in views if v.phase is not Phase.DRAINING]
-    actions: list[Action] = []
     if spec is None:
-        surplus, reason = live, Reason.POOL_REMOVED
-    else:
-        wrong_kind = [v for v in live if v.kind != spec.kind]
-        live = [v for v in live if v.kind == spec.kind]
-        actions.extend(_remove(wrong_kind, Reason.KIND_CHANGED))
-        surplus, reason = _by_cost(live)[: max(0, len(live) - wanted)], Reason.SCALE_DOWN
-    actions.extend(_remove(surplus, reason))
-    kept = [v for v in live if v not in surplus]
+        return _remove(live, Reason.POOL_REMOVED)
+    actions = _remove([v for v in live if v.kind != spec.kind], Reason.KIND_CHANGED)
+    same_kind = [v for v in live if v.kind == spec.kind]
+    outdated = [v for v in same_kind if v.gpu_quota != spec.gpu_quota]
+    current = [v for v in same_kind if v.gpu_quota == spec.gpu_quota]
+    surplus = _by_cost(current)[: max(0, len(current) - spec.replicas)]
+    actions.extend(_remove(surplus, Reason.SCALE_DOWN))
+    kept = [v for v in current if v not in surplus]
     for view in kept:
         if view.phase is Phase.BACKOFF and view.restart_at is not None and view.restart_at <= now:
             actions.append(Action(Verb.RESTART, pool, view.kind, Reason.BACKOFF_ELAPSED, view.id))
-    if spec is not None:
-        actions.extend(Action(Verb.START, pool, spec.kind, Reason.SCALE_UP) for _ in range(wanted - len(kept)))
-    return actions
+    actions.extend(Action(Verb.START, pool, spec.kind, Reason.SCALE_UP) for _ in range(spec.replicas - len(kept)))
+    return actions + _replace_outdated(outdated, kept, spec.replicas)
+
+
+def _replace_outdated(outdated: list[ReplicaView], kept: list[ReplicaView], wanted: int) -> list[Action]:
+    """Outdated replicas doing no work go at once; ready ones drain as replicas with the new limits get ready."""
+    idle = [v for v in outdated if v.phase is not Phase.READY]
+    serving = [v for v in outdated if v.phase is Phase.READY]
+    ready_new = sum(v.phase is Phase.READY for v in kept)
+    excess = max(0, len(serving) + ready_new - wanted)
+    return _remove(idle, Reason.LIMITS_CHANGED) + _remove(_by_cost(serving)[:excess], Reason.LIMITS_CHANGED)
 
 
 def _by_cost(views: list[ReplicaView]) -> list[ReplicaView]:

@@ -1,11 +1,13 @@
 """The replica supervisor: runs each pool's replica processes and reconciles them toward the target.
 
-The target is the agent's ``--pools`` until the control plane's ``desired`` names pools (shape in ``pools.py``).
-Each pass observes (process exits, warm ``/healthz``, in-flight counts), asks ``reconcile.decide`` what to do, and
-does it: start replicas on free loopback ports with their quota environment (``placement.py``), route to them once
-warm, drain on scale-down (``POST /drain``, then SIGTERM when nothing is in flight or the drain deadline passed),
-restart crashed ones after their back-off. A pool's ``cpu_millicores`` caps each of its replicas right after its
-process starts, and changes in place on running ones (``isolation/cpu.py``); the cap's cgroup goes with the process.
+The target is the agent's ``--pools`` until the control plane's ``desired`` names pools, with the limits of its
+``pool_limits`` (shapes in ``pools.py``). Each pass observes (process exits, warm ``/healthz``, in-flight counts),
+asks ``reconcile.decide`` what to do, and does it: start replicas on free loopback ports with their quota environment
+(``placement.py``), route to them once warm, drain on scale-down (``POST /drain``, then SIGTERM when nothing is in
+flight or the drain deadline passed), restart crashed ones after their back-off. A pool's CPU cap applies to each of
+its replicas right after its process starts, and changes in place on running ones (``isolation/cpu.py``); the cap's
+cgroup goes with the process. Under MPS the GPU limits travel in the replica's environment, the MPS server is made
+to allow them once the process runs (``isolation/mps.py``), and new GPU limits replace the replicas (``reconcile``).
 ``routes()`` is what the front end and the builtin probe read.
 """
 
@@ -23,10 +25,10 @@ from typing import Any
 import httpx
 
 from inference_agent.isolation.cpu import CpuLimits
-from inference_agent.isolation.limits import LimitApplier, ReplicaLimits
+from inference_agent.isolation.limits import IsolationError, LimitApplier, ReplicaLimits
 from inference_agent.serving.launcher import Launcher, LaunchSpec, ReplicaProcess, free_port
-from inference_agent.serving.placement import cpu_share, replica_environment
-from inference_agent.serving.pools import PoolSpec, pools_from_desired
+from inference_agent.serving.placement import GpuQuota, cpu_share, replica_environment
+from inference_agent.serving.pools import PoolSpec, limits_from_desired, pools_from_desired, with_limits
 from inference_agent.serving.reconcile import (
     Action,
     Phase,
@@ -91,10 +93,12 @@ class Supervisor:
     cpus: tuple[int, ...] = field(default_factory=lambda: tuple(sorted(os.sched_getaffinity(0))))
     load: Callable[[str], int] = lambda _replica_id: 0
     cpu_limits: LimitApplier = field(default_factory=CpuLimits)
+    gpu_limits: LimitApplier | None = None  # MpsControl where an MPS daemon serves the replicas
     clock: Callable[[], float] = time.monotonic
     client: httpx.Client = field(default_factory=lambda: httpx.Client(timeout=httpx.Timeout(2.0, connect=0.5)))
 
     def __post_init__(self) -> None:
+        self._pools: dict[str, PoolSpec] = dict(self.configured)
         self._target: dict[str, PoolSpec] = dict(self.configured)
         self._replicas: list[_Replica] = []
         self._stopping: list[_Stopping] = []
@@ -111,15 +115,18 @@ class Supervisor:
         return dict(self._target)
 
     def set_desired(self, desired: Mapping[str, Any]) -> None:
-        """Take the control plane's pools; a malformed ``desired`` is logged and the target kept."""
+        """Take the control plane's pools and limits; a malformed ``desired`` is logged and the target kept."""
         try:
-            pools = pools_from_desired(desired, self._target)
+            pools = pools_from_desired(desired, self._pools)
+            limits = limits_from_desired(desired)
         except ValueError as exc:
             log.error("desired state ignored: %s", exc)
             return
-        if pools is not None and pools != self._target:
-            log.info("target pools now %s", {name: (p.kind, p.replicas) for name, p in pools.items()})
-            self._target = pools
+        target = with_limits(self._pools if pools is None else pools, limits, len(self.cpus))
+        if target != self._target:
+            log.info("target pools now %s", {name: (p.kind, p.replicas) for name, p in target.items()})
+            self._pools = self._pools if pools is None else pools
+            self._target = target
             self._publish()
 
     # ---- the loop
@@ -134,7 +141,7 @@ class Supervisor:
         with self._step_lock:
             now = self.clock()
             self._observe(now)
-            actions = decide(self._target, [r.view for r in self._replicas], now, self.timing)
+            actions = decide(self._decided_target(), [r.view for r in self._replicas], now, self.timing)
             for action in actions:
                 self._apply(action, now)
             for replica in self._replicas:
@@ -144,6 +151,12 @@ class Supervisor:
             self._reap(now)
             self._publish()
             return actions
+
+    def _decided_target(self) -> dict[str, PoolSpec]:
+        """The target as it binds the replicas: GPU limits only where MPS would read them."""
+        if self.mps:
+            return self._target
+        return {name: replace(spec, gpu_quota=GpuQuota()) for name, spec in self._target.items()}
 
     def shutdown(self, deadline_s: float) -> None:
         """Drain every replica (up to ``deadline_s``), then stop them all and reap them."""
@@ -185,7 +198,7 @@ class Supervisor:
     def _exited(self, replica: _Replica, now: float) -> None:
         code = replica.process.poll() if replica.process is not None else None
         replica.process = None
-        self.cpu_limits.release(replica.view.id)
+        self._release(replica.view.id)
         if replica.view.phase is Phase.DRAINING:
             return  # it finished on its own; dropped by the caller
         replica.view = crashed(replica.view, now, self.timing)
@@ -252,24 +265,41 @@ class Supervisor:
         view = replica.view
         replica.port = free_port()
         slots = max(sum(p.replicas for p in self._target.values()), len(self._replicas))
-        spec = self._target.get(view.pool)
+        spec = self._decided_target().get(view.pool, PoolSpec(0, view.kind))
         replica.cpus = cpu_share(replica.slot, slots, self.cpus)
         env = replica_environment(
-            slot=replica.slot,
-            slots=slots,
-            cpus=self.cpus,
-            device=self.device,
-            mps=self.mps,
-            **({"gpu_quota": spec.gpu_quota} if spec is not None else {}),
+            slot=replica.slot, slots=slots, cpus=self.cpus, device=self.device, mps=self.mps, gpu_quota=spec.gpu_quota
         )
         replica.process = self.launcher.launch(LaunchSpec(view.id, view.pool, view.kind, replica.port, env))
-        replica.view = replace(view, phase=Phase.STARTING, since=now, restart_at=None)
+        replica.view = replace(view, phase=Phase.STARTING, since=now, restart_at=None, gpu_quota=spec.gpu_quota)
         log.info(
             "replica %s of pool %s starting on port %d (pid %d)", view.id, view.pool, replica.port, replica.process.pid
         )
         replica.cpu_millicores = None  # a new process: nothing capped yet
-        if spec is not None:
-            self._limit(replica, spec.cpu_millicores)
+        self._limit(replica, spec.cpu_millicores)
+        self._share_gpu(replica, spec.gpu_quota)
+
+    def _share_gpu(self, replica: _Replica, quota: GpuQuota) -> None:
+        """Have the MPS server allow the limits the replica started with (they narrow, never widen, the server's)."""
+        if self.gpu_limits is None or replica.process is None or quota == GpuQuota():
+            return
+        limits = ReplicaLimits(
+            device=_device_index(self.device),
+            active_thread_percentage=quota.active_thread_percentage,
+            pinned_memory_mib=quota.gpu_memory_mib,
+        )
+        try:
+            outcome = self.gpu_limits.apply(replica.view.id, replica.process.pid, limits)
+        except IsolationError as exc:
+            log.error("replica %s of pool %s GPU limits: %s", replica.view.id, replica.view.pool, exc)
+            return
+        report = log.info if outcome.complete else log.warning
+        report("replica %s of pool %s GPU limits: %s", replica.view.id, replica.view.pool, outcome.describe())
+
+    def _release(self, replica_id: str) -> None:
+        self.cpu_limits.release(replica_id)
+        if self.gpu_limits is not None:
+            self.gpu_limits.release(replica_id)
 
     def _limit(self, replica: _Replica, cpu_millicores: int | None) -> None:
         """Cap the replica's process at ``cpu_millicores`` (with its affinity), in place, when the cap changed; the
@@ -291,7 +321,7 @@ class Supervisor:
             replica.process.terminate()
             self._stopping.append(_Stopping(replica.view.id, replica.process, now + STOP_GRACE_S))
         elif replica.process is not None:
-            self.cpu_limits.release(replica.view.id)  # it exited before it was asked to
+            self._release(replica.view.id)  # it exited before it was asked to
         replica.process = None
 
     def _reap(self, now: float) -> None:
@@ -299,7 +329,7 @@ class Supervisor:
             if stopping.process.poll() is not None:
                 self._stopping.remove(stopping)
                 if not any(r.view.id == stopping.replica_id and r.process is not None for r in self._replicas):
-                    self.cpu_limits.release(stopping.replica_id)  # unless it already runs again (a restart)
+                    self._release(stopping.replica_id)  # unless it already runs again (a restart)
             elif now >= stopping.kill_at:
                 stopping.process.kill()
 
@@ -315,3 +345,9 @@ class Supervisor:
             counts = {p: dict(Counter(r.view.phase for r in self._replicas if r.view.pool == p)) for p in pools}
             crashes = {p: max((r.view.crashes for r in self._replicas if r.view.pool == p), default=0) for p in pools}
             self.telemetry.set_replicas(counts, crashes)
+
+
+def _device_index(device: str) -> int:
+    """The GPU a replica uses, as the node numbers it: ``cuda:1`` → 1, ``cuda`` → 0."""
+    _, _, index = device.partition(":")
+    return int(index) if index.isdigit() else 0

@@ -16,6 +16,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from inference_agent.isolation.cpu import CpuLimits
+from inference_agent.isolation.mps import MpsControl
 from inference_agent.probes.builtin import BuiltinEngineProbe
 from inference_agent.serving.admission import QuotaBook
 from inference_agent.serving.frontend import Frontend, FrontendLimits
@@ -51,15 +52,17 @@ class BuiltinWorkload:
             startup_timeout_s=settings.replica_startup_timeout_seconds,
         )
         frontend_box: list[Frontend] = []
+        mps = device.startswith("cuda") and mps_daemon_running(dict(os.environ), os.path.exists)
         supervisor = Supervisor(
             settings.pool_specs,
             launcher,
             telemetry,
             timing,
             device=device,
-            mps=device.startswith("cuda") and mps_daemon_running(dict(os.environ), os.path.exists),
+            mps=mps,
             load=lambda replica_id: frontend_box[0].dispatcher.in_flight(replica_id) if frontend_box else 0,
             cpu_limits=CpuLimits(settings.replica_cgroup_root, settings.replica_cgroup_v1_root),
+            gpu_limits=MpsControl() if mps else None,
         )
         limits = FrontendLimits(
             settings.replica_max_in_flight, settings.serve_queue_limit, settings.serve_queue_timeout_seconds
@@ -80,12 +83,13 @@ class BuiltinWorkload:
         self._thread.start()
 
     def on_desired(self, desired: Mapping[str, Any]) -> None:
+        """Take the control plane's answer: pools and their limits to the supervisor, tenants to the front end (an
+        answer without ``tenants`` means none: every tenant gets the defaults)."""
         self.supervisor.set_desired(desired)
-        if "tenants" in desired:
-            try:
-                self.frontend.set_quotas(QuotaBook.from_desired(desired))
-            except ValueError as exc:
-                log.error("tenant quotas in the desired state ignored: %s", exc)
+        try:
+            self.frontend.set_quotas(QuotaBook.from_desired(desired))
+        except ValueError as exc:
+            log.error("tenant quotas in the desired state ignored: %s", exc)
 
     def status(self) -> dict[str, Any]:
         return {

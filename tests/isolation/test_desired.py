@@ -12,6 +12,7 @@ from inference_agent.engine.api import Priority
 from inference_agent.serving.admission import DEFAULT_MAX_CONCURRENCY, Quota, QuotaBook
 from isolation.desired import AGENT_DEFAULT_MAX_CONCURRENCY, TenantsAnswer, TenantsDesired, node_shares
 from isolation.events import ThrottleLevel
+from isolation.planning import GpuDevice
 from isolation.tenants import QuotaSpec, SloClass, Tenant, TenantStore
 from tests.support.clock import FakeClock
 
@@ -25,7 +26,7 @@ def _tenant(name: str, slo_class: SloClass, **quotas: QuotaSpec) -> Tenant:
 
 
 def _answer(tenants: list[Tenant], replicas: dict[tuple[str, str], int], *levels: ThrottleLevel) -> TenantsAnswer:
-    return TenantsAnswer(tenants, node_shares(tenants, replicas), levels)
+    return TenantsAnswer(tenants, node_shares(tenants, replicas), levels, replicas)
 
 
 def test_the_agents_default_concurrency_is_the_one_a_throttle_starts_from() -> None:
@@ -115,3 +116,37 @@ def test_the_answer_is_read_once_per_cache_period_for_every_node(engine: Engine,
     assert (desired("node-a") or {})["tenants"]["acme"]["quotas"]["chat"]["rate_rps"] == 10.0  # still cached
     clock.advance(1.0)
     assert (desired("node-a") or {})["tenants"]["acme"]["quotas"]["chat"]["rate_rps"] == 5.0  # one of two replicas
+
+
+def test_a_limited_pool_is_capped_on_each_node_and_a_throttle_lowers_the_cap() -> None:
+    fast = _tenant("fast", SloClass.LATENCY_CRITICAL, vision=QuotaSpec())
+    noisy = _tenant("noisy", SloClass.BATCH, chat=QuotaSpec(active_thread_percentage=20))
+    replicas = {("node-a", "chat"): 1, ("node-a", "vision"): 1, ("node-b", "chat"): 2}
+    answer = _answer([fast, noisy], replicas)
+    assert (answer.for_node("node-a") or {})["pool_limits"] == {"chat": {"cpu_share": 0.2}}  # vision: the whole node
+    assert (answer.for_node("node-b") or {})["pool_limits"] == {"chat": {"cpu_share": 0.1}}  # two replicas split it
+    throttled = _answer([fast, noisy], replicas, ThrottleLevel("node-a", "chat", "noisy", 0.5, 1.0))
+    assert (throttled.for_node("node-a") or {})["pool_limits"] == {"chat": {"cpu_share": 0.1}}
+    assert (throttled.for_node("node-b") or {})["pool_limits"] == {"chat": {"cpu_share": 0.1}}  # only node-a
+
+
+def test_gpu_replicas_get_their_mps_limits_and_a_pool_not_running_yet_is_planned_as_one_replica() -> None:
+    noisy = _tenant("noisy", SloClass.BATCH, chat=QuotaSpec(active_thread_percentage=30, gpu_memory_mib=8192))
+    answer = TenantsAnswer(
+        [noisy], {}, (), {("node-a", "chat"): 2}, {"node-a": (GpuDevice(0, 81_920), GpuDevice(1, 81_920))}
+    )
+    assert (answer.for_node("node-a") or {})["pool_limits"] == {
+        "chat": {"active_thread_percentage": 30, "gpu_memory_mib": 8192}  # one replica on each GPU
+    }
+    assert (answer.for_node("node-z") or {})["pool_limits"] == {"chat": {"cpu_share": 0.3}}  # a CPU node
+
+
+def test_tokens_per_second_is_shared_and_throttled_like_the_rate() -> None:
+    acme = _tenant("acme", SloClass.STANDARD, chat=QuotaSpec(tokens_per_second=1000.0))
+    answer = _answer(
+        [acme], {("node-a", "chat"): 1, ("node-b", "chat"): 1}, ThrottleLevel("node-a", "chat", "acme", 0.5, 1.0)
+    )
+    a = (answer.for_node("node-a") or {})["tenants"]["acme"]["quotas"]["chat"]
+    b = (answer.for_node("node-b") or {})["tenants"]["acme"]["quotas"]["chat"]
+    assert (a["tokens_per_second"], a["token_burst"]) == (250.0, 250.0)  # 500 on its replica × ½
+    assert b["tokens_per_second"] == 500.0

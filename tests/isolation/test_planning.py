@@ -53,7 +53,7 @@ def by_tenant(limits: ReplicaLimits) -> dict[str, TenantLimits]:
 def test_two_tenants_on_one_80_gib_gpu_sum_into_the_replica_limits() -> None:
     (plan,) = plan_replica_limits([chat(), bulk()], [gpu_node(ReplicaPlacement("r1", "text", 0, kv_blocks=1000))])
     assert (plan.active_thread_percentage, plan.pinned_memory_mib) == (80, 57_344)  # 30 + 50 %, 16 + 40 GiB
-    assert (plan.cpu_millicores, plan.torch_threads) == (8000, 8)  # alone on the node: every core
+    assert (plan.cpu_millicores, plan.torch_threads) == (None, 8)  # MPS caps it, not the CPU; alone: every thread
     tenants = by_tenant(plan)
     assert tenants["chat"] == TenantLimits("chat", "latency_critical", 20.0, None, 8, 375)  # 1000 × 30 / 80
     assert tenants["bulk"] == TenantLimits("bulk", "batch", 5.0, 2000.0, 4, 625)
@@ -62,9 +62,9 @@ def test_two_tenants_on_one_80_gib_gpu_sum_into_the_replica_limits() -> None:
 def test_two_replicas_of_a_pool_on_one_gpu_split_its_share() -> None:
     node = gpu_node(ReplicaPlacement("r1", "text", 0, 1000), ReplicaPlacement("r2", "text", 0, 1000))
     plans = plan_replica_limits([chat(), bulk()], [node])
-    assert [(p.active_thread_percentage, p.pinned_memory_mib, p.cpu_millicores) for p in plans] == [
-        (40, 28_672, 4000),
-        (40, 28_672, 4000),
+    assert [(p.active_thread_percentage, p.pinned_memory_mib, p.torch_threads) for p in plans] == [
+        (40, 28_672, 4),
+        (40, 28_672, 4),
     ]
     assert [by_tenant(p)["chat"].max_concurrency for p in plans] == [4, 4]
     assert [by_tenant(p)["bulk"].rate_rps for p in plans] == [2.5, 2.5]
@@ -74,8 +74,8 @@ def test_pools_sharing_a_gpu_each_get_their_own_tenants_share() -> None:
     classify = TenantQuota("chat", "latency_critical", "classify", active_thread_percentage=30, gpu_memory_mib=8192)
     node = gpu_node(ReplicaPlacement("r1", "classify", 0), ReplicaPlacement("r2", "text", 0, 1000))
     first, second = plan_replica_limits([classify, bulk()], [node])
-    assert (first.active_thread_percentage, first.pinned_memory_mib, first.cpu_millicores) == (30, 8192, 3000)
-    assert (second.active_thread_percentage, second.pinned_memory_mib, second.cpu_millicores) == (50, 40_960, 5000)
+    assert (first.active_thread_percentage, first.pinned_memory_mib, first.torch_threads) == (30, 8192, 3)
+    assert (second.active_thread_percentage, second.pinned_memory_mib, second.torch_threads) == (50, 40_960, 5)
 
 
 def test_batch_oversubscription_takes_kv_blocks_only_after_the_guaranteed_classes() -> None:
@@ -94,22 +94,39 @@ def test_unset_shares_split_what_the_set_ones_leave_and_memory_stays_unlimited()
     assert by_tenant(plan)["a"].max_concurrency is None and by_tenant(plan)["a"].rate_rps is None
 
 
-def test_cpu_only_node_with_two_cores_and_two_replicas_gives_one_core_each() -> None:
+def test_unlimited_cpu_replicas_are_not_capped_and_split_the_threads() -> None:
     node = NodeResources("cpu1", cpu_cores=2, replicas=(ReplicaPlacement("r1", "text"), ReplicaPlacement("r2", "text")))
     plans = plan_replica_limits([], [node])
     assert [(p.cpu_millicores, p.torch_threads, p.active_thread_percentage, p.pinned_memory_mib) for p in plans] == [
-        (1000, 1, None, None),
-        (1000, 1, None, None),
+        (None, 1, None, None),
+        (None, 1, None, None),
     ]
 
 
-def test_cpu_cores_follow_the_replicas_compute_shares() -> None:
+def test_a_limited_pool_caps_its_cpu_replicas_at_its_share_of_the_node() -> None:
     quotas = [
-        TenantQuota("chat", "latency_critical", "classify", active_thread_percentage=30),
-        TenantQuota("bulk", "batch", "text", active_thread_percentage=50),
+        TenantQuota("fast", "latency_critical", "classify"),  # unset: the whole node, so no cap
+        TenantQuota("bulk", "batch", "text", active_thread_percentage=20),
     ]
     node = NodeResources("cpu1", 2, replicas=(ReplicaPlacement("r1", "classify"), ReplicaPlacement("r2", "text")))
-    assert [(p.cpu_millicores, p.torch_threads) for p in plan_replica_limits(quotas, [node])] == [(750, 1), (1250, 1)]
+    plans = plan_replica_limits(quotas, [node])
+    assert [(p.cpu_millicores, p.compute_percent) for p in plans] == [(None, 100.0), (400, 20.0)]  # 20 % of 2 cores
+
+
+def test_two_replicas_of_a_limited_pool_split_its_cpu_share() -> None:
+    quotas = [TenantQuota("bulk", "batch", "text", active_thread_percentage=50)]
+    node = NodeResources("cpu1", 4, replicas=(ReplicaPlacement("r1", "text"), ReplicaPlacement("r2", "text")))
+    assert [p.cpu_millicores for p in plan_replica_limits(quotas, [node])] == [1000, 1000]  # 50 % of 4 cores, halved
+
+
+def test_a_throttle_level_scales_the_tenants_share_and_its_replicas_limits() -> None:
+    quotas = [chat(), bulk(active_thread_percentage=None, throttle_level=0.5)]  # bulk: 70 % derived, then halved
+    (plan,) = plan_replica_limits(quotas, [gpu_node(ReplicaPlacement("r1", "text", 0, 1000))])
+    assert plan.active_thread_percentage == 65  # 30 + 35
+    assert {t.tenant: t.kv_blocks for t in plan.tenants} == {"chat": 462, "bulk": 538}  # 1000 × 30 / 65
+    cpu = NodeResources("cpu1", 2, replicas=(ReplicaPlacement("r1", "text"),))
+    (throttled,) = plan_replica_limits([TenantQuota("bulk", "batch", "text", throttle_level=0.25)], [cpu])
+    assert throttled.cpu_millicores == 500  # 100 % × 0.25 of 2 cores
 
 
 @pytest.mark.parametrize(("quota", "replicas", "split"), [(10, 3, [4, 3, 3]), (2, 3, [1, 1, 1]), (6, 2, [3, 3])])
@@ -151,3 +168,5 @@ def test_quota_fields_are_validated() -> None:
         TenantQuota("x", "batch", "text", active_thread_percentage=120)
     with pytest.raises(ValueError, match="max_concurrency"):
         TenantQuota("x", "batch", "text", max_concurrency=0)
+    with pytest.raises(ValueError, match="throttle_level"):
+        TenantQuota("x", "batch", "text", throttle_level=0.0)

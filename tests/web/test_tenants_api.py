@@ -183,5 +183,6 @@ def test_the_ingest_answer_tells_agents_the_tenants_quotas(client: TestClient, a
                 "slo_class": "latency_critical",
                 "quotas": {"chat": {"rate_rps": 5.0, "burst": 5.0, "max_concurrency": 4}},
             }
-        }
+        },
+        "pool_limits": {},  # no share set: acme holds all of chat, nothing to cap
     }

@@ -17,7 +17,7 @@ from inference_agent.serving.admission import (
     admit,
     refill,
     release,
-    wait_for_token_s,
+    wait_for_s,
 )
 
 LIMITED = TenantPolicy(SloClass.STANDARD, {"p": Quota(rate_rps=2.0, burst=2.0, max_concurrency=10)})
@@ -33,13 +33,25 @@ LIMITED = TenantPolicy(SloClass.STANDARD, {"p": Quota(rate_rps=2.0, burst=2.0, m
     ],
 )
 def test_refill(bucket: Bucket | None, now: float, tokens: float) -> None:
-    assert refill(bucket, Quota(rate_rps=2.0, burst=2.0), now) == Bucket(tokens, now)
+    assert refill(bucket, 2.0, 2.0, now) == Bucket(tokens, now)
 
 
 def test_wait_for_a_token() -> None:
-    assert wait_for_token_s(Bucket(0.25, 0.0), Quota(rate_rps=0.5)) == pytest.approx(1.5)
-    assert wait_for_token_s(Bucket(1.0, 0.0), Quota(rate_rps=0.5)) == 0.0
-    assert wait_for_token_s(Bucket(0.0, 0.0), Quota()) == 0.0  # no rate limit
+    assert wait_for_s(Bucket(0.25, 0.0), 0.5, 1.0) == pytest.approx(1.5)
+    assert wait_for_s(Bucket(-500.0, 0.0), 200.0, 200.0) == pytest.approx(3.5)  # a debt is paid back first
+    assert wait_for_s(Bucket(0.0, 0.0), None, 1.0) == 0.0
+
+
+def test_generation_tokens_are_admitted_at_their_rate_and_a_long_request_takes_the_whole_burst() -> None:
+    policy = TenantPolicy(SloClass.BATCH, {"p": Quota(tokens_per_second=200.0, token_burst=200.0)})
+    decision, state = admit(TenantState(), policy, "p", 0.0, cost_tokens=700)  # more than the burst: a full bucket
+    assert decision.verdict is Verdict.ADMIT and state.token_bucket == Bucket(-500.0, 0.0)
+    decision, state = admit(release(state), policy, "p", 1.0, cost_tokens=100)  # −300 at 1 s: 2 s to 100
+    assert decision.verdict is Verdict.TOKENS_LIMITED and decision.retry_after_s == pytest.approx(2.0)
+    decision, state = admit(state, policy, "p", 3.0, cost_tokens=100)
+    assert decision.verdict is Verdict.ADMIT and state.token_bucket == Bucket(0.0, 3.0)
+    decision, _ = admit(TenantState(), policy, "other", 0.0, cost_tokens=10_000)
+    assert decision.verdict is Verdict.ADMIT  # another pool: unlimited
 
 
 def test_burst_then_rate_limited_with_retry_after() -> None:
@@ -100,6 +112,8 @@ def test_quotas_from_desired() -> None:
     )
     assert book.policy("acme") == TenantPolicy(SloClass.LATENCY_CRITICAL, {"p": Quota(5.0, 5.0, 4)})
     assert book.policy("nobody") == TenantPolicy()
+    tokens = QuotaBook.from_desired({"tenants": {"b": {"quotas": {"p": {"tokens_per_second": 300}}}}})
+    assert tokens.policy("b").quota("p") == Quota(tokens_per_second=300.0, token_burst=300.0)
 
 
 @pytest.mark.parametrize(
@@ -108,6 +122,8 @@ def test_quotas_from_desired() -> None:
         ({"a": {"slo_class": "gold"}}, "tenants.a.slo_class"),
         ({"a": {"quotas": {"p": {"rate_rps": -1}}}}, "tenants.a.quotas.p.rate_rps"),
         ({"a": {"quotas": {"p": {"max_concurrency": 0}}}}, "tenants.a.quotas.p.max_concurrency"),
+        ({"a": {"quotas": {"p": {"tokens_per_second": 0}}}}, "tenants.a.quotas.p.tokens_per_second"),
+        ({"a": {"quotas": {"p": {"tokens_per_second": 5, "token_burst": 0.5}}}}, "tenants.a.quotas.p.token_burst"),
     ],
 )
 def test_bad_quotas_name_the_field(tenants: dict[str, object], field: str) -> None:

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from inference_agent.serving.placement import GpuQuota, cpu_share, mps_daemon_running, replica_environment
-from inference_agent.serving.pools import PoolSpec, parse_pools, pools_from_desired
+from inference_agent.serving.pools import (
+    PoolLimits,
+    PoolSpec,
+    limits_from_desired,
+    parse_pools,
+    pools_from_desired,
+    with_limits,
+)
 from inference_agent.serving.reconcile import (
     Action,
     Phase,
@@ -138,16 +145,30 @@ def test_pools_setting() -> None:
 def test_pools_from_desired() -> None:
     current = {"c": PoolSpec(1, "classify")}
     assert pools_from_desired({"tenants": {}}, current) is None
-    got = pools_from_desired({"pools": {"c": {"replicas": 3}, "t": {"replicas": 1, "gpu_memory_mib": 512}}}, current)
-    assert got == {"c": PoolSpec(3, "classify"), "t": PoolSpec(1, "text", GpuQuota(None, 512))}
+    got = pools_from_desired({"pools": {"c": {"replicas": 3}, "t": {"replicas": 1}}}, current)
+    assert got == {"c": PoolSpec(3, "classify"), "t": PoolSpec(1, "text")}
     with pytest.raises(ValueError, match=r"pools\.t\.replicas"):
         pools_from_desired({"pools": {"t": {"replicas": "2"}}}, current)
     with pytest.raises(ValueError, match=r"pools\.t\.kind"):
         pools_from_desired({"pools": {"t": {"replicas": 2, "kind": "video"}}}, current)
-    capped = pools_from_desired({"pools": {"t": {"replicas": 1, "cpu_millicores": 250}}}, current)
-    assert capped == {"t": PoolSpec(1, "text", cpu_millicores=250)}
-    with pytest.raises(ValueError, match=r"pools\.t\.cpu_millicores: an integer from 10"):
-        pools_from_desired({"pools": {"t": {"replicas": 1, "cpu_millicores": 5}}}, current)  # under 1 ms a period
+
+
+def test_pool_limits_from_desired_apply_to_the_pools_with_the_nodes_cores() -> None:
+    limits = limits_from_desired(
+        {"pool_limits": {"t": {"cpu_share": 0.125}, "g": {"active_thread_percentage": 30, "gpu_memory_mib": 512}}}
+    )
+    assert limits == {"t": PoolLimits(cpu_share=0.125), "g": PoolLimits(GpuQuota(30, 512))}
+    pools = {"t": PoolSpec(1), "g": PoolSpec(2), "free": PoolSpec(1)}
+    assert with_limits(pools, limits, cores=2) == {
+        "t": PoolSpec(1, cpu_millicores=250),  # 1/8 of 2 cores
+        "g": PoolSpec(2, gpu_quota=GpuQuota(30, 512)),
+        "free": PoolSpec(1),
+    }
+    assert with_limits({"t": PoolSpec(1)}, {"t": PoolLimits(cpu_share=0.001)}, cores=2)["t"].cpu_millicores == 10
+    assert limits_from_desired({"tenants": {}}) == {}
+    for bad, field in [({"t": {"cpu_share": 0}}, "cpu_share"), ({"t": {"active_thread_percentage": 101}}, "active")]:
+        with pytest.raises(ValueError, match=rf"pool_limits\.t\.{field}"):
+            limits_from_desired({"pool_limits": bad})
 
 
 def test_agent_settings_take_builtin_and_its_pools(tmp_path: object) -> None:
@@ -160,3 +181,20 @@ def test_agent_settings_take_builtin_and_its_pools(tmp_path: object) -> None:
     assert settings.pool_specs == {"a": PoolSpec(2, "text"), "b": PoolSpec(1, "classify")}
     with pytest.raises(ValueError, match="NAME=KIND:REPLICAS"):
         AgentSettings(collector="http://c", token="agent-token", pools="a=gpu:1")
+
+
+def test_new_gpu_limits_replace_the_replicas_without_losing_capacity() -> None:
+    old, new = GpuQuota(50, None), GpuQuota(30, None)
+    spec = {"p": PoolSpec(2, gpu_quota=new)}
+    serving = [view("a", Phase.READY, gpu_quota=old), view("b", Phase.READY, 1.0, gpu_quota=old)]
+    assert verbs(decide(spec, serving, 10.0, T)) == [("start", None, "ScaleUp")] * 2  # the old keep serving
+    one_ready = [*serving, view("c", Phase.READY, 11.0, gpu_quota=new), view("d", Phase.STARTING, 11.0, gpu_quota=new)]
+    assert verbs(decide(spec, one_ready, 12.0, T)) == [("drain", "b", "LimitsChanged")]  # newest old first
+    both = [serving[0], view("c", Phase.READY, 11.0, gpu_quota=new), view("d", Phase.READY, 12.0, gpu_quota=new)]
+    assert verbs(decide(spec, both, 13.0, T)) == [("drain", "a", "LimitsChanged")]
+    warming = [view("a", Phase.STARTING, gpu_quota=old), view("b", Phase.BACKOFF, gpu_quota=old)]
+    assert verbs(decide({"p": PoolSpec(1, gpu_quota=new)}, warming, 1.0, T)) == [
+        ("start", None, "ScaleUp"),
+        ("stop", "a", "LimitsChanged"),
+        ("forget", "b", "LimitsChanged"),
+    ]

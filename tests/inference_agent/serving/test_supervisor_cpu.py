@@ -1,5 +1,5 @@
-"""The supervisor caps each replica's CPU at its pool's ``cpu_millicores``: at start, in place on a change, released
-with the process. The replicas are ``sleep`` processes (nothing here needs them to answer) in a cgroup v1 stand-in."""
+"""The supervisor caps each replica's CPU at its pool's limit: at start, in place on a change, released with the
+process. The replicas are ``sleep`` processes (nothing here needs them to answer) in a cgroup v1 stand-in."""
 
 from __future__ import annotations
 
@@ -74,10 +74,10 @@ def test_a_pools_cap_applies_at_start_changes_in_place_and_goes_with_the_process
     applied = [r.getMessage() for r in caplog.records if "CPU limits" in r.getMessage()]
     assert applied == [f"replica p-1 of pool p CPU limits: cpus: {CPU}; cpu.cfs_quota_us: 25000 100000"]  # once
 
-    supervisor.set_desired({"pools": {"p": {"replicas": 1, "cpu_millicores": 500}}})
+    supervisor.set_desired({"pool_limits": {"p": {"cpu_share": 0.5}}})  # half of its one core
     supervisor.step()
     assert quota(group) == "50000" and launcher.processes == [process]  # in place: no replacement
-    supervisor.set_desired({"pools": {"p": {"replicas": 1}}})
+    supervisor.set_desired({"pools": {"p": {"replicas": 1}}})  # no pool_limits: not limited
     supervisor.step()
     assert quota(group) == "-1"  # the cap lifted
 
