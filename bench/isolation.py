@@ -7,8 +7,10 @@ A real ``fleetpilot server`` (SQLite) and one real agent running the built-in wo
 1. ``alone``: the tenant ``fast`` sends one-image ``POST /v1/classify`` at a steady open-loop rate.
 2. ``unisolated``: the same, while the tenant ``noisy`` floods ``POST /v1/completions`` (long streamed generations,
    many clients in closed loop); both tenants are ``standard`` without quotas (unlimited).
-3. ``isolated``: the same flood after the tenants API made ``fast`` latency_critical and ``noisy`` batch with a rate
-   and concurrency quota on ``chat``; the agent takes them from its next ingest answer (it pushes once a second).
+3. ``isolated``: the same flood after the tenants API made ``fast`` latency_critical and ``noisy`` batch with a rate,
+   concurrency and compute-share quota on ``chat`` (15 % of the node); the agent takes them from its next ingest
+   answer (it pushes once a second): admission limits in its front end, and the ``chat`` replica capped at its
+   share of the node's cores (cgroup ``cpu.max``, or the v1 CFS quota where the cpu controller is v1).
 
 The conditions alternate in rounds, each round starting one condition later, and each condition pools its rounds'
 latencies, so that a drift in what else runs on the machine weighs on all three alike. Latency is measured from each
@@ -66,15 +68,16 @@ class BenchConfig:
     noisy_max_tokens: int
     noisy_rate_rps: float  # the isolated phase's quota for noisy on chat
     noisy_max_concurrency: int
+    noisy_share_percent: float  # its compute share: on this CPU node, of the node's cores
 
 
 FULL = BenchConfig(
     rounds=6, window_s=10.0, ramp_s=2.0, fast_rps=20.0, noisy_clients=24, noisy_max_tokens=512,
-    noisy_rate_rps=1.0, noisy_max_concurrency=4,
+    noisy_rate_rps=1.0, noisy_max_concurrency=4, noisy_share_percent=15.0,
 )  # fmt: skip
 QUICK = BenchConfig(
     rounds=1, window_s=7.0, ramp_s=2.0, fast_rps=20.0, noisy_clients=24, noisy_max_tokens=512,
-    noisy_rate_rps=1.0, noisy_max_concurrency=4,
+    noisy_rate_rps=1.0, noisy_max_concurrency=4, noisy_share_percent=15.0,
 )  # fmt: skip
 
 
@@ -256,7 +259,11 @@ class Tenants:
     def __init__(self, server: ServerProcess, config: BenchConfig) -> None:
         self.url = f"{server.url}/api/v1/tenants"
         self.headers = {"Authorization": f"Bearer {server.admin_token}"}
-        self.quota = {"rate_rps": config.noisy_rate_rps, "max_concurrency": config.noisy_max_concurrency}
+        self.quota = {
+            "rate_rps": config.noisy_rate_rps,
+            "max_concurrency": config.noisy_max_concurrency,
+            "active_thread_percentage": config.noisy_share_percent,
+        }
         for name in (FAST, NOISY):
             self._call("POST", "", {"name": name, "slo_class": "standard"})
         self.isolated = False
@@ -325,6 +332,9 @@ def run_phases(config: BenchConfig, folder: Path) -> list[Phase]:
                     measure(windows[name], serve_url, config, flood=name != "alone")
                 progress(f"round {number + 1}/{config.rounds} done")
             progress("stopping the agent (its replicas drain)")
+    for line in (folder / "agent.log").read_text().splitlines():
+        if "CPU limits" in line:
+            progress(f"agent: {line.strip()[-160:]}")  # the caps as the agent applied them, with why not where not
     phases = [Phase.of(name, window) for name, window in windows.items()]
     for phase in phases:
         progress(phase.describe())

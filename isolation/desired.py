@@ -6,7 +6,8 @@ The shape is the one ``inference_agent.serving.admission.QuotaBook.from_desired`
 
     {"tenants": {"acme": {"slo_class": "latency_critical",
                           "quotas": {"chat": {"rate_rps": 5.0, "burst": 5.0, "max_concurrency": 4,
-                                              "tokens_per_second": 800.0, "token_burst": 800.0}}}},
+                                              "tokens_per_second": 800.0, "token_burst": 800.0,
+                                              "kv_share": 0.3}}}},
      "pool_limits": {"chat": {"cpu_share": 0.2, "active_thread_percentage": 20, "gpu_memory_mib": 8192}}}
 
 **Share.** A quota's rate and concurrency are pool-wide; a node is told what its replicas of the pool get from
@@ -20,7 +21,9 @@ so a throttle bites on a tenant without a quota too (level 0.5 → 32). A thrott
 named is told with the agent's default class, ``standard``.
 
 A field a quota leaves unset is otherwise left out (the agent keeps its default); ``burst`` is one second's worth of
-the rate and at least one request (0.5 rps → 1, 20 rps → 20); ``token_burst`` is one second of tokens/s.
+the rate and at least one request (0.5 rps → 1, 20 rps → 20); ``token_burst`` is one second of tokens/s. Where a
+pool has several tenants, each gets ``kv_share``, its fraction of every replica's KV blocks when they are contended
+(:func:`isolation.planning.kv_fractions` over shares times throttle levels): shares 30 and unset → 0.3 and 0.7.
 
 **Pool limits.** Each replica's device limits on the node, from :func:`isolation.planning.plan_replica_limits` over
 that node alone with its throttle levels applied to the tenants' shares: the MPS thread percentage and pinned memory
@@ -52,6 +55,7 @@ from isolation.planning import (
     ReplicaPlacement,
     TenantLimits,
     TenantQuota,
+    kv_fractions,
     plan_replica_limits,
 )
 from isolation.tenants import QuotaSpec, Tenant, TenantStore
@@ -89,10 +93,18 @@ class TenantsAnswer:
         """``{"tenants": {...}, "pool_limits": {...}}`` for the node, or None while there is no tenant and no
         throttle (agent defaults)."""
         level = {(lv.pool, lv.tenant): lv.level for lv in self.levels if lv.node == node_id}
+        planned = [
+            _planned(t, pool, q, level.get((pool, t.name), 1.0)) for t in self.tenants for pool, q in t.quotas.items()
+        ]
+        kv = _kv_shares(planned)
         body: dict[str, Any] = {}
         for t in self.tenants:
             quotas = {
-                pool: _admission(self.shares.get((node_id, pool, t.name), _whole(q)), level.get((pool, t.name), 1.0))
+                pool: _admission(
+                    self.shares.get((node_id, pool, t.name), _whole(q)),
+                    level.get((pool, t.name), 1.0),
+                    kv.get((pool, t.name)),
+                )
                 for pool, q in t.quotas.items()
             }
             body[t.name] = {"slo_class": t.slo_class.value, "quotas": quotas}
@@ -101,13 +113,10 @@ class TenantsAnswer:
             entry["quotas"].setdefault(pool, _admission(AdmissionLimits(None, None), lv))
         if not body:
             return None
-        return {"tenants": body, "pool_limits": self.pool_limits(node_id, level)}
+        return {"tenants": body, "pool_limits": self.pool_limits(node_id, planned)}
 
-    def pool_limits(self, node_id: str, level: Mapping[tuple[str, str], float]) -> dict[str, dict[str, Any]]:
+    def pool_limits(self, node_id: str, quotas: Sequence[TenantQuota]) -> dict[str, dict[str, Any]]:
         """Each pool's per-replica device limits on the node (only pools that are limited at all)."""
-        quotas = [
-            _planned(t, pool, q, level.get((pool, t.name), 1.0)) for t in self.tenants for pool, q in t.quotas.items()
-        ]
         pools = {q.pool for q in quotas} | {pool for (node, pool) in self.replicas if node == node_id}
         devices = tuple(self.gpus.get(node_id, ()))
         placed = [
@@ -115,10 +124,9 @@ class TenantsAnswer:
             for pool in sorted(pools)
             for i in range(max(1, self.replicas.get((node_id, pool), 0)))
         ]
+        node = NodeResources(node_id, cpu_cores=1, gpus=devices, replicas=tuple(placed))
         first: dict[str, ReplicaLimits] = {}
-        for plan in plan_replica_limits(
-            quotas, [NodeResources(node_id, cpu_cores=1, gpus=devices, replicas=tuple(placed))]
-        ):
+        for plan in plan_replica_limits(quotas, [node]):
             first.setdefault(plan.pool, plan)
         return {pool: limits for pool, plan in sorted(first.items()) if (limits := _device_limits(plan))}
 
@@ -212,7 +220,20 @@ def _device_limits(plan: ReplicaLimits) -> dict[str, Any]:
     return limits
 
 
-def _admission(limits: AdmissionLimits, level: float) -> dict[str, Any]:
+def _kv_shares(quotas: Sequence[TenantQuota]) -> dict[tuple[str, str], float]:
+    """(pool, tenant) → its fraction of each replica's KV blocks, where a pool has more than one tenant."""
+    by_pool: dict[str, list[TenantQuota]] = defaultdict(list)
+    for quota in quotas:
+        by_pool[quota.pool].append(quota)
+    return {
+        (pool, tenant): fraction
+        for pool, members in by_pool.items()
+        if len(members) > 1
+        for tenant, fraction in kv_fractions(members).items()
+    }
+
+
+def _admission(limits: AdmissionLimits, level: float, kv_share: float | None = None) -> dict[str, Any]:
     """The agent's quota body; at level 0.5, 4 rps and 10 in flight → 2 rps (burst 2) and 5."""
     rate = None if limits.rate_rps is None else max(RATE_FLOOR_RPS, round(limits.rate_rps * level, 3))
     body: dict[str, Any] = {"rate_rps": rate}
@@ -227,4 +248,6 @@ def _admission(limits: AdmissionLimits, level: float) -> dict[str, Any]:
         tokens = max(1.0, round(limits.tokens_per_second * level, 3))
         body["tokens_per_second"] = tokens
         body["token_burst"] = tokens
+    if kv_share is not None:
+        body["kv_share"] = max(0.0001, round(kv_share, 4))
     return body

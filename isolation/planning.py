@@ -23,7 +23,9 @@ node's cores in proportion to the replicas' shares, whole cores, at least 1: 2 c
 1 thread each; shares 30 % and 50 % on 8 cores → 3 and 5.
 
 **Throttle.** A tenant the enforcer throttled has its share multiplied by its level after the unset shares are
-derived: shares 30 and unset at level 0.5 on the second → 30 and 35; its pool's replicas then get that lower share.
+derived, and what it gives up goes to the pool's unthrottled tenants without a set share: unset and unset at level
+0.5 → 75 and 25 (the pool keeps its whole device; the throttled tenant's KV budget halves); 30 and unset at level
+0.5 → 30 and 35 (nobody takes the rest: the pool's replicas are capped at 65 %).
 
 **KV blocks.** A replica's blocks are split over its tenants in proportion to their shares (largest remainder, so
 they add up exactly). When the shares add up past 100 % (batch tenants oversubscribe), latency-critical and then
@@ -52,6 +54,7 @@ __all__ = [
     "ReplicaPlacement",
     "TenantLimits",
     "TenantQuota",
+    "kv_fractions",
     "plan_replica_limits",
 ]
 
@@ -218,15 +221,19 @@ def _check_slots(slots: Sequence[_Slot]) -> None:
 
 
 def _shares(quotas: Sequence[TenantQuota]) -> dict[str, float]:
-    """Each tenant's share in percent times its throttle level; unset shares split what the set ones leave, e.g.
-    30, -, - → 30, 35, 35 (and 30, 17.5, 35 with the second at level 0.5)."""
+    """Each tenant's share in percent: unset shares split what the set ones leave, e.g. 30, -, - → 30, 35, 35; a
+    throttled tenant's share is multiplied by its level and what it gives up goes to the unthrottled tenants without
+    a set share (30, - at 0.5, - → 30, 17.5, 52.5), so throttling one tenant does not cap the others."""
     unset = [q.tenant for q in quotas if q.active_thread_percentage is None]
     taken = sum(q.active_thread_percentage or 0.0 for q in quotas)
     rest = max(1.0, (_FULL_PERCENT - taken) / len(unset)) if unset else 0.0
-    return {
-        q.tenant: (rest if q.active_thread_percentage is None else q.active_thread_percentage) * q.throttle_level
-        for q in quotas
-    }
+    base = {q.tenant: rest if q.active_thread_percentage is None else q.active_thread_percentage for q in quotas}
+    shares = {q.tenant: base[q.tenant] * q.throttle_level for q in quotas}
+    takers = [q.tenant for q in quotas if q.active_thread_percentage is None and q.throttle_level == 1.0]
+    freed = sum(base.values()) - sum(shares.values())
+    for tenant in takers:
+        shares[tenant] += freed / len(takers)
+    return shares
 
 
 def _pool_percent(quotas: Sequence[TenantQuota]) -> float:
@@ -307,20 +314,29 @@ def _tenant_limits(
 
 
 def _kv_budgets(blocks: int, quotas: Sequence[TenantQuota]) -> dict[str, int]:
-    """Blocks by share; past 100 % guaranteed classes first, e.g. 1000 blocks, 30 (lc) and 90 (batch) → 300, 700."""
+    """Blocks by :func:`kv_fractions`, whole and adding up: 1000 blocks, 30 (lc) and 90 (batch) → 300, 700."""
+    fractions = kv_fractions(quotas)
+    names = sorted(fractions)
+    return dict(zip(names, _apportion(blocks, [fractions[n] for n in names]), strict=True))
+
+
+def kv_fractions(quotas: Sequence[TenantQuota]) -> dict[str, float]:
+    """Each tenant's fraction of a replica's KV blocks: by share; past 100 % the guaranteed classes first at their
+    share and batch tenants split the rest, e.g. 30 (lc) and 90 (batch) → 0.3 and 0.7."""
     shares = _shares(quotas)
-    names = sorted(shares)
-    if sum(shares.values()) <= _FULL_PERCENT:
-        return dict(zip(names, _apportion(blocks, [shares[n] for n in names]), strict=True))
-    budgets: dict[str, int] = {}
-    left = blocks
+    total = sum(shares.values())
+    if total <= _FULL_PERCENT:
+        return {name: share / total for name, share in shares.items()} if total > 0 else {}
+    fractions: dict[str, float] = {}
+    left = 1.0
     for slo_class in ("latency_critical", "standard"):
         for quota in sorted((q for q in quotas if q.slo_class == slo_class), key=lambda q: q.tenant):
-            budgets[quota.tenant] = min(left, math.floor(blocks * shares[quota.tenant] / _FULL_PERCENT))
-            left -= budgets[quota.tenant]
-    batch = sorted(q.tenant for q in quotas if q.slo_class == "batch")
-    budgets.update(zip(batch, _apportion(left, [shares[n] for n in batch]), strict=True))
-    return budgets
+            fractions[quota.tenant] = min(left, shares[quota.tenant] / _FULL_PERCENT)
+            left -= fractions[quota.tenant]
+    batch = [q.tenant for q in quotas if q.slo_class == "batch"]
+    batch_total = sum(shares[n] for n in batch)
+    fractions.update({n: left * shares[n] / batch_total if batch_total else 0.0 for n in batch})
+    return fractions
 
 
 def _apportion(total: int, weights: Sequence[float]) -> list[int]:

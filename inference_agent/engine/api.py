@@ -33,6 +33,7 @@ class CompletionRequest:
     max_tokens: int
     priority: Priority = Priority.STANDARD
     tenant: str = "default"
+    kv_share: float | None = None  # the tenant's share of the KV cache under contention (None: no budget)
 
 
 @dataclass(frozen=True)

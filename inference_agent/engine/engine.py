@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import queue
 import threading
 import time
@@ -85,6 +86,7 @@ class BatchingEngine:
         self._step = 0
         self._counts = {"prompt_tokens": 0, "generated_tokens": 0, "finished_requests": 0}
         self._kv_ratio_sum, self._kv_ratio_steps = 0.0, 0
+        self._kv_shares: dict[str, float] = {}  # tenant → its share of the device KV blocks under contention
         self._warm_ups = itertools.count()
         self.log: deque[StepRecord] = deque(maxlen=config.step_log_size)
         self._snapshot = self._stats_now()
@@ -119,8 +121,13 @@ class BatchingEngine:
                 return
 
     def submit(self, request: CompletionRequest) -> Iterator[TokenEvent]:
-        """Validate and queue ``request`` now; the iterator yields its tokens (closing it early aborts it)."""
+        """Validate and queue ``request`` now; the iterator yields its tokens (closing it early aborts it). Its
+        ``kv_share`` becomes its tenant's KV budget from now on (the latest request says what holds)."""
         events = self._enqueue(request, counted=True)
+        if request.kv_share is None:
+            self._kv_shares.pop(request.tenant, None)
+        else:
+            self._kv_shares[request.tenant] = request.kv_share
         return self._stream(request.request_id, events)
 
     def abort(self, request_id: str) -> None:
@@ -231,9 +238,11 @@ class BatchingEngine:
                 return tuple(s.view() for s in group)
             return tuple(s.view(len(self.blocks.block_table(s.seq_id))) for s in group)
 
+        total = self.blocks.total_device_blocks()
+        budgets = {tenant: math.floor(share * total) for tenant, share in list(self._kv_shares.items())}
         return StepContext(
             now, views(SeqStatus.WAITING), views(SeqStatus.RUNNING), views(SeqStatus.SWAPPED),
-            views(SeqStatus.HOLDING), self.blocks.free_device_blocks(), self.blocks.free_host_blocks(),
+            views(SeqStatus.HOLDING), self.blocks.free_device_blocks(), self.blocks.free_host_blocks(), budgets,
         )  # fmt: skip
 
     # --- executing a plan --------------------------------------------------------------------------------------

@@ -39,7 +39,10 @@ class Sequence:
 
     def view(self, blocks: int = 0) -> SeqView:
         tokens = self.cached_tokens if self.cached_tokens else len(self.prompt_ids)
-        return SeqView(self.seq_id, int(self.request.priority), self.arrival_s, tokens, blocks, self.last_scheduled)
+        request = self.request
+        return SeqView(
+            self.seq_id, int(request.priority), self.arrival_s, tokens, blocks, self.last_scheduled, request.tenant
+        )
 
     def emit(self, token_id: int, finish: FinishReason | None) -> None:
         """Hand one generated token (and, on the last one, the finish reason) to the consumer."""

@@ -7,7 +7,8 @@ requests per pool. Shape read from ``desired["tenants"]`` (absent fields keep th
 
     {"tenants": {"acme": {"slo_class": "latency_critical",
                           "quotas": {"text-small": {"rate_rps": 5.0, "burst": 10, "max_concurrency": 4,
-                                                    "tokens_per_second": 800.0, "token_burst": 800.0}}}}}
+                                                    "tokens_per_second": 800.0, "token_burst": 800.0,
+                                                    "kv_share": 0.3}}}}}
 
 A request's token cost is what it may make the replica process: its prompt and its ``max_tokens``. It is admitted
 once the bucket holds that cost, or the whole burst when it costs more, and the whole cost is taken — the bucket may
@@ -51,6 +52,7 @@ class Quota:
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     tokens_per_second: float | None = None
     token_burst: float = 1.0
+    kv_share: float | None = None  # of each replica's KV blocks, when they are contended
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,12 @@ def _quota(where: str, body: Any) -> Quota:
         raise ValueError(f"{where}.max_concurrency: an integer >= 1")
     tokens = _rate(f"{where}.tokens_per_second", body.get("tokens_per_second"))
     token_burst = _burst(f"{where}.token_burst", body.get("token_burst", max(1.0, tokens or 1.0)))
-    return Quota(rate, burst, concurrency, tokens, token_burst)
+    kv_share = body.get("kv_share")
+    if kv_share is not None and (
+        isinstance(kv_share, bool) or not isinstance(kv_share, int | float) or not 0 < kv_share <= 1
+    ):
+        raise ValueError(f"{where}.kv_share: a fraction in (0, 1] or null")
+    return Quota(rate, burst, concurrency, tokens, token_burst, None if kv_share is None else float(kv_share))
 
 
 def _rate(where: str, value: Any) -> float | None:

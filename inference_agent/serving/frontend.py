@@ -21,7 +21,7 @@ from inference_agent.engine.api import Priority
 from inference_agent.http_server import ClientGone, JsonHandler, Server
 from inference_agent.serving.admission import QuotaBook, TenantState, Verdict, admit, release
 from inference_agent.serving.dispatch import Dispatcher, NoCapacity
-from inference_agent.serving.replica_handler import PRIORITY_HEADER, QUEUED_HEADER
+from inference_agent.serving.replica_handler import KV_SHARE_HEADER, PRIORITY_HEADER, QUEUED_HEADER
 from inference_agent.serving.schema import BadRequest, model_of, parse_classify, parse_completion, parse_json
 from inference_agent.serving.supervisor import Endpoint, PoolRoutes
 from inference_agent.serving.telemetry import ServingTelemetry
@@ -110,6 +110,9 @@ class Frontend:
         if self.draining:
             raise Refusal(503, "this node is draining", "5")
         return pool, stream, cost
+
+    def kv_share(self, tenant: str, pool: str) -> float | None:
+        return self.quotas.policy(tenant).quota(pool).kv_share
 
     def admit(self, tenant: str, pool: str, cost_tokens: int = 0) -> int:
         """Take the tenant's tokens and slot; answers the request's priority or raises Refusal(429)."""
@@ -204,6 +207,9 @@ def _handler(frontend: Frontend) -> type[JsonHandler]:
                     PRIORITY_HEADER: str(priority),
                     QUEUED_HEADER: f"{time.monotonic() - started:.6f}",
                 }
+                kv_share = frontend.kv_share(tenant, pool)
+                if kv_share is not None:
+                    headers[KV_SHARE_HEADER] = f"{kv_share:.4f}"
                 try:
                     return self._proxy(f"{endpoint.url}{path}", raw, headers, stream)
                 except _Retry:

@@ -1,8 +1,9 @@
 """The replica's HTTP routes: completions (plain and streamed), classify, health, stats and drain.
 
 The front end passes the request's priority (``X-Fleetpilot-Priority``: 0 latency-critical, 1 standard, 2 batch),
-the tenant (``X-Tenant``) and how long the request waited in its queue (``X-Fleetpilot-Queued-Seconds``), which is
-added to the end-to-end latency the replica records.
+the tenant (``X-Tenant``), the tenant's share of the KV cache (``X-Fleetpilot-KV-Share``, its block budget when the
+cache is contended) and how long the request waited in its queue (``X-Fleetpilot-Queued-Seconds``), which is added
+to the end-to-end latency the replica records.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 PRIORITY_HEADER = "X-Fleetpilot-Priority"
 QUEUED_HEADER = "X-Fleetpilot-Queued-Seconds"
+KV_SHARE_HEADER = "X-Fleetpilot-KV-Share"  # the tenant's share of the KV cache, set by the front end
 
 
 def _priority(text: str | None) -> Priority:
@@ -40,6 +42,15 @@ def _priority(text: str | None) -> Priority:
         return Priority(int(text)) if text is not None else Priority.STANDARD
     except ValueError:
         return Priority.STANDARD
+
+
+def _kv_share(header: str | None) -> float | None:
+    """The KV share header as a fraction in (0, 1]; absent or malformed: no budget (the front end sets it)."""
+    try:
+        share = float(header) if header else None
+    except ValueError:
+        return None
+    return share if share is not None and 0 < share <= 1 else None
 
 
 def _queued_s(text: str | None) -> float:
@@ -112,6 +123,7 @@ def handler_for(app: ReplicaApp) -> type[JsonHandler]:
                 parsed.max_tokens,
                 _priority(self.headers.get(PRIORITY_HEADER)),
                 tenant,
+                _kv_share(self.headers.get(KV_SHARE_HEADER)),
             )
             try:
                 events = app.text_engine.submit(request)

@@ -52,16 +52,16 @@ def test_the_agents_quota_book_reads_what_was_stored(engine: Engine, clock: Fake
     assert desired["tenants"]["acme"] == {
         "slo_class": "latency_critical",
         "quotas": {
-            "chat": {"rate_rps": 0.5, "burst": 1.0, "max_concurrency": 4},
+            "chat": {"rate_rps": 0.5, "burst": 1.0, "max_concurrency": 4, "kv_share": 0.7},  # globex holds 30 %
             "embed": {"rate_rps": 20.0, "burst": 20.0},
         },
     }
     book = QuotaBook.from_desired(desired)
     acme = book.policy("acme")
     assert acme.slo_class.priority is Priority.LATENCY_CRITICAL
-    assert acme.quota("chat") == Quota(rate_rps=0.5, burst=1.0, max_concurrency=4)
+    assert acme.quota("chat") == Quota(rate_rps=0.5, burst=1.0, max_concurrency=4, kv_share=0.7)
     assert acme.quota("embed") == Quota(rate_rps=20.0, burst=20.0, max_concurrency=DEFAULT_MAX_CONCURRENCY)
-    assert book.policy("globex").quota("chat") == Quota()  # only GPU limits: admission keeps its defaults
+    assert book.policy("globex").quota("chat") == Quota(kv_share=0.3)  # no admission limit: the defaults
     assert book.policy("initech").slo_class.value == "standard" and book.policy("initech").quotas == {}
 
 

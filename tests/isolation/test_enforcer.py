@@ -72,7 +72,7 @@ def test_a_noisy_tenant_is_throttled_on_the_third_window_and_its_quota_halved(
 ) -> None:
     loop = enforcer(engine, services=services)
     assert ticks(loop, engine, clock, NOISY, 2) == []
-    assert bulk_quota(services) == Quota(rate_rps=8.0, burst=8.0, max_concurrency=8)
+    assert bulk_quota(services) == Quota(rate_rps=8.0, burst=8.0, max_concurrency=8, kv_share=0.5)
     assert ticks(loop, engine, clock, NOISY, 1) == [ActionKind.THROTTLE]
     (event,) = EnforcementStore(engine).list()
     assert (event.tenant, event.scope, event.kind, event.reason) == (
@@ -85,9 +85,10 @@ def test_a_noisy_tenant_is_throttled_on_the_third_window_and_its_quota_halved(
     assert event.figures["compute_share"] == pytest.approx(0.9) and event.figures["victim"] == "lc"
     assert "missed its SLO" in event.message
     clock.advance(1)  # the next ingest answer
-    assert bulk_quota(services) == Quota(rate_rps=4.0, burst=4.0, max_concurrency=4)
+    assert bulk_quota(services) == Quota(rate_rps=4.0, burst=4.0, max_concurrency=4, kv_share=0.25)
     lc = QuotaBook.from_desired(services.desired_state("node-a") or {}).policy("lc").quota("chat")
-    assert lc == Quota(rate_rps=10.0, burst=10.0, max_concurrency=4)  # the victim is left alone
+    assert lc == Quota(rate_rps=10.0, burst=10.0, max_concurrency=4, kv_share=0.75)  # what bulk gave up
+    assert (services.desired_state("node-a") or {})["pool_limits"] == {}  # the shared replica is not capped
     labels = {"tenant": "bulk", "scope": "node-a/chat"}
     assert services.registry.get_sample_value("fleetpilot_isolation_throttle_level", labels) == 0.5
     counted = {"tenant": "bulk", "kind": "throttle"}
@@ -104,7 +105,7 @@ def test_calm_windows_restore_the_tenant_with_an_event(engine: Engine, clock: Fa
     assert (restore.kind, restore.reason, restore.level_from, restore.level_to) == ("restore", "Calm", 0.5, 1.0)
     assert EnforcementStore(engine).levels() == []
     clock.advance(1)
-    assert bulk_quota(services) == Quota(rate_rps=8.0, burst=8.0, max_concurrency=8)
+    assert bulk_quota(services) == Quota(rate_rps=8.0, burst=8.0, max_concurrency=8, kv_share=0.5)
     labels = {"tenant": "bulk", "scope": "node-a/chat"}
     assert services.registry.get_sample_value("fleetpilot_isolation_throttle_level", labels) == 1.0
 

@@ -11,6 +11,7 @@ from isolation.planning import (
     ReplicaPlacement,
     TenantLimits,
     TenantQuota,
+    kv_fractions,
     plan_replica_limits,
 )
 
@@ -170,3 +171,23 @@ def test_quota_fields_are_validated() -> None:
         TenantQuota("x", "batch", "text", max_concurrency=0)
     with pytest.raises(ValueError, match="throttle_level"):
         TenantQuota("x", "batch", "text", throttle_level=0.0)
+
+
+def test_what_a_throttled_tenant_gives_up_goes_to_the_unthrottled_tenants_without_a_set_share() -> None:
+    quotas = [
+        TenantQuota("a", "latency_critical", "text", active_thread_percentage=30),
+        TenantQuota("b", "batch", "text", throttle_level=0.5),
+        TenantQuota("c", "standard", "text"),
+    ]
+    assert kv_fractions(quotas) == {"a": 0.3, "b": 0.175, "c": 0.525}  # 30, 35 × ½, 35 + 17.5
+    (plan,) = plan_replica_limits(quotas, [NodeResources("cpu1", 2, replicas=(ReplicaPlacement("r1", "text"),))])
+    assert plan.cpu_millicores is None  # the pool still holds the whole node: nobody else is capped
+
+
+def test_kv_fractions_past_the_device_serve_the_guaranteed_classes_first() -> None:
+    quotas = [
+        chat(),
+        bulk(active_thread_percentage=90),
+        TenantQuota("b2", "batch", "text", active_thread_percentage=45),
+    ]
+    assert kv_fractions(quotas) == pytest.approx({"chat": 0.3, "bulk": 0.7 * 90 / 135, "b2": 0.7 * 45 / 135})

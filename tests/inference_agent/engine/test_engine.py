@@ -195,3 +195,27 @@ def test_threaded_engine_streams_aborts_and_stops() -> None:
         engine.stop()
     assert list(waiting)[-1].finish_reason is FinishReason.ABORT
     assert engine.stats().kv_blocks_used == 0 and engine.stats().finished_requests == 1
+
+
+def steps_until_first_token(kv_shares: dict[str, float] | None) -> int:
+    """Two batch generations fill a 12-block device, then a short latency-critical prompt arrives: steps until its
+    first token."""
+    engine = ContinuousBatchingEngine(EngineConfig(**{**FIXED.__dict__, "device_blocks": 12, "max_batch_size": 4}))
+    shares = kv_shares or {}
+    for rid in ("b1", "b2"):
+        engine.submit(CompletionRequest(rid, "x" * 10, 30, Priority.BATCH, "batch", shares.get("batch")))
+    for _ in range(8):  # 11 → 19 tokens each: 5 blocks each, 2 free
+        engine.run_step()
+    stream = engine.submit(CompletionRequest("lc", "y" * 20, 2, Priority.LATENCY_CRITICAL, "lc", shares.get("lc")))
+    for step in range(1, 200):
+        engine.run_step()
+        if "lc" in engine.blocks:  # prefilled: its blocks are allocated
+            return step
+    raise AssertionError(f"lc never ran: {list(stream)}")
+
+
+def test_a_kv_share_lets_a_tenant_within_budget_in_by_swapping_out_the_one_over_it() -> None:
+    with_shares = steps_until_first_token({"lc": 0.75, "batch": 0.25})  # batch: 3 blocks, holding 10
+    without = steps_until_first_token(None)
+    assert with_shares <= 2  # one step swaps batch out, the next prefills lc
+    assert without > 10 * with_shares  # here: 2 steps against 39 (batch finishes first)

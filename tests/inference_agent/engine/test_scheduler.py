@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from inference_agent.engine.scheduler import (
@@ -121,3 +123,50 @@ def test_static_batch_size_is_bounded_by_full_length_reservations() -> None:
     prompts = tuple(waiting(f"r{i}", 0.0) for i in range(5))
     plan = schedule_static(StepContext(0.001, waiting=prompts, free_device_blocks=100), knobs)
     assert (plan.kind, plan.reason, plan.prefill) == (StepKind.PREFILL, StepReason.BATCH_FULL, ("r0", "r1", "r2"))
+
+
+def of(tenant: str, view: SeqView) -> SeqView:
+    return replace(view, tenant=tenant)
+
+
+BUDGETS = {"lc": 3, "batch": 7}  # of 10 device blocks
+
+
+def test_growth_swaps_out_an_over_budget_tenant_before_a_colder_one_within_budget() -> None:
+    ctx = StepContext(
+        1.0,
+        running=(of("lc", running("cold-lc", 32, last=1)), of("batch", running("hot-batch", 32, last=9))),
+        free_device_blocks=1,
+        free_host_blocks=10,
+        kv_budgets={"lc": 3, "batch": 1},  # batch holds 2 of its 1
+    )
+    plan = schedule_continuous(ctx, KNOBS)
+    assert plan.swap_out == ("hot-batch",) and plan.decode == ("cold-lc",)
+
+
+def test_a_prompt_within_budget_makes_room_by_swapping_out_the_over_budget_tenant() -> None:
+    hogs = tuple(of("batch", running(f"b{i}", 20, last=i)) for i in range(4))  # 8 blocks of a budget of 7
+    ctx = StepContext(
+        1.0, waiting=(of("lc", waiting("short", 0.9, tokens=20)),), running=hogs, free_device_blocks=1,
+        free_host_blocks=20, kv_budgets=BUDGETS,
+    )  # fmt: skip
+    plan = schedule_continuous(ctx, KNOBS)  # "short" needs 2 blocks, 1 is free
+    assert plan.swap_out == ("b0",) and plan.prefill == ()  # the coldest of the over-budget tenant
+    after = StepContext(
+        1.0, waiting=ctx.waiting, running=hogs[1:], swapped=hogs[:1], free_device_blocks=3, free_host_blocks=18,
+        kv_budgets=BUDGETS,
+    )  # fmt: skip
+    plan = schedule_continuous(after, KNOBS)
+    assert plan.prefill == ("short",) and plan.swap_in == ()  # b0 back would put batch over: it waits for lc
+
+
+def test_without_contention_an_over_budget_tenant_keeps_the_free_blocks() -> None:
+    hogs = tuple(of("batch", running(f"b{i}", 20, last=i)) for i in range(4))  # 8 blocks, budget 7
+    ctx = StepContext(1.0, running=hogs, free_device_blocks=10, free_host_blocks=10, kv_budgets=BUDGETS)
+    plan = schedule_continuous(ctx, KNOBS)
+    assert plan.swap_out == () and plan.decode == ("b0", "b1", "b2", "b3")  # nobody else needs them
+    swapped = StepContext(
+        1.0, swapped=(of("batch", running("back", 32, last=1)),), running=hogs[:3], free_device_blocks=6,
+        kv_budgets=BUDGETS,
+    )  # fmt: skip
+    assert schedule_continuous(swapped, KNOBS).swap_in == ("back",)  # nobody within budget waits: it returns

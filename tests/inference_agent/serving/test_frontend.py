@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 
-from inference_agent.engine.api import Priority
+from inference_agent.engine.api import CompletionRequest, Priority, TokenEvent
 from inference_agent.serving.admission import Quota, QuotaBook, SloClass, TenantPolicy
 from inference_agent.serving.dispatch import Dispatcher, NoCapacity, least_loaded
 from inference_agent.serving.frontend import Frontend, FrontendLimits
@@ -207,6 +207,31 @@ def test_over_quota_is_429_with_retry_after(
     assert refused.status_code == 429
     assert refused.headers["retry-after"] == "4"  # a whole token at 0.25 rps
     assert httpx.post(url(frontend), json=body).status_code == 200  # the default tenant is not limited
+
+
+def test_generation_tokens_over_quota_are_429_and_the_kv_share_reaches_the_engine(
+    routes: Routes, make_frontend: Callable[..., Frontend], start_replica: StartReplica
+) -> None:
+    app, a = start_replica("p")
+    seen: list[CompletionRequest] = []
+    engine = app.text_engine
+    assert engine is not None
+    submit = engine.submit
+
+    def recording(request: CompletionRequest) -> Iterator[TokenEvent]:
+        seen.append(request)
+        return submit(request)
+
+    engine.submit = recording  # type: ignore[method-assign]
+    routes.pools["p"] = PoolRoutes("text", (a,))
+    quota = Quota(tokens_per_second=10.0, token_burst=20.0, kv_share=0.25)
+    frontend = make_frontend(quotas=QuotaBook({"t": TenantPolicy(SloClass.BATCH, {"p": quota})}))
+    body = {"model": "p", "prompt": "abcd", "max_tokens": 16}  # costs 4 + 16 = 20 tokens: the whole burst
+    assert httpx.post(url(frontend), json=body, headers={"X-Tenant": "t"}).status_code == 200
+    refused = httpx.post(url(frontend), json=body, headers={"X-Tenant": "t"})
+    assert refused.status_code == 429 and "tokens/s" in refused.json()["detail"]
+    assert refused.headers["retry-after"] == "2"  # 20 tokens at 10 tokens/s
+    assert [(r.tenant, r.kv_share) for r in seen] == [("t", 0.25)]
 
 
 def test_no_ready_replica_overload_and_draining_are_503(
