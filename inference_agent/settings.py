@@ -64,8 +64,8 @@ class AgentSettings(BaseSettings):
     replica_max_in_flight: int = Field(32, ge=1)
     serve_queue_limit: int = Field(256, ge=0)
     serve_queue_timeout_seconds: float = Field(30.0, gt=0)
-    # where a pool's desired cpu_millicores caps its replicas: a cgroup v2 directory delegated to the agent, else
-    # (hosts whose cpu controller is cgroup v1) a directory of the v1 cpu hierarchy, created on first use
+    # where a pool's cpu_share (in the desired pool_limits) caps its replicas: a cgroup v2 directory delegated to the
+    # agent, else (hosts whose cpu controller is cgroup v1) a directory of the v1 cpu hierarchy, created on first use
     replica_cgroup_root: Path | None = None
     replica_cgroup_v1_root: Path | None = Path("/sys/fs/cgroup/cpu/fleetpilot")
 
