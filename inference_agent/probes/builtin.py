@@ -81,7 +81,11 @@ class BuiltinEngineProbe:
         if comparable is not None:
             metrics.update(_rates(routes.kind, comparable, counts, now))
         self._previous[pool] = _PoolRead(now, counts)
-        extra: dict[str, Any] = {"replicas_ready": len(routes.ready), "replicas_starting": routes.starting}
+        extra: dict[str, Any] = {
+            "replicas_ready": len(routes.ready),
+            "replicas_starting": routes.starting,
+            "replica_consecutive_crashes": routes.consecutive_crashes,
+        }
         extra.update(_extras(stats.values()))
         tenants = _tenant_extras(routes.kind, stats.values(), comparable, counts, now)
         if tenants:

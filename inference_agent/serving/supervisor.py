@@ -58,11 +58,13 @@ class Endpoint:
 
 @dataclass(frozen=True)
 class PoolRoutes:
-    """A pool as routing sees it: its kind, its warm replicas, and how many are on their way."""
+    """A pool as routing sees it: its kind, its warm replicas, how many are on their way, and the most consecutive
+    crashes among its replicas (a crash loop; 0 once they run a minute)."""
 
     kind: str
     ready: tuple[Endpoint, ...] = ()
     starting: int = 0
+    consecutive_crashes: int = 0
 
 
 @dataclass
@@ -338,7 +340,8 @@ class Supervisor:
         for name, spec in self._target.items():
             mine = [r for r in self._replicas if r.view.pool == name and r.view.kind == spec.kind]
             ready = tuple(Endpoint(r.view.id, r.port) for r in mine if r.view.phase is Phase.READY)
-            routes[name] = PoolRoutes(spec.kind, ready, sum(r.view.phase is Phase.STARTING for r in mine))
+            starting = sum(r.view.phase is Phase.STARTING for r in mine)
+            routes[name] = PoolRoutes(spec.kind, ready, starting, max((r.view.crashes for r in mine), default=0))
         self._routes = routes
         if self.telemetry is not None:
             pools = set(self._target) | {r.view.pool for r in self._replicas}

@@ -117,6 +117,7 @@ def test_classify_pools_have_no_kv_cache_or_tokens() -> None:
     assert second.metrics == {"queue_depth_requests": 0.0, "request_rate_per_second": 2.0}
 
 
-def test_a_pool_without_ready_replicas_has_no_metrics() -> None:
-    [reading] = Replicas().probe({"t": PoolRoutes("text", (), starting=2)}).read()
+def test_a_pool_without_ready_replicas_has_no_metrics_and_says_how_its_replicas_crash() -> None:
+    [reading] = Replicas().probe({"t": PoolRoutes("text", (), starting=2, consecutive_crashes=3)}).read()
     assert reading.metrics == {} and reading.extra["replicas_starting"] == 2
+    assert reading.extra["replica_consecutive_crashes"] == 3  # a crash loop, for the control plane's alerts

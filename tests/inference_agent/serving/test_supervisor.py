@@ -94,6 +94,6 @@ def test_a_crashed_replica_is_counted_and_restarted_after_its_backoff(
     step_until(supervisor, lambda: phases(supervisor) == [Phase.BACKOFF])
     assert registry.get_sample_value("fleetpilot_agent_replica_crashes_total", {"pool": "p"}) == 1
     assert registry.get_sample_value("fleetpilot_agent_replicas", {"pool": "p", "phase": "backoff"}) == 1
-    assert supervisor.routes()["p"].ready == ()
+    assert supervisor.routes()["p"].ready == () and supervisor.routes()["p"].consecutive_crashes == 1
     step_until(supervisor, lambda: len(supervisor.routes()["p"].ready) == 1)
     assert supervisor._replicas[0].view.crashes == 1
