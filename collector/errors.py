@@ -39,5 +39,17 @@ class StorageUnavailable(CollectorError):
     """The database cannot be reached or refused the write; the caller should retry later."""
 
 
+class DatabaseCorrupt(CollectorError):
+    """The SQLite file is damaged: nothing can run on it until it is restored or moved aside."""
+
+    def __init__(self, path: str, detail: str) -> None:
+        self.path, self.detail = path, detail
+        super().__init__(
+            f"the SQLite database {path} is corrupt ({detail}). Stop every fleetpilot process using it, move it "
+            f"aside with its -wal and -shm files (mv {path} {path}.corrupt), then restore the latest backup to "
+            f"{path}, or start again without it to begin with an empty database."
+        )
+
+
 class InvalidQuery(CollectorError):
     """A query parameter is wrong; the message names it."""

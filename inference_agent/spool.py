@@ -60,9 +60,10 @@ class Spool:
         self.corrupt_segments = 0
         self._dir.mkdir(parents=True, exist_ok=True)
         self._acked_seq = self._load_cursor()
+        self._seq_floor = 0  # the highest seq seen in a segment moved aside at start: never handed out again
         self._segments = self._recover_segments()
         last_written = self._segments[-1].last_seq if self._segments else 0
-        self._next_seq = max(last_written, self._acked_seq) + 1
+        self._next_seq = max(last_written, self._acked_seq, self._seq_floor) + 1
         self._reader: tuple[Path, int] | None = None
 
     # -- writing -------------------------------------------------------------------------------------------------
@@ -210,6 +211,9 @@ class Spool:
             try:
                 segment = self._scan(path)
             except SpoolCorrupt as exc:
+                # its samples may be committed though never acknowledged: reusing their seqs would make new
+                # samples look like duplicates to the collector, which would drop them
+                self._seq_floor = max(self._seq_floor, _highest_seq(path))
                 self._move_aside(path, str(exc))
                 continue
             if segment is None:
@@ -250,3 +254,17 @@ class Spool:
             reason,
             aside_dir,
         )
+
+
+def _highest_seq(path: Path) -> int:
+    """The highest seq a damaged segment still shows: its readable lines, else its name (``seg-<first seq>``)."""
+    highest = 0
+    name = path.name.removeprefix(SEGMENT_PREFIX).removesuffix(SEGMENT_SUFFIX)
+    if name.isdigit():
+        highest = int(name)
+    for line in path.read_bytes().splitlines():
+        try:
+            highest = max(highest, int(json.loads(line)["seq"]))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return highest

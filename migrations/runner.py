@@ -7,6 +7,8 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 
+from collector.database import check_sqlite_integrity
+
 SCRIPT_LOCATION = Path(__file__).resolve().parent
 
 
@@ -19,6 +21,8 @@ def alembic_config(database_url: str) -> Config:
 
 
 def upgrade(database_url: str, revision: str = "head") -> None:
+    """Migrate to ``revision``; a damaged SQLite file raises ``collector.errors.DatabaseCorrupt`` first."""
+    check_sqlite_integrity(database_url)
     command.upgrade(alembic_config(database_url), revision)
 
 

@@ -6,13 +6,10 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import select
 
-from autoscaler.controller import LEASE_NAME
-from autoscaler.lease import leases
-from collector.database import make_engine
 from fleetpilot.launch import ServerProcess
 from migrations import runner
+from tests.support.lease import lease_holder, wait_for_holder
 from tests.support.postgres import fresh_database
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -24,27 +21,6 @@ def database_url() -> Iterator[str]:
     with fresh_database() as url:
         runner.upgrade(url)
         yield url
-
-
-def lease_holder(url: str) -> str | None:
-    engine = make_engine(url)
-    try:
-        with engine.connect() as conn:
-            return conn.scalar(
-                select(leases.c.holder).where(leases.c.name == LEASE_NAME, leases.c.expires_at > time.time())
-            )
-    finally:
-        engine.dispose()
-
-
-def wait_for_holder(url: str, *, other_than: str | None = None, timeout_s: float = 15.0) -> str:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        holder = lease_holder(url)
-        if holder is not None and holder != other_than:
-            return holder
-        time.sleep(0.2)
-    raise AssertionError(f"no lease holder other than {other_than!r} within {timeout_s} s")
 
 
 def test_one_controller_leads_and_the_other_takes_over_when_it_stops(database_url: str) -> None:

@@ -124,3 +124,19 @@ def test_reads_span_segments_and_respect_the_batch_size(tmp_path: Path) -> None:
     assert [s["seq"] for s in batch.samples] == list(range(1, 8))
     spool.ack(batch)
     assert drain(spool, max_samples=2) == [8, 9, 10]
+
+
+def test_seq_never_goes_back_below_a_segment_moved_aside_at_start(tmp_path: Path) -> None:
+    """Samples pushed and committed but not yet acknowledged when the agent died sit in the last segment; if that
+    segment is found corrupt at start, new samples must not reuse its seqs, or the collector would drop them as
+    duplicates of the committed ones."""
+    spool = Spool(tmp_path)
+    spool.append(samples(3))
+    spool.ack(spool.read(10))  # type: ignore[arg-type]
+    spool.append(samples(5, ts=1002))  # seq 4..8 in the one segment, pushed, never acknowledged
+    (segment,) = tmp_path.glob("seg-*.jsonl")
+    lines = segment.read_bytes().splitlines(keepends=True)
+    segment.write_bytes(b"garbage\n" + b"".join(lines[1:]))  # its first line: the whole segment is unreadable
+    reopened = Spool(tmp_path)
+    assert reopened.corrupt_segments == 1
+    assert reopened.append(samples(1, ts=1010)) == [9]
