@@ -1,0 +1,148 @@
+"""The alert evaluation job: every ``interval_seconds``, on the server holding the ``alerting`` lease.
+
+A tick gathers the inputs the enabled rules need (:mod:`alerting.gather`), calls the pure :func:`evaluate` with
+the state it keeps in memory (loaded from the stored active alerts when it becomes leader), leaves out of the
+notifications what a silence matches, groups the rest by rule and pool, and writes the alerts and one outbox row
+per group and target in one transaction (:meth:`AlertStore.commit`). Only then does the state move on: a tick whose
+write failed is evaluated again, so no transition is lost. Then it asks the outbox to deliver at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Engine
+
+from alerting.alert_store import AlertStore, OutboxRow, SilenceStore, with_ids
+from alerting.evaluate import changed, evaluate, mark_notified
+from alerting.gather import gather
+from alerting.lifecycle import Alert, AlertStatus, Transition, TransitionKind
+from alerting.payload import Group, alertmanager_alerts, encode, group, webhook_payload
+from alerting.rule_store import RuleStore
+from alerting.silences import silenced
+from alerting.telemetry import AlertingTelemetry
+from alerting.webhooks import TargetKind, Webhook, WebhookStore
+from autoscaler.lease import Lease
+
+log = logging.getLogger(__name__)
+LEASE_NAME = "alerting"
+
+
+@dataclass(frozen=True)
+class EvaluatorSettings:
+    interval_seconds: float = 1.0
+    fresh_seconds: float = 3.0  # a reading older than this is not judged
+    unseen_resolve_seconds: float = 600.0  # a firing alert without any verdict this long resolves
+    down_after_seconds: float = 3.0
+    lease_seconds: float = 15.0
+    external_url: str = "http://127.0.0.1:8080"
+    # How long Alertmanager keeps a firing alert of ours without hearing of it again.
+    alertmanager_valid_seconds: float = 4 * 3600.0 + 300.0
+
+
+class Evaluator:
+    def __init__(
+        self,
+        engine: Engine,
+        settings: EvaluatorSettings,
+        *,
+        holder: str,
+        telemetry: AlertingTelemetry | None = None,
+        on_notify: Callable[[], None] | None = None,
+    ) -> None:
+        self.engine = engine
+        self.settings = settings
+        self.telemetry = telemetry
+        self.on_notify = on_notify
+        self.lease = Lease(engine, LEASE_NAME, holder, settings.lease_seconds)
+        self.alerts = AlertStore(engine)
+        self._state: dict[int, dict[str, Alert]] | None = None
+
+    def run(self, now: float) -> list[Transition]:
+        """One tick; the transitions notified (silenced ones left out), empty when another server leads."""
+        if not self.lease.acquire(now):
+            self._state = None
+            return []
+        started = time.perf_counter()
+        try:
+            notified, outbox = self._tick(now)
+        except Exception:
+            log.exception("alert evaluation failed; the next tick evaluates again")
+            if self.telemetry is not None:
+                self.telemetry.evaluation_failures.inc()
+            return []
+        if self.telemetry is not None:
+            self.telemetry.evaluation_duration.observe(time.perf_counter() - started)
+        if outbox and self.on_notify is not None:
+            self.on_notify()
+        return notified
+
+    def stop(self) -> None:
+        self.lease.release()
+
+    def _tick(self, now: float) -> tuple[list[Transition], list[OutboxRow]]:
+        rules = RuleStore(self.engine).list()
+        if self._state is None:
+            self._state = self.alerts.active()
+        previous = self._state
+        s = self.settings
+        with self.engine.connect() as conn:
+            inputs = gather(
+                conn,
+                [r for r in rules if r.spec.enabled],
+                now,
+                fresh_seconds=s.fresh_seconds,
+                down_after_seconds=s.down_after_seconds,
+            )
+        result = evaluate(rules, inputs, previous, now, unseen_resolve_seconds=s.unseen_resolve_seconds)
+        quiet = SilenceStore(self.engine).list(active_at=now)
+        loud = [t for t in result.transitions if not silenced(t.alert.labels, quiet, now)]
+        sent = mark_notified(result.state, [t.alert for t in loud], now)
+        notified = [Transition(t.kind, alert) for t, alert in zip(loud, sent, strict=True)]
+        outbox = self._outbox(notified, now)
+        resolved = {(a.rule_id, a.fingerprint): a for a in [t.alert for t in result.transitions] + sent if _ended(a)}
+        ids = self.alerts.commit(changed(previous, result.state), resolved.values(), result.dropped, outbox)
+        with_ids(result.state, ids)
+        self._state = result.state
+        hushed = [t for t in result.transitions if t.kind is not TransitionKind.REPEAT and t not in loud]
+        self._count(notified, len(hushed))
+        return notified, outbox
+
+    def _outbox(self, notified: Sequence[Transition], now: float) -> list[OutboxRow]:
+        if not notified:
+            return []
+        targets = WebhookStore(self.engine).list()
+        rows = []
+        for grouped in group([t.alert for t in notified]):
+            for hook in targets:
+                rows.append(OutboxRow(hook.id, grouped.key, self._body(grouped, hook, now), now))
+        return rows
+
+    def _body(self, grouped: Group, hook: Webhook, now: float) -> str:
+        url = self.settings.external_url
+        if hook.kind is TargetKind.ALERTMANAGER:
+            body: object = alertmanager_alerts(
+                grouped, external_url=url, valid_seconds=self.settings.alertmanager_valid_seconds, now=now
+            )
+        else:
+            body = webhook_payload(grouped, receiver=hook.name, external_url=url)
+        return encode(body).decode()
+
+    def _count(self, transitions: Sequence[Transition], silenced_count: int) -> None:
+        if self.telemetry is None or self._state is None:
+            return
+        for t in transitions:
+            self.telemetry.transitions.labels(t.kind.value).inc()
+            if t.kind is not TransitionKind.REPEAT:
+                log.info("alert %s %s %s", t.alert.labels.get("alertname"), t.kind.value, dict(t.alert.labels))
+        self.telemetry.silenced.inc(silenced_count)
+        active = [a for alerts in self._state.values() for a in alerts.values()]
+        for status in (AlertStatus.PENDING, AlertStatus.FIRING):
+            self.telemetry.alerts.labels(status.value).set(sum(1 for a in active if a.status is status))
+
+
+def _ended(alert: Alert) -> bool:
+    return alert.status is AlertStatus.RESOLVED

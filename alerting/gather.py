@@ -1,0 +1,170 @@
+"""The evaluator's inputs, read from storage: only what the enabled rules need, so a 1-second cadence stays cheap.
+
+- the latest reading of every series (``series_latest``), with the agent's alertable extras and the error ratio;
+- each node's ``last_seen`` (server clock);
+- per windowed rule: a statistic over the window's 1-minute rollups, or the change of a metric over the window
+  (the latest value minus the first sample in the window's first ``EDGE_SECONDS``; a counter that went down, a
+  reset, counts from zero);
+- forecasts' saturation and errors; pools' desired and ready replicas and last failed actuation; throttles.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, func, select
+
+from alerting.inputs import ForecastView, Inputs, PoolScaling, Reading, Throttle
+from alerting.rules import EventKind, Rule, RuleKind
+from alerting.signals import is_catalog_metric, reading_values
+from autoscaler.events import scaling_events
+from autoscaler.pools import pools
+from collector.aggregate import Stat, reduce_rollups
+from collector.registry import pool_replicas, read_latest
+from collector.tables import NO_DEVICE, NO_POOL, ROLLUP_BUCKET_SECONDS, nodes, rollup_column, rollups_1m, samples
+from isolation.events import enforcement_events
+from predictor.store import forecasts
+
+EDGE_SECONDS = 120.0  # how far into a rate-of-change window its first sample is looked for
+
+
+@dataclass(frozen=True)
+class Needs:
+    readings: bool
+    forecasts: bool
+    pools: bool
+    throttle_window_seconds: float | None
+    failure_window_seconds: float | None
+
+
+def needs(rules: Sequence[Rule]) -> Needs:
+    kinds = {r.spec.kind for r in rules}
+    events = {r.spec.event: r.spec.window_seconds or 0.0 for r in rules if r.spec.kind is RuleKind.EVENT}
+    scaling = {EventKind.SCALING_FAILED, EventKind.SCALING_STUCK} & events.keys()
+    return Needs(
+        readings=bool(kinds & {RuleKind.THRESHOLD, RuleKind.RATE_OF_CHANGE, RuleKind.ABSENT}),
+        forecasts=RuleKind.PREDICTIVE in kinds or EventKind.FORECAST_FAILING in events,
+        pools=bool(scaling),
+        throttle_window_seconds=events.get(EventKind.QUOTA_ENFORCED),
+        failure_window_seconds=events.get(EventKind.SCALING_FAILED),
+    )
+
+
+def gather(
+    conn: Connection, rules: Sequence[Rule], now: float, *, fresh_seconds: float, down_after_seconds: float
+) -> Inputs:
+    want = needs(rules)
+    readings = _readings(conn) if want.readings else []
+    last_seen = {r.id: r.last_seen for r in conn.execute(select(nodes.c.id, nodes.c.last_seen))}
+    windowed = {}
+    for rule in rules:
+        if rule.spec.kind is RuleKind.RATE_OF_CHANGE:
+            windowed[rule.id] = _changes(conn, rule, readings, now)
+        elif rule.spec.stat is not None:
+            windowed[rule.id] = _rollup_stats(conn, rule, now, last_seen, fresh_seconds)
+    return Inputs(
+        readings=readings,
+        node_last_seen=last_seen,
+        windowed=windowed,
+        forecasts=_forecasts(conn) if want.forecasts else (),
+        pools=_pools(conn, now, down_after_seconds, want.failure_window_seconds) if want.pools else (),
+        throttles=_throttles(conn, now, want.throttle_window_seconds) if want.throttle_window_seconds else (),
+        fresh_seconds=fresh_seconds,
+    )
+
+
+def _readings(conn: Connection) -> list[Reading]:
+    return [Reading(s.node_id, s.device, s.pool, s.ts, reading_values(s.metrics, s.extra)) for s in read_latest(conn)]
+
+
+def _key(node: str, device: int, pool: str) -> tuple[str, int | None, str | None]:
+    return node, None if device == NO_DEVICE else device, None if pool == NO_POOL else pool
+
+
+def _rollup_stats(
+    conn: Connection, rule: Rule, now: float, last_seen: dict[str, float], fresh_seconds: float
+) -> list[Reading]:
+    """The rule's statistic per series over the window's minutes; a series of a node that is away is stale."""
+    spec = rule.spec
+    assert spec.metric is not None and spec.stat is not None and spec.window_seconds is not None
+    column = rollups_1m.c[rollup_column(spec.metric, spec.stat.value)]
+    query = select(rollups_1m.c.node_id, rollups_1m.c.device, rollups_1m.c.pool, rollups_1m.c.bucket, column).where(
+        rollups_1m.c.bucket >= now - spec.window_seconds, column.is_not(None)
+    )
+    values: dict[tuple[str, int | None, str | None], list[float]] = defaultdict(list)
+    for row in conn.execute(query):
+        values[_key(row[0], row[1], row[2])].append(float(row[4]))
+    out = []
+    for (node, device, pool), found in values.items():
+        up = now - last_seen.get(node, float("-inf")) < fresh_seconds
+        ts = now if up else now - fresh_seconds - ROLLUP_BUCKET_SECONDS
+        out.append(Reading(node, device, pool, ts, {spec.metric: reduce_rollups(found, Stat(spec.stat))}))
+    return out
+
+
+def _changes(conn: Connection, rule: Rule, readings: Sequence[Reading], now: float) -> list[Reading]:
+    spec = rule.spec
+    assert spec.metric is not None and spec.window_seconds is not None
+    start = now - spec.window_seconds
+    catalog = is_catalog_metric(spec.metric)
+    value_column = samples.c[spec.metric] if catalog else samples.c.extra
+    query = (
+        select(samples.c.node_id, samples.c.device, samples.c.pool, value_column)
+        .where(samples.c.ts >= start, samples.c.ts <= start + min(EDGE_SECONDS, spec.window_seconds / 2))
+        .order_by(samples.c.ts)
+    )
+    first: dict[tuple[str, int | None, str | None], float] = {}
+    for row in conn.execute(query):
+        key = _key(row[0], row[1], row[2])
+        value = row[3] if catalog else reading_values({}, row[3]).get(spec.metric)
+        if key not in first and value is not None:
+            first[key] = float(value)
+    out = []
+    for r in readings:
+        begin, latest = first.get((r.node, r.device, r.pool)), r.values.get(spec.metric)
+        if begin is not None and latest is not None:
+            change = latest - begin if latest >= begin else latest  # went down: a reset, counted from zero
+            out.append(Reading(r.node, r.device, r.pool, r.ts, {spec.metric: change}))
+    return out
+
+
+def _forecasts(conn: Connection) -> list[ForecastView]:
+    out = []
+    for row in conn.execute(select(forecasts)).mappings():
+        saturation = row["saturation"] or {}
+        probability = saturation.get("probability")
+        eta = saturation.get("eta_seconds")
+        out.append(
+            ForecastView(
+                kind=row["kind"],
+                subject=row["subject"],
+                metric=row["metric"],
+                probability=float(probability) if isinstance(probability, int | float) else None,
+                eta_seconds=float(eta) if isinstance(eta, int | float) else None,
+                horizon_seconds=row["horizon_seconds"],
+                error=row["error"],
+            )
+        )
+    return out
+
+
+def _pools(conn: Connection, now: float, down_after_seconds: float, failure_window: float | None) -> list[PoolScaling]:
+    ready = pool_replicas(conn, now=now, down_after_seconds=down_after_seconds)
+    failed: dict[str, float] = {}
+    if failure_window:
+        query = (
+            select(scaling_events.c.pool, func.max(scaling_events.c.ts))
+            .where(scaling_events.c.outcome == "failed", scaling_events.c.ts >= now - failure_window)
+            .group_by(scaling_events.c.pool)
+        )
+        failed = {row[0]: float(row[1]) for row in conn.execute(query)}
+    rows = conn.execute(select(pools.c.name, pools.c.desired_replicas).order_by(pools.c.name))
+    return [PoolScaling(r.name, r.desired_replicas, ready.get(r.name, 0), failed.get(r.name)) for r in rows]
+
+
+def _throttles(conn: Connection, now: float, window: float) -> list[Throttle]:
+    c = enforcement_events.c
+    query = select(c.tenant, c.node, c.pool, c.ts, c.message).where(c.kind == "throttle", c.ts >= now - window)
+    return [Throttle(r.tenant, r.node, r.pool, r.ts, r.message) for r in conn.execute(query)]

@@ -1,0 +1,134 @@
+"""What goes on the wire (CONTRACT section 10): Alertmanager-compatible webhook payloads (``"version": "4"``), their
+HMAC-SHA256 signature, and the ``/api/v2/alerts`` body of an Alertmanager sink. Pure functions of alerts and time.
+
+Notifications are grouped by rule and pool: the transitions of one evaluation that share both travel together.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from alerting.lifecycle import Alert, AlertStatus
+
+ZERO_TIME = "0001-01-01T00:00:00Z"  # Alertmanager's "no end" for a firing alert
+SIGNATURE_HEADER = "X-Fleetpilot-Signature"
+DELIVERY_HEADER = "X-Fleetpilot-Delivery"
+PAYLOAD_VERSION = "4"
+
+
+def rfc3339(ts: float) -> str:
+    """1764424800.5 → "2025-11-29T14:00:00.500000Z"."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class Group:
+    """Alerts of one rule and pool notified together; ``key`` identifies the group across notifications."""
+
+    rule_id: int
+    rule_name: str
+    pool: str
+    alerts: tuple[Alert, ...]
+
+    @property
+    def key(self) -> str:
+        return f'{{}}:{{alertname="{self.rule_name}",pool="{self.pool}",rule_id="{self.rule_id}"}}'
+
+    @property
+    def labels(self) -> dict[str, str]:
+        labels = {"alertname": self.rule_name}
+        if self.pool:
+            labels["pool"] = self.pool
+        return labels
+
+
+def group(alerts: Sequence[Alert]) -> list[Group]:
+    """By (rule, pool), in first-seen order; alerts within a group keep their order."""
+    groups: dict[tuple[int, str], list[Alert]] = {}
+    for alert in alerts:
+        groups.setdefault((alert.rule_id, alert.labels.get("pool", "")), []).append(alert)
+    return [
+        Group(rule_id, members[0].labels.get("alertname", ""), pool, tuple(members))
+        for (rule_id, pool), members in groups.items()
+    ]
+
+
+def _common(maps: Sequence[Mapping[str, str]]) -> dict[str, str]:
+    """The pairs every map has with the same value."""
+    if not maps:
+        return {}
+    common = dict(maps[0])
+    for m in maps[1:]:
+        common = {k: v for k, v in common.items() if m.get(k) == v}
+    return common
+
+
+def alert_body(alert: Alert, external_url: str) -> dict[str, Any]:
+    resolved = alert.status is AlertStatus.RESOLVED
+    return {
+        "status": "resolved" if resolved else "firing",
+        "labels": dict(alert.labels),
+        "annotations": dict(alert.annotations),
+        "startsAt": rfc3339(alert.fired_at if alert.fired_at is not None else alert.active_since),
+        "endsAt": rfc3339(alert.resolved_at) if resolved and alert.resolved_at is not None else ZERO_TIME,
+        "generatorURL": f"{external_url.rstrip('/')}/api/v1/alerts?rule={alert.rule_id}",
+        "fingerprint": alert.fingerprint,
+    }
+
+
+def webhook_payload(grouped: Group, *, receiver: str, external_url: str) -> dict[str, Any]:
+    """The Alertmanager webhook body (version 4) of one group notification to ``receiver``."""
+    alerts = [alert_body(a, external_url) for a in grouped.alerts]
+    firing = any(a["status"] == "firing" for a in alerts)
+    return {
+        "version": PAYLOAD_VERSION,
+        "groupKey": grouped.key,
+        "truncatedAlerts": 0,
+        "status": "firing" if firing else "resolved",
+        "receiver": receiver,
+        "groupLabels": grouped.labels,
+        "commonLabels": _common([a.labels for a in grouped.alerts]),
+        "commonAnnotations": _common([a.annotations for a in grouped.alerts]),
+        "externalURL": external_url,
+        "alerts": alerts,
+    }
+
+
+def alertmanager_alerts(grouped: Group, *, external_url: str, valid_seconds: float, now: float) -> list[dict[str, Any]]:
+    """Postable alerts for Alertmanager's ``POST /api/v2/alerts``: a firing alert ends ``valid_seconds`` from now
+    unless sent again (Alertmanager resolves it then), a resolved one at its resolution time."""
+    out = []
+    for alert in grouped.alerts:
+        body = alert_body(alert, external_url)
+        ends = alert.resolved_at if alert.status is AlertStatus.RESOLVED else now + valid_seconds
+        out.append(
+            {
+                "labels": body["labels"],
+                "annotations": body["annotations"],
+                "startsAt": body["startsAt"],
+                "endsAt": rfc3339(ends if ends is not None else now),
+                "generatorURL": body["generatorURL"],
+            }
+        )
+    return out
+
+
+def encode(body: object) -> bytes:
+    """The exact bytes sent (and signed): compact JSON, keys in order."""
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def signature(body: bytes, secret: str) -> str:
+    """``sha256=<hex HMAC-SHA256 of the raw body with the secret>``."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def verify(body: bytes, secret: str, header: str) -> bool:
+    """What a receiver does: recompute the signature and compare in constant time."""
+    return hmac.compare_digest(signature(body, secret), header)

@@ -1,0 +1,208 @@
+"""The evaluation job on each database: inputs gathered from storage, alerts and outbox written together, silences,
+the default pack seeded once, and a new leader carrying on from the stored alerts."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine
+
+from alerting.alert_store import AlertStore, SilenceStore
+from alerting.defaults import DEFAULT_RULES
+from alerting.evaluator import Evaluator, EvaluatorSettings
+from alerting.lifecycle import AlertStatus, TransitionKind
+from alerting.outbox import DeliverySettings, Outbox
+from alerting.rule_store import RuleStore
+from alerting.rules import EventKind, RuleKind, RuleSpec
+from alerting.sender import FakeSender
+from alerting.silences import Matcher
+from alerting.webhooks import TargetKind, WebhookStore
+from autoscaler.events import EventStore, ScalingEvent
+from autoscaler.pools import PoolSpec, PoolStore
+from collector.wire import IngestBatch
+from isolation.events import EnforcementEvent, EnforcementStore
+from predictor.store import ForecastPoint, ForecastStore, GoodForecast, SubjectKind
+from tests.support.clock import FakeClock
+from web.services import AppServices
+
+SECRET = "a-secret-of-at-least-16"
+SETTINGS = EvaluatorSettings(fresh_seconds=3.0, external_url="http://fleetpilot.test")
+_seq = itertools.count(1)
+
+
+def push(services: AppServices, node: str, now: float, *, device: int | None = 0, **metrics: float) -> None:
+    sample: dict[str, Any] = {"seq": next(_seq), "ts": now, "device": device, "pool": None, "metrics": metrics}
+    services.writer.write_batch(IngestBatch.model_validate({"node_id": node, "samples": [sample]}), received_at=now)
+
+
+def hot_rule(services: AppServices, **fields: Any) -> int:
+    spec = {"kind": "threshold", "metric": "gpu_temperature_celsius", "op": ">", "threshold": 85, **fields}
+    return RuleStore(services.engine).create(RuleSpec(name="GpuHot", **spec), now=0).id
+
+
+def bodies(sender: FakeSender) -> list[dict[str, Any]]:
+    return [json.loads(r.body) for r in sender.sent]
+
+
+class Harness:
+    def __init__(self, engine: Engine, holder: str = "server-a") -> None:
+        self.sender = FakeSender()
+        self.evaluator = Evaluator(engine, SETTINGS, holder=holder)
+        self.outbox = Outbox(engine, self.sender, DeliverySettings())
+
+    def tick(self, now: float) -> list[TransitionKind]:
+        kinds = [t.kind for t in self.evaluator.run(now)]
+        self.outbox.run(now)
+        return kinds
+
+    def close(self) -> None:
+        self.evaluator.stop()
+        self.outbox.close()
+
+
+@pytest.fixture
+def harness(engine: Engine) -> Any:
+    h = Harness(engine)
+    WebhookStore(engine).create("http://127.0.0.1:9/hook", SECRET, kind=TargetKind.WEBHOOK, name="oncall", now=0)
+    yield h
+    h.close()
+
+
+def test_a_hot_gpu_fires_and_resolves_through_storage_and_the_outbox(
+    services: AppServices, clock: FakeClock, harness: Harness
+) -> None:
+    rule_id = hot_rule(services)
+    push(services, "node-a", clock(), gpu_temperature_celsius=90)
+    push(services, "node-b", clock(), gpu_temperature_celsius=60)
+    assert harness.tick(clock()) == [TransitionKind.FIRING]
+    clock.advance(1)
+    push(services, "node-a", clock(), gpu_temperature_celsius=91)
+    assert harness.tick(clock()) == []  # still firing: not notified twice
+    clock.advance(1)
+    push(services, "node-a", clock(), gpu_temperature_celsius=70)
+    assert harness.tick(clock()) == [TransitionKind.RESOLVED]
+    firing, resolved = bodies(harness.sender)
+    assert firing["status"] == "firing" and firing["receiver"] == "oncall"
+    assert firing["alerts"][0]["labels"] == {
+        "alertname": "GpuHot",
+        "severity": "warning",
+        "rule_id": str(rule_id),
+        "node": "node-a",
+        "gpu": "0",
+    }
+    assert (
+        resolved["status"] == "resolved" and resolved["alerts"][0]["fingerprint"] == firing["alerts"][0]["fingerprint"]
+    )
+    stored = AlertStore(services.engine).list()
+    assert [(a.status, a.value, a.last_notified_at) for a in stored] == [(AlertStatus.RESOLVED, 70.0, clock())]
+
+
+def test_a_silenced_alert_changes_state_but_notifies_only_after_the_silence(
+    services: AppServices, clock: FakeClock, harness: Harness
+) -> None:
+    hot_rule(services)
+    silences = SilenceStore(services.engine)
+    silence = silences.create(
+        [Matcher("node", "node-a")], starts_at=clock(), ends_at=clock() + 60, created_by="op", comment="", now=clock()
+    )
+    push(services, "node-a", clock(), gpu_temperature_celsius=90)
+    assert harness.tick(clock()) == [] and harness.sender.sent == []
+    assert [a.status for a in AlertStore(services.engine).list()] == [AlertStatus.FIRING]
+    clock.advance(1)
+    silences.expire(silence.id, now=clock())
+    push(services, "node-a", clock(), gpu_temperature_celsius=90)
+    assert harness.tick(clock()) == [TransitionKind.REPEAT]
+    assert [b["status"] for b in bodies(harness.sender)] == ["firing"]
+
+
+def test_a_new_leader_carries_on_from_the_stored_alerts(
+    services: AppServices, clock: FakeClock, harness: Harness
+) -> None:
+    hot_rule(services)
+    push(services, "node-a", clock(), gpu_temperature_celsius=90)
+    assert harness.tick(clock()) == [TransitionKind.FIRING]
+    other = Harness(services.engine, holder="server-b")
+    try:
+        assert other.tick(clock()) == []  # server-a leads
+        harness.evaluator.stop()  # server-a goes away and releases the lease
+        clock.advance(1)
+        push(services, "node-a", clock(), gpu_temperature_celsius=92)
+        assert other.tick(clock()) == []  # the stored firing alert is known: no second "firing"
+        clock.advance(1)
+        push(services, "node-a", clock(), gpu_temperature_celsius=50)
+        assert other.tick(clock()) == [TransitionKind.RESOLVED]
+    finally:
+        other.close()
+    assert len(AlertStore(services.engine).list()) == 1
+
+
+def test_predictive_event_and_quota_rules_read_the_other_rooms(
+    services: AppServices, clock: FakeClock, harness: Harness
+) -> None:
+    store = RuleStore(services.engine)
+    store.create(RuleSpec(name="Soon", kind=RuleKind.PREDICTIVE, probability=0.5, horizon_seconds=900), now=0)
+    store.create(
+        RuleSpec(name="ScaleFail", kind=RuleKind.EVENT, event=EventKind.SCALING_FAILED, window_seconds=300), now=0
+    )
+    store.create(
+        RuleSpec(name="Throttled", kind=RuleKind.EVENT, event=EventKind.QUOTA_ENFORCED, window_seconds=300), now=0
+    )
+    store.create(RuleSpec(name="Forecaster", kind=RuleKind.EVENT, event=EventKind.FORECAST_FAILING), now=0)
+    now = clock()
+    PoolStore(services.engine).create("chat", PoolSpec(), now=now)
+    saturation = {"probability": 0.9, "eta_seconds": 300.0, "capacity": 100.0}
+    good = GoodForecast(
+        SubjectKind.POOL,
+        "chat",
+        "request_rate_per_second",
+        now,
+        "naive",
+        now,
+        60,
+        900,
+        now - 3600,
+        now,
+        [ForecastPoint(now + 60, 1, 0, 2)],
+        saturation,
+    )
+    ForecastStore(services.engine).save([good])
+    ForecastStore(services.engine).mark_failed(
+        [(SubjectKind.POOL, "embed", "request_rate_per_second", "fit failed")], attempted_at=now
+    )
+    EventStore(services.engine).add(ScalingEvent("chat", now - 10, 2, 4, "hybrid", "up", {}, "failed", "local", "no"))
+    EnforcementStore(services.engine).record(
+        [EnforcementEvent(now - 5, "bulk", "node-a", "chat", "throttle", "NoisyNeighbour", 1.0, 0.5, "m", {})]
+    )
+    assert harness.tick(now).count(TransitionKind.FIRING) == 4
+    names = sorted(a["labels"]["alertname"] for b in bodies(harness.sender) for a in b["alerts"])
+    assert names == ["Forecaster", "ScaleFail", "Soon", "Throttled"]
+
+
+def test_the_default_pack_is_seeded_once_and_a_deleted_rule_stays_deleted(engine: Engine) -> None:
+    store = RuleStore(engine)
+    assert store.seed_defaults(now=0) == len(DEFAULT_RULES)
+    assert store.seed_defaults(now=1) == 0
+    first = store.list()
+    assert len(first) == len(DEFAULT_RULES) and all(r.builtin for r in first)
+    store.delete(first[0].id)
+    assert store.seed_defaults(now=2) == 0
+    assert len(store.list()) == len(DEFAULT_RULES) - 1
+
+
+def test_alerting_metrics_are_on_the_services_registry(services: AppServices, clock: FakeClock) -> None:
+    from prometheus_client import generate_latest
+
+    hot_rule(services)
+    push(services, "node-a", clock(), gpu_temperature_celsius=90)
+    evaluator = Evaluator(services.engine, SETTINGS, holder="a", telemetry=services.alerting_telemetry)
+    try:
+        evaluator.run(clock())
+    finally:
+        evaluator.stop()
+    text = generate_latest(services.registry).decode()
+    assert 'fleetpilot_alerting_alerts{status="firing"} 1.0' in text
+    assert 'fleetpilot_alerting_transitions_total{kind="firing"} 1.0' in text
+    assert "fleetpilot_alerting_evaluation_duration_seconds_count 1.0" in text
