@@ -94,18 +94,38 @@ def read_latest(
     return [latest_from_row(r) for r in conn.execute(query)]
 
 
+def reported_pools(conn: Connection) -> list[str]:
+    """Every pool some node reports a series of, by name (the dashboard's pool filter)."""
+    query = (
+        select(series_latest.c.pool).where(series_latest.c.pool != NO_POOL).distinct().order_by(series_latest.c.pool)
+    )
+    return list(conn.scalars(query))
+
+
 def node_statuses(conn: Connection, *, now: float, down_after_seconds: float) -> dict[str, NodeStatus]:
     rows = conn.execute(select(nodes.c.id, nodes.c.last_seen))
     return {r.id: node_status(r.last_seen, now=now, down_after_seconds=down_after_seconds) for r in rows}
 
 
 def list_nodes(
-    conn: Connection, *, now: float, down_after_seconds: float, after: str | None = None, limit: int = 100
+    conn: Connection,
+    *,
+    now: float,
+    down_after_seconds: float,
+    after: str | None = None,
+    limit: int = 100,
+    status: NodeStatus | None = None,
+    pool: str | None = None,
 ) -> list[NodeView]:
-    """Nodes ordered by id, starting after the cursor ``after``."""
+    """Nodes ordered by id, starting after the cursor ``after``; only those of ``status`` or running ``pool``."""
     query = select(nodes).order_by(nodes.c.id).limit(limit)
     if after is not None:
         query = query.where(nodes.c.id > after)
+    if status is not None:  # up while now - last_seen < down_after_seconds (node_status)
+        fresh = nodes.c.last_seen > now - down_after_seconds
+        query = query.where(fresh if status is NodeStatus.UP else ~fresh)
+    if pool is not None:
+        query = query.where(nodes.c.id.in_(select(series_latest.c.node_id).where(series_latest.c.pool == pool)))
     return _views(conn, conn.execute(query).all(), now=now, down_after_seconds=down_after_seconds)
 
 

@@ -97,6 +97,12 @@ class TokenStore:
             self._cache[key] = (info, now + self._cache_seconds)
         return info
 
+    def get(self, token_id: str) -> TokenInfo | None:
+        """The token with this id (not its secret); the dashboard re-reads a session's token on every request."""
+        with self._engine.connect() as conn:
+            row = conn.execute(select(api_tokens).where(api_tokens.c.id == token_id)).first()
+        return _info(row) if row is not None else None
+
     def list(self) -> list[TokenInfo]:
         with self._engine.connect() as conn:
             rows = conn.execute(select(api_tokens).order_by(api_tokens.c.created_at, api_tokens.c.id)).all()
@@ -105,9 +111,13 @@ class TokenStore:
     def delete(self, token_id: str) -> bool:
         with self._engine.begin() as conn:
             deleted = conn.execute(delete(api_tokens).where(api_tokens.c.id == token_id)).rowcount
+        self.forget_cached()
+        return bool(deleted)
+
+    def forget_cached(self) -> None:
+        """Drop every cached lookup: a token deleted through another store object stops working here at once."""
         with self._lock:
             self._cache.clear()
-        return bool(deleted)
 
     def has_admin(self) -> bool:
         with self._engine.connect() as conn:

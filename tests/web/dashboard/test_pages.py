@@ -1,0 +1,202 @@
+"""Each page with real data behind it: nodes pushed through the real ingest, pools, tenants, events, alerts."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+
+from fastapi.testclient import TestClient
+from sqlalchemy import insert
+
+from alerting.alert_store import SilenceStore
+from alerting.lifecycle import Alert, AlertStatus
+from alerting.tables import alerts
+from autoscaler.events import ScalingEvent
+from autoscaler.pools import Mode, PoolSpec
+from isolation.tenants import QuotaSpec, SloClass, TenantStore
+from tests.support.clock import FakeClock
+from tests.web.dashboard.conftest import csrf_of, push
+from web.services import AppServices
+
+Browser = Callable[[str], TestClient]
+
+
+def _pool(services: AppServices, clock: FakeClock) -> None:
+    services.pools.create("chat", PoolSpec(min_replicas=1, max_replicas=6, slo_p99_seconds=0.5), now=clock())
+
+
+def test_overview_shows_tiles_with_units_and_filters(browser: Browser, services: AppServices, clock: FakeClock) -> None:
+    client = browser("viewer")
+    push(services, client, "node-a", clock, gpus=2, kv_cache_utilization_ratio=0.99)
+    push(services, client, "node-b", clock, pool="vision")
+    clock.advance(10)  # both go down
+    push(services, client, "node-c", clock, seq=100)
+    page = client.get("/")
+    assert page.status_code == 200
+    assert page.text.count('class="tile ') == 3
+    assert "2 GPUs" in page.text and "60 °C" in page.text and "99 %" in page.text
+    assert re.search(r'class="tile unknown" data-node="node-a"', page.text)  # down: not judged on old values
+    assert "<b>3</b> nodes" in page.text
+    assert client.get("/?status=up").text.count('class="tile ') == 1
+    assert client.get("/?pool=vision").text.count('class="tile ') == 1
+    assert client.get("/?status=sideways").status_code == 422
+
+
+def test_overview_pages_a_thousand_nodes(browser: Browser, services: AppServices, clock: FakeClock) -> None:
+    client = browser("viewer")
+    from collector.tables import nodes
+
+    with services.engine.begin() as conn:
+        conn.execute(insert(nodes), [{"id": f"n{i:04d}", "first_seen": 0.0, "last_seen": clock()} for i in range(1000)])
+    first = client.get("/")
+    assert first.text.count('class="tile ') == 48
+    after = re.search(r'after=(n\d+)" rel="next"', first.text)
+    assert after is not None and after[1] == "n0047"
+    last = client.get("/?after=n0959&size=48")
+    assert last.text.count('class="tile ') == 40 and 'rel="next"' not in last.text
+
+
+def test_node_detail_and_its_live_stream(browser: Browser, services: AppServices, clock: FakeClock) -> None:
+    client = browser("viewer")
+    push(services, client, "node-a", clock, gpus=2, request_latency_p99_seconds=0.123)
+    page = client.get("/nodes/node-a")
+    assert page.status_code == 200
+    assert 'data-series="gpu-1" data-metric="gpu_temperature_celsius">60 °C' in page.text
+    assert 'data-series="pool-chat" data-metric="request_latency_p99_seconds">123 ms' in page.text
+    assert 'data-live-url="/nodes/node-a/live"' in page.text
+    with client.stream("GET", "/nodes/node-a/live?events=2") as stream:
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        events = [json.loads(line[6:]) for line in stream.iter_lines() if line.startswith("data: ")]
+    assert len(events) == 2
+    assert events[0]["status"] == "up" and events[0]["values"]["gpu-0"]["gpu_temperature_celsius"] == "60 °C"
+    assert client.get("/nodes/ghost").status_code == 404
+
+
+def test_pool_page_scales_by_hand_and_switches_dry_run(
+    browser: Browser, services: AppServices, clock: FakeClock
+) -> None:
+    _pool(services, clock)
+    services.events.add(
+        ScalingEvent("chat", clock() - 60, 1, 2, "hybrid", "ForecastSaturation: demand rising", {}, "applied", "local")
+    )
+    viewer, operator = browser("viewer"), browser("operator")
+    page = viewer.get("/pools/chat")
+    assert page.status_code == 200 and "ForecastSaturation: demand rising" in page.text
+    assert 'id="scale-form"' not in page.text  # a viewer gets no forms
+    csrf = csrf_of(operator.get("/pools/chat").text)
+    done = operator.post("/pools/chat/scale", data={"replicas": "4", "reason": "launch", "csrf_token": csrf})
+    assert done.status_code == 200 and "Manual scale recorded" in done.text
+    pool = services.pools.get("chat")
+    assert pool is not None and pool.manual is not None and pool.manual.replicas == 4
+    assert "launch" in pool.manual.reason
+    too_many = operator.post("/pools/chat/scale", data={"replicas": "40", "csrf_token": csrf})
+    assert too_many.status_code == 422 and "outside the pool&#39;s range 1..6" in too_many.text
+    not_a_number = operator.post("/pools/chat/scale", data={"replicas": "many", "csrf_token": csrf})
+    assert not_a_number.status_code == 422 and "replicas:" in not_a_number.text
+    operator.post("/pools/chat/mode", data={"mode": "dry_run", "csrf_token": csrf})
+    pool = services.pools.get("chat")
+    assert pool is not None and pool.spec.mode is Mode.DRY_RUN
+    assert viewer.get("/pools").status_code == 200 and viewer.get("/pools/none").status_code == 404
+
+
+def test_quota_edits_are_validated_like_the_api(browser: Browser, services: AppServices, clock: FakeClock) -> None:
+    client = browser("operator")
+    push(services, client, "node-a", clock, extra={"tenants": {"acme": {"requests_per_second": 3.5}}})
+    store = TenantStore(services.engine)
+    store.create("acme", SloClass.STANDARD, {"chat": QuotaSpec(rate_rps=10)}, now=clock())
+    store.create("beta", SloClass.LATENCY_CRITICAL, {"chat": QuotaSpec(active_thread_percentage=70)}, now=clock())
+    page = client.get("/tenants")
+    assert "3.50 / 10.0" in page.text  # usage against quota
+    csrf = csrf_of(page.text)
+    impossible = client.post(
+        "/tenants/acme/quotas", data={"pool": "chat", "gpu_memory_mib": "200000", "csrf_token": csrf}
+    )
+    assert impossible.status_code == 422
+    assert "gpu_memory_mib: tenants of pool chat would pin 200,064 MiB on a GPU of 81,920 MiB" in impossible.text
+    threads = client.post(
+        "/tenants/acme/quotas", data={"pool": "chat", "active_thread_percentage": "50", "csrf_token": csrf}
+    )
+    assert threads.status_code == 422 and "past 100% by 20 percentage points" in threads.text
+    negative = client.post("/tenants/acme/quotas", data={"pool": "chat", "rate_rps": "-1", "csrf_token": csrf})
+    assert negative.status_code == 422 and "rate_rps:" in negative.text
+    acme = store.get("acme")
+    assert acme is not None and acme.quotas["chat"] == QuotaSpec(rate_rps=10)  # nothing refused was stored
+    ok = client.post("/tenants/acme/quotas", data={"pool": "chat", "rate_rps": "20", "csrf_token": csrf})
+    assert ok.status_code == 200 and "Quota saved" in ok.text
+    acme = store.get("acme")
+    assert acme is not None and acme.quotas["chat"].rate_rps == 20
+
+
+def test_alerts_page_silences_and_expires(browser: Browser, services: AppServices, clock: FakeClock) -> None:
+    alert = Alert(
+        1,
+        "f1",
+        {"alertname": "GpuHot", "severity": "critical", "node": "node-a"},
+        {"summary": "hot"},
+        AlertStatus.FIRING,
+        91.0,
+        clock() - 120,
+        clock(),
+        fired_at=clock() - 60,
+    )
+    with services.engine.begin() as conn:
+        conn.execute(
+            insert(alerts).values(
+                rule_id=1,
+                fingerprint="f1",
+                pool="",
+                status="firing",
+                labels=dict(alert.labels),
+                annotations=dict(alert.annotations),
+                value=91.0,
+                active_since=alert.active_since,
+                last_seen_at=clock(),
+                fired_at=alert.fired_at,
+            )
+        )
+    client = browser("operator")
+    page = client.get("/alerts")
+    assert "GpuHot" in page.text and "Silence 1 h" in page.text
+    csrf = csrf_of(page.text)
+    bad = client.post("/silences", data={"matchers": "no matcher here", "csrf_token": csrf})
+    assert bad.status_code == 422 and "is not NAME=VALUE" in bad.text
+    done = client.post(
+        "/silences", data={"matchers": "alertname=GpuHot, node=node-a", "duration_minutes": "30", "csrf_token": csrf}
+    )
+    assert done.status_code == 200 and "Silence created" in done.text and ">silenced<" in done.text
+    (silence,) = SilenceStore(services.engine).list(active_at=clock())
+    assert silence.ends_at == clock() + 1800
+    client.post(f"/silences/{silence.id}/expire", data={"csrf_token": csrf})
+    assert SilenceStore(services.engine).list(active_at=clock()) == []
+    assert client.get("/alerts?state=resolved").status_code == 200
+
+
+def test_health_report_says_not_measured_rather_than_inventing(
+    browser: Browser, services: AppServices, clock: FakeClock
+) -> None:
+    client = browser("viewer")
+    push(services, client, "node-a", clock, gpus=2)
+    page = client.get("/health")
+    assert page.status_code == 200 and "1–8 GPUs" in page.text
+    assert "not measured" in page.text and "no rolled-up minute of GPU memory in the window" in page.text
+    assert "pass" not in re.sub(r"<[^>]+>", " ", page.text).split("Notes", 1)[1].split()
+
+
+def test_settings_create_shows_a_token_once_and_revokes(browser: Browser, services: AppServices) -> None:
+    admin = browser("admin")
+    csrf = csrf_of(admin.get("/settings").text)
+    created = admin.post("/settings/tokens", data={"role": "viewer", "name": "ci-bot", "csrf_token": csrf})
+    assert created.status_code == 201 and created.headers["cache-control"] == "no-store"
+    secret = re.search(r'<code class="secret">([^<]+)</code>', created.text)
+    assert secret is not None and services.tokens.verify(secret[1], now=0.0) is not None
+    assert secret[1] not in admin.get("/settings").text  # shown once
+    (bot,) = [t for t in services.tokens.list() if t.name == "ci-bot"]
+    admin.post(f"/settings/tokens/{bot.id}/revoke", data={"csrf_token": csrf})
+    assert services.tokens.get(bot.id) is None
+    agent = admin.post("/settings/tokens", data={"role": "agent", "csrf_token": csrf})
+    assert agent.status_code == 422 and "node_id" in agent.text
+    hook = admin.post("/settings/webhooks", data={"url": "ftp://x", "csrf_token": csrf})
+    assert hook.status_code == 422
+    viewer = browser("viewer").get("/settings")
+    assert viewer.status_code == 200 and "Tokens are managed by admins" in viewer.text

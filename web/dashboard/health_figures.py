@@ -1,0 +1,91 @@
+"""The live figures the fleet health report judges (:mod:`collector.fleet_health`), read from the stores: the last
+15 minutes of rollups against the 15 minutes before (the trend), the latest KV fragmentation the agents report, and
+the scale-ups of the last hour against the pools' planned startup. What nothing measures stays None, with why."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from sqlalchemy import Connection
+
+from autoscaler.pools import Pool
+from collector.fleet_health import FleetFigures, figures_from_window, scale_up_seconds, worst
+from collector.registry import NodeStatus, node_gpus, node_statuses, read_latest
+from collector.series import pool_replica_history, window_stats
+from web.services import AppServices
+
+WINDOW_SECONDS = 900.0
+SCALE_UP_LOOKBACK_SECONDS = 3600.0
+SCALE_UP_STEP_SECONDS = 5.0
+NOT_MEASURED = {
+    "gpu_memory_use_ratio": "no rolled-up minute of GPU memory in the window",
+    "gpu_utilization_ratio": "no rolled-up minute of GPU utilization in the window",
+    "kv_cache_peak_ratio": "no rolled-up minute of KV-cache use in the window",
+    "latency_p99_over_slo": "no rolled-up minute of p99 latency from a pool with an SLO",
+    "load_spread_ratio": "needs GPU utilization from at least two nodes",
+    "kv_fragmentation_ratio": "no replica reports KV fragmentation (engines without a paged KV cache do not)",
+    "failover_seconds": "not measured: fleetpilot does not yet record when a lost node's replicas are replaced",
+    "forecast_mase": "not measured live: the forecast loop keeps only its latest forecast; "
+    "run `fleetpilot backtest` on the pool's series",
+}
+
+
+@dataclass(frozen=True)
+class GatheredHealth:
+    gpus: int
+    now: FleetFigures
+    before: FleetFigures
+
+
+def _fragmentation(conn: Connection, up: Sequence[str]) -> float | None:
+    found = [
+        float(value)
+        for s in read_latest(conn, up, pools_only=True)
+        if isinstance(value := (s.extra or {}).get("kv_fragmentation_ratio"), int | float)
+    ]
+    return max(found) if found else None
+
+
+def _scale_up(conn: Connection, services: AppServices, pools: Sequence[Pool], now: float) -> tuple[float | None, str]:
+    """The worst applied scale-up of the last hour as a multiple of its pool's startup_seconds, with a note."""
+    ratios: list[float] = []
+    notes: list[str] = []
+    for pool in pools:
+        ups = [
+            e
+            for e in services.events.list(pool=pool.name, limit=100)
+            if e.ts >= now - SCALE_UP_LOOKBACK_SECONDS and e.outcome == "applied" and e.to_replicas > e.from_replicas
+        ]
+        if not ups:
+            continue
+        history = pool_replica_history(conn, pool.name, min(e.ts for e in ups), now, SCALE_UP_STEP_SECONDS)
+        for event in ups:
+            took = scale_up_seconds(event.ts, event.to_replicas, history)
+            if took is not None and pool.spec.startup_seconds > 0:
+                ratios.append(took / pool.spec.startup_seconds)
+                notes.append(
+                    f"{pool.name}: {took:.0f} s for {event.from_replicas}→{event.to_replicas}, "
+                    f"{pool.spec.startup_seconds:.0f} s planned"
+                )
+    if not ratios:
+        return None, "no applied scale-up reached its target in the last hour"
+    return worst(ratios), "; ".join(notes[:3])
+
+
+def gather(services: AppServices) -> GatheredHealth:
+    now = services.clock()
+    slo = {p.name: p.spec.slo_p99_seconds for p in services.pools.list()}
+    with services.engine.connect() as conn:
+        statuses = node_statuses(conn, now=now, down_after_seconds=services.settings.node_down_after_seconds)
+        up = sorted(n for n, s in statuses.items() if s is NodeStatus.UP)
+        gpus = node_gpus(conn, up)
+        totals = {(n, g.index): g.memory_total_bytes or 0 for n, found in gpus.items() for g in found}
+        current = figures_from_window(window_stats(conn, now - WINDOW_SECONDS, now), totals, slo)
+        earlier = figures_from_window(window_stats(conn, now - 2 * WINDOW_SECONDS, now - WINDOW_SECONDS), totals, slo)
+        fragmentation = _fragmentation(conn, up)
+        scale_up, scale_note = _scale_up(conn, services, services.pools.list(), now)
+    measured = replace(current, kv_fragmentation_ratio=fragmentation, scale_up_over_planned=scale_up)
+    notes = {k: v for k, v in NOT_MEASURED.items() if getattr(measured, k) is None}
+    notes["scale_up_over_planned"] = scale_note
+    return GatheredHealth(sum(len(g) for g in gpus.values()), replace(measured, notes=notes), earlier)

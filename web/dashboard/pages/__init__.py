@@ -1,0 +1,1 @@
+"""One module per dashboard page; each a thin router over the stores."""

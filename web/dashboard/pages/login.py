@@ -1,0 +1,99 @@
+"""``GET/POST /login`` and ``POST /logout``: an API token in, a session cookie out.
+
+The login form's CSRF token is bound to a pre-login cookie, so another site cannot log a browser in under its own
+token. Failed logins are counted per client address (429 past the limit) and logged with the address, never the
+token. Agent tokens may not sign in: they ingest, nothing else.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from urllib.parse import urlsplit
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from web.auth import ServicesDep
+from web.dashboard.deps import LOGIN_COOKIE, SESSION_COOKIE, CsrfForm, StateDep, current_session, field
+from web.dashboard.render import page
+from web.dashboard.security import DashboardRoute
+from web.tokens import Role
+
+router = APIRouter(route_class=DashboardRoute)
+log = logging.getLogger(__name__)
+
+
+def _safe_next(target: str) -> str:
+    """Only a path on this site (``/pools/x``), never ``//evil.example`` or a full URL."""
+    parts = urlsplit(target)
+    if not target.startswith("/") or target.startswith("//") or parts.scheme or parts.netloc:
+        return "/"
+    return target
+
+
+def _client(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+def _login_page(request: Request, state: StateDep, *, error: str = "", status_code: int = 200) -> Response:
+    nonce = request.cookies.get(LOGIN_COOKIE) or secrets.token_urlsafe(16)
+    response = page(
+        request,
+        "login.html",
+        None,
+        status_code=status_code,
+        login_csrf=state.sessions.csrf_token(nonce),
+        next_path=_safe_next(request.query_params.get("next", "/")),
+        error=error,
+    )
+    response.set_cookie(LOGIN_COOKIE, nonce, httponly=True, samesite="strict", path="/login", max_age=3600)
+    return response
+
+
+@router.get("/login", response_class=HTMLResponse)
+def login_form(request: Request, state: StateDep, services: ServicesDep) -> Response:
+    if current_session(request, state, services) is not None:
+        return RedirectResponse(_safe_next(request.query_params.get("next", "/")), status_code=303)
+    return _login_page(request, state)
+
+
+@router.post("/login", response_class=HTMLResponse)
+def login(request: Request, form: CsrfForm, state: StateDep, services: ServicesDep) -> Response:
+    now, address = services.clock(), _client(request)
+    wait = state.failed_logins.retry_after_seconds(address, now=now)
+    if wait > 0:
+        log.warning("dashboard login refused for %s: too many failures, retry in %.0f s", address, wait)
+        response = _login_page(
+            request, state, error=f"Too many failed logins: try again in {wait:.0f} s.", status_code=429
+        )
+        response.headers["Retry-After"] = str(max(1, round(wait)))
+        return response
+    token = services.tokens.verify(field(form, "token"), now=now)
+    if token is None or token.role is Role.AGENT:
+        state.failed_logins.record_failure(address, now=now)
+        log.warning("dashboard login failed from %s: %s", address, "an agent token" if token else "unknown token")
+        error = "Agent tokens cannot sign in to the dashboard." if token else "That token is not valid."
+        return _login_page(request, state, error=error, status_code=401)
+    state.failed_logins.clear(address)
+    cookie, _session = state.sessions.issue(token, now=now)
+    log.info("dashboard login: token %s (%s) from %s", token.id, token.role.value, address)
+    response = RedirectResponse(_safe_next(field(form, "next") or "/"), status_code=303)
+    response.set_cookie(
+        SESSION_COOKIE,
+        cookie,
+        max_age=int(state.sessions.lifetime_seconds),
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/",
+    )
+    response.delete_cookie(LOGIN_COOKIE, path="/login")
+    return response
+
+
+@router.post("/logout")
+def logout(_form: CsrfForm) -> Response:
+    response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
+    return response

@@ -1,0 +1,179 @@
+"""``GET /pools`` and ``/pools/{name}``: replicas (ready, running, desired) over time, demand against capacity with
+the forecast's 90 % band and the predicted saturation, the scaling events with their reasons; operators scale by
+hand and switch dry-run with the same store calls the REST API makes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import ValidationError
+from starlette.datastructures import FormData
+
+from autoscaler.pools import Mode, Pool, PoolNotFound
+from collector.registry import pool_replicas
+from collector.series import SeriesQuery, pool_replica_history, query_series
+from predictor.store import StoredForecast, SubjectKind
+from web.auth import ServicesDep
+from web.dashboard.deps import CsrfForm, DashboardUser, Operator, PageNotFound, Viewer, field, validation_problem
+from web.dashboard.render import page, script_json
+from web.dashboard.security import DashboardRoute
+from web.routes.pools import ScaleIn
+from web.services import AppServices
+
+router = APIRouter(route_class=DashboardRoute)
+REPLICA_HISTORY_SECONDS = 1800.0
+REPLICA_STEP_SECONDS = 10.0
+DEMAND_HISTORY_SECONDS = 7200.0
+DONE = {"scaled": "Manual scale recorded: the controller applies it at its next decision.", "mode": "Mode changed."}
+
+
+def _ms(ts: float) -> float:
+    return ts * 1000.0
+
+
+def _replica_chart(services: AppServices, pool: Pool, now: float) -> dict[str, Any]:
+    start = now - REPLICA_HISTORY_SECONDS
+    with services.engine.connect() as conn:
+        history = pool_replica_history(conn, pool.name, start, now, REPLICA_STEP_SECONDS)
+    decided = [e for e in services.events.list(pool=pool.name, limit=200) if e.ts >= start]
+    desired = [(_ms(e.ts), e.to_replicas) for e in reversed(decided)]
+    if pool.desired_replicas is not None:
+        desired.append((_ms(now), pool.desired_replicas))
+    return {
+        "ready": {"x": [_ms(t) for t, _r, _s in history], "y": [r for _t, r, _s in history]},
+        "running": {"x": [_ms(t) for t, _r, _s in history], "y": [r + s for _t, r, s in history]},
+        "desired": {"x": [x for x, _ in desired], "y": [y for _, y in desired]},
+    }
+
+
+def per_replica_capacity(pool: Pool, forecast: StoredForecast | None) -> float | None:
+    """The configured capacity, else the one the forecast loop learned; None when neither is known."""
+    if pool.spec.replica_capacity is not None:
+        return pool.spec.replica_capacity
+    return forecast.learned_capacity if forecast is not None else None
+
+
+def _demand_chart(services: AppServices, pool: Pool, forecast: StoredForecast | None, now: float) -> dict[str, Any]:
+    query = SeriesQuery(pool.spec.demand_metric.value, now - DEMAND_HISTORY_SECONDS, now, pool=pool.name)
+    with services.engine.connect() as conn:
+        actual = query_series(conn, query, raw_max_seconds=services.settings.raw_query_max_seconds).points
+        replicas = pool_replica_history(conn, pool.name, now - DEMAND_HISTORY_SECONDS, now, 60.0)
+    capacity = per_replica_capacity(pool, forecast)
+    chart: dict[str, Any] = {"actual": {"x": [_ms(t) for t, _ in actual], "y": [v for _, v in actual]}}
+    if capacity is not None:
+        chart["capacity"] = {"x": [_ms(t) for t, _r, _s in replicas], "y": [r * capacity for _t, r, _s in replicas]}
+    good = forecast.good if forecast is not None else None
+    if good is not None:
+        chart["forecast"] = {
+            "x": [_ms(p.ts) for p in good.points],
+            "yhat": [p.yhat for p in good.points],
+            "lo": [p.lo for p in good.points],
+            "hi": [p.hi for p in good.points],
+        }
+        limit = (good.saturation or {}).get("capacity")
+        if isinstance(limit, int | float) and good.points:
+            chart["limit"] = {"x": [_ms(good.points[0].ts), _ms(good.points[-1].ts)], "y": [limit, limit]}
+    return chart
+
+
+def _pool_page(
+    request: Request,
+    user: DashboardUser,
+    services: AppServices,
+    name: str,
+    *,
+    errors: dict[str, str] | None = None,
+    form: FormData | None = None,
+) -> HTMLResponse:
+    pool = services.pools.get(name)
+    if pool is None:
+        raise PageNotFound(f"no pool {name!r}")
+    now = services.clock()
+    forecast = services.forecasts.get(SubjectKind.POOL, name)
+    with services.engine.connect() as conn:
+        current = pool_replicas(conn, now=now, down_after_seconds=services.settings.node_down_after_seconds)
+    charts = {
+        "replicas": _replica_chart(services, pool, now),
+        "demand": _demand_chart(services, pool, forecast, now),
+        "unit": pool.spec.demand_metric.value,
+    }
+    return page(
+        request,
+        "pool.html",
+        user,
+        status_code=422 if errors else 200,
+        pool=pool,
+        now=now,
+        ready=current.get(name, 0),
+        manual=pool.manual_at(now),
+        forecast=forecast,
+        saturation=(forecast.good.saturation or {}) if forecast is not None and forecast.good is not None else {},
+        capacity=per_replica_capacity(pool, forecast),
+        events=services.events.list(pool=name, limit=50),
+        charts_json=script_json(charts),
+        errors=errors or {},
+        form=form,
+        done=DONE.get(request.query_params.get("done", "")),
+    )
+
+
+@router.get("/pools", response_class=HTMLResponse)
+def pools(request: Request, user: Viewer, services: ServicesDep) -> HTMLResponse:
+    now = services.clock()
+    with services.engine.connect() as conn:
+        current = pool_replicas(conn, now=now, down_after_seconds=services.settings.node_down_after_seconds)
+    rows = []
+    for pool in services.pools.list():
+        forecast = services.forecasts.get(SubjectKind.POOL, pool.name)
+        saturation = (forecast.good.saturation or {}) if forecast is not None and forecast.good is not None else {}
+        rows.append(
+            {"pool": pool, "ready": current.get(pool.name, 0), "saturation": saturation, "manual": pool.manual_at(now)}
+        )
+    unmanaged = sorted(set(current) - {p.name for p in services.pools.list()})
+    return page(request, "pools.html", user, rows=rows, unmanaged=unmanaged, current=current)
+
+
+@router.get("/pools/{name}", response_class=HTMLResponse)
+def pool_detail(name: str, request: Request, user: Viewer, services: ServicesDep) -> HTMLResponse:
+    return _pool_page(request, user, services, name)
+
+
+@router.post("/pools/{name}/scale", response_class=HTMLResponse)
+def scale(name: str, request: Request, user: Operator, form: CsrfForm, services: ServicesDep) -> Response:
+    try:
+        body = ScaleIn.model_validate({"replicas": field(form, "replicas"), "reason": field(form, "reason")})
+    except ValidationError as exc:
+        at, message = validation_problem(exc)
+        return _pool_page(request, user, services, name, form=form, errors={at: message})
+    now = services.clock()
+    reason = f"{user.name}: {body.reason}" if body.reason else user.name
+    try:
+        services.pools.scale_manually(
+            name, body.replicas, until=now + services.settings.manual_scale_seconds, reason=reason, now=now
+        )
+    except PoolNotFound as exc:
+        raise PageNotFound(str(exc)) from None
+    except ValueError as exc:
+        return _pool_page(request, user, services, name, form=form, errors={"replicas": str(exc)})
+    return RedirectResponse(f"/pools/{name}?done=scaled", status_code=303)
+
+
+@router.post("/pools/{name}/mode", response_class=HTMLResponse)
+def switch_mode(name: str, request: Request, user: Operator, form: CsrfForm, services: ServicesDep) -> Response:
+    try:
+        mode = Mode(field(form, "mode"))
+        services.pools.update(name, {"mode": mode}, now=services.clock())
+    except PoolNotFound as exc:
+        raise PageNotFound(str(exc)) from None
+    except ValueError:
+        return _pool_page(
+            request,
+            user,
+            services,
+            name,
+            form=form,
+            errors={"mode": f"mode: {field(form, 'mode')!r} is neither act nor dry_run"},
+        )
+    return RedirectResponse(f"/pools/{name}?done=mode", status_code=303)

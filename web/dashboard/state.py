@@ -1,0 +1,48 @@
+"""What the dashboard keeps per server process: the session codec, the failed-login counter and the templates."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from fastapi.templating import Jinja2Templates
+
+from fleetpilot.settings import ServerSettings
+from web.auth_limit import FailedLogins
+from web.dashboard import units
+from web.dashboard.session import SessionCodec
+
+TEMPLATES_DIR = Path(__file__).parent / "templates"
+
+
+@dataclass
+class DashboardState:
+    sessions: SessionCodec
+    failed_logins: FailedLogins
+    templates: Jinja2Templates
+
+
+def templates() -> Jinja2Templates:
+    """Jinja2 with autoescaping (the default for .html) and the unit filters every page uses."""
+    found = Jinja2Templates(directory=str(TEMPLATES_DIR))
+    filters = found.env.filters
+    filters["metric"] = lambda value, name: units.metric_value(name, value)
+    filters["ratio"] = lambda value: units.ABSENT if value is None else units.ratio(value)
+    filters["duration"] = lambda value: units.ABSENT if value is None else units.duration(value)
+    filters["number"] = lambda value: units.ABSENT if value is None else units.number(value)
+    filters["ts"] = units.timestamp
+    filters["age"] = units.age
+    filters["bytes"] = lambda value: units.by_unit("bytes", value)
+    filters["asdict"] = asdict
+    return found
+
+
+def build_state(settings: ServerSettings) -> DashboardState:
+    """A random per-process key when ``session_secret`` is unset: sessions then end at a restart."""
+    secret = (settings.session_secret or secrets.token_urlsafe(48)).encode()
+    return DashboardState(
+        sessions=SessionCodec(secret, lifetime_seconds=settings.session_lifetime_seconds),
+        failed_logins=FailedLogins(),
+        templates=templates(),
+    )
