@@ -7,8 +7,15 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
 
+from web.auth import install_auth_limit
+from web.dashboard.mount import mount_dashboard
+from web.docs import install_docs
 from web.errors import install_error_handlers
+from web.request_id import RequestIdMiddleware
 from web.routes import (
+    alert_rules,
+    alerts,
+    audit,
     capacity,
     enforcement,
     forecasts,
@@ -21,6 +28,7 @@ from web.routes import (
     series,
     tenants,
     tokens,
+    webhooks,
 )
 from web.services import AppServices
 
@@ -40,9 +48,13 @@ def create_app(services: AppServices, *, lifespan: Lifespan = _no_background) ->
         summary="Control plane for GPU inference fleets: metrics, forecasts, autoscaling, isolation, alerting.",
         version="0.1.0",
         lifespan=lifespan,
+        docs_url=None,  # served offline by install_docs
+        redoc_url=None,
     )
     app.state.services = services
     install_error_handlers(app)
+    install_auth_limit(app, services.settings)
+    app.add_middleware(RequestIdMiddleware)
     for router in (
         ingest.router,
         nodes.router,
@@ -54,8 +66,14 @@ def create_app(services: AppServices, *, lifespan: Lifespan = _no_background) ->
         scaling.router,
         tenants.router,
         enforcement.router,
+        alert_rules.router,
+        alerts.router,
+        webhooks.router,
+        audit.router,
     ):
         app.include_router(router, prefix=API_PREFIX)
     app.include_router(health.router)
     app.include_router(metrics.router)
+    install_docs(app)
+    mount_dashboard(app, services.settings)
     return app

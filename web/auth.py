@@ -1,14 +1,30 @@
-"""Bearer-token authentication and role checks, as FastAPI dependencies declared once."""
+"""Bearer-token authentication and role checks, as FastAPI dependencies declared once: every API route states its
+role with ``ViewerToken``, ``OperatorToken``, ``AdminToken`` (or ``require(Role.AGENT)`` through ``authenticate``).
+
+Failed authentication (no token, an unknown one) is counted per client address: past
+``auth_max_failures`` within ``auth_failure_window_seconds`` the address is answered 429 with ``Retry-After`` until
+its oldest failure leaves the window — even with a good token, or the limit would not slow a guesser. Each failure
+is logged with the address and path, never the token.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Annotated
+import logging
+import math
+from dataclasses import dataclass
+from typing import Annotated, Any
 
-from fastapi import Depends, HTTPException, Request, status
+from fastapi import Depends, FastAPI, Request, Security, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from fleetpilot.settings import ServerSettings
+from web.auth_limit import FailedLogins
+from web.errors import ApiError
 from web.services import AppServices
 from web.tokens import Role, TokenInfo
+
+log = logging.getLogger(__name__)
+UNAUTHORIZED_HEADERS = {"WWW-Authenticate": "Bearer"}
 
 
 def get_services(request: Request) -> AppServices:
@@ -19,31 +35,87 @@ def get_services(request: Request) -> AppServices:
 ServicesDep = Annotated[AppServices, Depends(get_services)]
 
 
+def install_auth_limit(app: FastAPI, settings: ServerSettings) -> None:
+    """The per-process counter of failed authentications (one per app, so each test's app starts clean)."""
+    app.state.auth_failures = FailedLogins(
+        max_failures=settings.auth_max_failures, window_seconds=settings.auth_failure_window_seconds
+    )
+
+
+def _failures(request: Request) -> FailedLogins:
+    found = getattr(request.app.state, "auth_failures", None)
+    if found is None:  # an app built without install_auth_limit: the settings' defaults
+        found = request.app.state.auth_failures = FailedLogins()
+    return found
+
+
+def _client_address(request: Request) -> str:
+    return request.client.host if request.client is not None else "unknown"
+
+
+def _refuse(request: Request, failures: FailedLogins, now: float, why: str) -> ApiError:
+    address = _client_address(request)
+    failures.record_failure(address, now=now)
+    log.warning("authentication failed from %s on %s %s: %s", address, request.method, request.url.path, why)
+    return ApiError(status.HTTP_401_UNAUTHORIZED, why, headers=UNAUTHORIZED_HEADERS)
+
+
 def authenticate(services: AppServices, request: Request, needed: Role) -> TokenInfo:
-    """The caller's token if it may act as ``needed``: 401 when missing or unknown, 403 when of another role."""
-    header = request.headers.get("authorization", "")
-    scheme, _, clear = header.partition(" ")
-    if scheme.lower() != "bearer" or not clear.strip():
-        raise HTTPException(
-            status.HTTP_401_UNAUTHORIZED,
-            "missing bearer token (Authorization: Bearer <token>)",
-            headers={"WWW-Authenticate": "Bearer"},
+    """The caller's token if it may act as ``needed``: 429 while its address is over the failure limit, 401 when the
+    token is missing or unknown, 403 when it is of another role. The accepted token is kept on the request for the
+    audit log."""
+    now = services.clock()
+    failures = _failures(request)
+    wait_s = failures.retry_after_seconds(_client_address(request), now=now)
+    if wait_s > 0:
+        raise ApiError(
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            f"too many failed authentications from this address; retry in {math.ceil(wait_s)} s",
+            headers={"Retry-After": str(math.ceil(wait_s))},
         )
-    info = services.tokens.verify(clear.strip(), now=services.clock())
+    scheme, _, clear = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not clear.strip():
+        raise _refuse(request, failures, now, "missing bearer token (Authorization: Bearer <token>)")
+    info = services.tokens.verify(clear.strip(), now=now)
     if info is None:
-        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "unknown token", headers={"WWW-Authenticate": "Bearer"})
+        raise _refuse(request, failures, now, "unknown token")
     if not info.can_act_as(needed):
-        raise HTTPException(status.HTTP_403_FORBIDDEN, f"a {info.role.value} token may not do this; needs {needed}")
+        raise ApiError(status.HTTP_403_FORBIDDEN, f"a {info.role.value} token may not do this; needs {needed}")
+    request.state.caller = info
     return info
 
 
-def require(needed: Role) -> Callable[[Request, AppServices], TokenInfo]:
-    def dependency(request: Request, services: ServicesDep) -> TokenInfo:
-        return authenticate(services, request, needed)
+# Declared by every role check, so the OpenAPI names the scheme (and Swagger UI offers "Authorize"); the check itself
+# reads the header in ``authenticate``, which ingest calls directly.
+BEARER = HTTPBearer(
+    scheme_name="bearer",
+    auto_error=False,
+    description="an API token (`fleetpilot token create`); each operation's security requirement names its role",
+)
+BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]
 
-    return dependency
+
+@dataclass(frozen=True)
+class Require:
+    """The one role check of the API: a dependency accepting tokens that may act as ``needed``."""
+
+    needed: Role
+
+    def __call__(self, request: Request, services: ServicesDep, _bearer: BearerDep) -> TokenInfo:
+        return authenticate(services, request, self.needed)
 
 
-ViewerToken = Annotated[TokenInfo, Depends(require(Role.VIEWER))]
-OperatorToken = Annotated[TokenInfo, Depends(require(Role.OPERATOR))]
-AdminToken = Annotated[TokenInfo, Depends(require(Role.ADMIN))]
+def require(needed: Role) -> Any:
+    """``Annotated[TokenInfo, require(Role.OPERATOR)]``: the role check, named as the role in the OpenAPI's security
+    requirement of the operation (OpenAPI 3.1 allows role names there for an HTTP scheme)."""
+    return Security(Require(needed), scopes=[needed.value])
+
+
+def documented_agent_auth() -> Any:
+    """Ingest authenticates inside its handler (to count refusals); this names its role in the OpenAPI."""
+    return Security(BEARER, scopes=[Role.AGENT.value])
+
+
+ViewerToken = Annotated[TokenInfo, require(Role.VIEWER)]
+OperatorToken = Annotated[TokenInfo, require(Role.OPERATOR)]
+AdminToken = Annotated[TokenInfo, require(Role.ADMIN)]

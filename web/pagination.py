@@ -12,13 +12,14 @@ from fastapi import HTTPException, Query, status
 
 PageLimit = Annotated[int, Query(ge=1, le=1000, description="rows per page")]
 Cursor = Annotated[str | None, Query(description="the `next` of the previous page")]
+MAX_CURSOR_DIGITS = 18  # ids fit a 64-bit integer column; a longer "cursor" would overflow the query
 
 
 def before_id(cursor: str | None) -> int | None:
     """The id a page starts below; a cursor this API did not give is a 422 naming it."""
     if cursor is None:
         return None
-    if not cursor.isdigit():
+    if not (cursor.isascii() and cursor.isdigit()) or len(cursor) > MAX_CURSOR_DIGITS:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"cursor: not a cursor this API gave: {cursor!r}")
     return int(cursor)
 

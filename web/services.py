@@ -10,6 +10,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine
 
+from alerting.telemetry import AlertingTelemetry
 from autoscaler.actuators.base import Actuator
 from autoscaler.controller import AutoscalerTelemetry
 from autoscaler.events import EventStore
@@ -47,5 +48,6 @@ class AppServices:
     autoscaler_telemetry: AutoscalerTelemetry
     enforcement: EnforcementStore
     enforcer_telemetry: EnforcerTelemetry
+    alerting_telemetry: AlertingTelemetry
     desired_state: DesiredStateSource = _nothing_desired
     clock: Callable[[], float] = field(default=time.time)

@@ -125,7 +125,7 @@ def test_iso_times_are_accepted(client: TestClient, auth: Auth, clock: FakeClock
 def test_bad_parameters_are_422_naming_them(client: TestClient, auth: Auth, params: dict[str, str], named: str) -> None:
     answer = client.get("/api/v1/series", params=params, headers=auth("viewer"))
     assert answer.status_code == 422
-    assert answer.json()["detail"].startswith(named)
+    assert answer.json()["error"]["message"].startswith(named)
 
 
 def test_long_ranges_read_rollups(client: TestClient, auth: Auth, engine: Engine, clock: FakeClock) -> None:

@@ -133,9 +133,11 @@ def test_bad_sample_is_rejected_naming_index_and_field_and_nothing_is_stored(
         "/api/v1/ingest", content=text, headers={**auth("agent", "node-a"), "Content-Type": "application/json"}
     )
     assert answer.status_code == 422, answer.text
-    problem = answer.json()["errors"][0]
+    error = answer.json()["error"]
+    problem = error["errors"][0]
     assert (problem["sample"], problem["field"]) == (1, field)
-    assert f"samples[1].{field}" in answer.json()["detail"]
+    assert error["code"] == "validation_failed" and error["field"] == f"samples[1].{field}"
+    assert f"samples[1].{field}" in error["message"]
     assert stored(engine) == []  # the good sample of the same request is not stored either
 
 
@@ -152,7 +154,8 @@ def test_bad_sample_is_rejected_naming_index_and_field_and_nothing_is_stored(
 def test_bad_envelope_is_rejected(client: TestClient, auth: Auth, body: bytes, field: str) -> None:
     answer = client.post("/api/v1/ingest", content=body, headers=auth("agent", "node-a"))
     assert answer.status_code == 422
-    assert answer.json()["errors"][0]["field"] == field
+    error = answer.json()["error"]
+    assert error["errors"][0]["field"] == error["field"] == field
 
 
 def test_rejection_keeps_what_was_accepted_before(
@@ -188,7 +191,7 @@ def test_agent_token_of_another_node_is_403(client: TestClient, auth: Auth, engi
         "/api/v1/ingest", json=batch(gpu_sample(1, clock()), node_id="node-b"), headers=auth("agent", "node-a")
     )
     assert answer.status_code == 403
-    assert "node-b" in answer.json()["detail"]
+    assert "node-b" in answer.json()["error"]["message"]
     assert stored(engine, "node-b") == []
 
 

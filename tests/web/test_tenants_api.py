@@ -126,7 +126,8 @@ def test_memory_past_the_smallest_gpu_is_422_by_how_much_and_nothing_is_stored(
     client.post("/api/v1/tenants", json={"name": "globex", "slo_class": "batch"}, headers=admin)
     refused = client.put("/api/v1/tenants/globex/quotas/chat", json={"gpu_memory_mib": 40_960}, headers=operator)
     assert refused.status_code == 422
-    assert refused.json()["detail"] == (
+    assert refused.json()["error"]["field"] == "gpu_memory_mib"
+    assert refused.json()["error"]["message"] == (
         "gpu_memory_mib: tenants of pool chat would pin 90,112 MiB on a GPU of 81,559 MiB (8,553 MiB too much)"
     )
     globex = client.get("/api/v1/tenants/globex", headers=operator).json()
@@ -142,7 +143,8 @@ def test_guaranteed_shares_past_100_are_422_also_when_a_class_changes(client: Te
     greedy = {"name": "globex", "slo_class": "standard", "quotas": {"chat": {"active_thread_percentage": 60}}}
     refused = client.post("/api/v1/tenants", json=greedy, headers=admin)
     assert refused.status_code == 422
-    assert refused.json()["detail"].startswith("active_thread_percentage: ")
+    assert refused.json()["error"]["field"] == "active_thread_percentage"
+    assert refused.json()["error"]["message"].startswith("active_thread_percentage: ")
     assert "past 100% by 20 percentage points" in refused.text
     assert [t["name"] for t in client.get("/api/v1/tenants", headers=admin).json()["items"]] == ["acme"]
     best_effort = client.post("/api/v1/tenants", json={**greedy, "slo_class": "batch"}, headers=admin)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, status
+from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
 from autoscaler.pools import DemandMetric, Pool, PoolSpec
@@ -17,9 +17,10 @@ from predictor import inputs
 from predictor.capacity_plan import PlanInputs, plan_capacity
 from predictor.store import SubjectKind
 from web.auth import ServicesDep, ViewerToken
+from web.errors import ERROR_RESPONSES, error_responses, not_found
 from web.services import AppServices
 
-router = APIRouter(tags=["capacity"])
+router = APIRouter(tags=["capacity"], responses=ERROR_RESPONSES)
 PLAN_HISTORY_DAYS = 30.0
 
 
@@ -88,21 +89,25 @@ def _plan(
     )
 
 
-@router.get("/capacity-plan", responses={404: {}, 422: {}})
+@router.get("/capacity-plan", responses=error_responses(404))
 def capacity_plan(
     services: ServicesDep,
     _token: ViewerToken,
     pool: str | None = None,
-    growth_per_month: Annotated[float | None, Query(gt=-1, description="0.1 = +10 %/month; default: fitted")] = None,
-    gpu_hour_cost: Annotated[float | None, Query(ge=0, description="default: the server's gpu_hour_cost")] = None,
-    headroom: Annotated[float, Query(ge=0, description="plan for peak × (1 + headroom)")] = 0.2,
+    growth_per_month: Annotated[
+        float | None, Query(gt=-1, allow_inf_nan=False, description="0.1 = +10 %/month; default: fitted")
+    ] = None,
+    gpu_hour_cost: Annotated[
+        float | None, Query(ge=0, allow_inf_nan=False, description="default: the server's gpu_hour_cost")
+    ] = None,
+    headroom: Annotated[float, Query(ge=0, allow_inf_nan=False, description="plan for peak × (1 + headroom)")] = 0.2,
 ) -> CapacityPlanOut:
     """Every configured pool's plan (or one ``pool``'s); a pool without demand data is listed in ``skipped``."""
     pools: list[Pool] = services.pools.list()
     if pool is not None:
         pools = [p for p in pools if p.name == pool]
         if not pools:
-            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no pool {pool!r}")
+            raise not_found(f"no pool {pool!r}")
     cost = services.settings.gpu_hour_cost if gpu_hour_cost is None else gpu_hour_cost
     items, skipped = [], {}
     for p in pools:

@@ -8,9 +8,10 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 
 from web.auth import ServicesDep, ViewerToken
+from web.errors import ERROR_RESPONSES
 from web.pagination import Cursor, PageLimit, before_id, next_cursor
 
-router = APIRouter(tags=["isolation"])
+router = APIRouter(tags=["isolation"], responses=ERROR_RESPONSES)
 
 
 class EnforcementEventOut(BaseModel):
@@ -33,7 +34,7 @@ class EnforcementEventPage(BaseModel):
     next: str | None
 
 
-@router.get("/enforcement-events", responses={422: {}})
+@router.get("/enforcement-events")
 def enforcement_events(
     services: ServicesDep,
     _token: ViewerToken,

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, status
+from fastapi import APIRouter, status
 from pydantic import BaseModel
 
 from predictor.store import StoredForecast, SubjectKind
 from web.auth import ServicesDep, ViewerToken
+from web.errors import ERROR_RESPONSES, ApiError, error_responses, not_found
 
-router = APIRouter(tags=["forecasts"])
+router = APIRouter(tags=["forecasts"], responses=ERROR_RESPONSES)
 
 
 class PointOut(BaseModel):
@@ -63,7 +64,7 @@ class NodeForecastsOut(BaseModel):
 def _out(stored: StoredForecast) -> ForecastOut:
     good = stored.good
     if good is None:
-        raise HTTPException(
+        raise ApiError(
             status.HTTP_503_SERVICE_UNAVAILABLE,
             f"no good forecast of {stored.subject!r} yet: {stored.error}",
             headers={"Retry-After": "60"},
@@ -86,19 +87,18 @@ def _out(stored: StoredForecast) -> ForecastOut:
     )
 
 
-@router.get("/pools/{name}/forecast", responses={404: {}, 503: {}})
+@router.get("/pools/{name}/forecast", responses=error_responses(404))
 def pool_forecast(name: str, services: ServicesDep, _token: ViewerToken) -> ForecastOut:
     """The pool's demand 15 minutes ahead with its 90 % band, and the chance it outgrows its ready replicas."""
     stored = services.forecasts.get(SubjectKind.POOL, name)
     if stored is None:
-        raise HTTPException(
-            status.HTTP_404_NOT_FOUND,
-            f"no forecast for pool {name!r}: the pool has not reported rolled-up minutes, or the loop has not run yet",
+        raise not_found(
+            f"no forecast for pool {name!r}: the pool has not reported rolled-up minutes, or the loop has not run yet"
         )
     return _out(stored)
 
 
-@router.get("/nodes/{node_id}/forecast", responses={404: {}})
+@router.get("/nodes/{node_id}/forecast", responses=error_responses(404))
 def node_forecasts(node_id: str, services: ServicesDep, _token: ViewerToken) -> NodeForecastsOut:
     """The node's GPU-memory and KV-cache forecasts, each with its chance of exhaustion within the horizon."""
     stored = [
@@ -108,5 +108,5 @@ def node_forecasts(node_id: str, services: ServicesDep, _token: ViewerToken) -> 
         if s.good is not None
     ]
     if not stored:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no forecasts for node {node_id!r} yet")
+        raise not_found(f"no forecasts for node {node_id!r} yet")
     return NodeForecastsOut(node=node_id, items=[_out(s) for s in stored])

@@ -12,11 +12,12 @@ from starlette.concurrency import run_in_threadpool
 from collector.errors import BatchTooLarge, InvalidBatch, StorageUnavailable
 from collector.telemetry import RejectReason
 from collector.wire import parse_batch
-from web.auth import ServicesDep, authenticate
+from web.auth import ServicesDep, authenticate, documented_agent_auth
 from web.body import read_body
+from web.errors import ERROR_RESPONSES, ApiError, error_responses
 from web.tokens import Role
 
-router = APIRouter(tags=["ingest"])
+router = APIRouter(tags=["ingest"], responses=ERROR_RESPONSES)
 
 
 class IngestAnswer(BaseModel):
@@ -25,7 +26,17 @@ class IngestAnswer(BaseModel):
     desired: dict[str, Any] | None
 
 
-@router.post("/ingest", responses={401: {}, 403: {}, 413: {}, 422: {}, 503: {}})
+def _reject_reason(code: int) -> RejectReason:
+    """401, and 429 for an address over the failed-authentication limit, refuse who asks; 403 what it asks; a bad
+    Content-Encoding or gzip (400, 415) is an invalid body."""
+    if code == status.HTTP_403_FORBIDDEN:
+        return RejectReason.FORBIDDEN
+    if code in (status.HTTP_401_UNAUTHORIZED, status.HTTP_429_TOO_MANY_REQUESTS):
+        return RejectReason.UNAUTHORIZED
+    return RejectReason.INVALID
+
+
+@router.post("/ingest", responses=error_responses(413), dependencies=[documented_agent_auth()])
 async def ingest(request: Request, services: ServicesDep) -> IngestAnswer:
     """Store one batch of samples from an agent; a resent ``(node_id, seq)`` counts as a duplicate."""
     telemetry = services.telemetry
@@ -42,7 +53,7 @@ async def ingest(request: Request, services: ServicesDep) -> IngestAnswer:
             max_future_seconds=settings.ingest_max_future_seconds,
         )
         if batch.node_id != token.node_id:
-            raise HTTPException(
+            raise ApiError(
                 status.HTTP_403_FORBIDDEN,
                 f"node_id {batch.node_id!r} is not this token's node ({token.node_id!r})",
             )
@@ -59,10 +70,9 @@ async def ingest(request: Request, services: ServicesDep) -> IngestAnswer:
         code = status.HTTP_503_SERVICE_UNAVAILABLE
         telemetry.database_errors.labels("ingest").inc()
         raise
-    except HTTPException as exc:
+    except (ApiError, HTTPException) as exc:
         code = exc.status_code
-        reason = RejectReason.UNAUTHORIZED if code == 401 else RejectReason.FORBIDDEN
-        telemetry.rejected.labels(reason.value).inc()
+        telemetry.rejected.labels(_reject_reason(code).value).inc()
         raise
     finally:
         telemetry.requests.labels(str(code)).inc()

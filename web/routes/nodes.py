@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, status
+from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
 from collector.registry import NodeStatus, NodeView, get_node, list_nodes
 from web.auth import ServicesDep, ViewerToken
+from web.errors import ERROR_RESPONSES, error_responses, not_found
 
-router = APIRouter(tags=["nodes"])
+router = APIRouter(tags=["nodes"], responses=ERROR_RESPONSES)
 
 
 class GpuOut(BaseModel):
@@ -83,12 +84,12 @@ def nodes(
     return NodePage(items=[_out(v) for v in page], next=page[-1].id if len(views) > limit else None)
 
 
-@router.get("/nodes/{node_id}", responses={404: {}})
+@router.get("/nodes/{node_id}", responses=error_responses(404))
 def node(node_id: str, services: ServicesDep, _token: ViewerToken) -> NodeOut:
     with services.engine.connect() as conn:
         view = get_node(
             conn, node_id, now=services.clock(), down_after_seconds=services.settings.node_down_after_seconds
         )
     if view is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no node {node_id!r}")
+        raise not_found(f"no node {node_id!r}")
     return _out(view)

@@ -1,7 +1,9 @@
 """``/api/v1/pools``: list and read pools (viewer), create and delete them (admin), edit them (operator).
 
-An edit may carry the ``version`` it read: when the pool changed since, the answer is 409 with the current version,
-so two operators never overwrite each other silently. ``current_replicas`` counts the ready replicas reported by
+A GET answers the pool's ``ETag``; an edit, scale or delete with ``If-Match`` goes ahead only while the pool is still
+at that version (else 412 with the current version), so two operators never overwrite each other silently. An
+edit may instead carry the ``version`` it read in its body (409 when the pool changed since). Every change is
+audited (``web.audit``). ``current_replicas`` counts the ready replicas reported by
 the nodes that are up; ``desired_replicas`` is what the autoscaler last decided (null until it has).
 """
 
@@ -9,25 +11,35 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Response, status
+from fastapi import APIRouter, Response, status
 from pydantic import BaseModel, Field
 
-from autoscaler.pools import DemandMetric, Mode, Policy, Pool, PoolExists, PoolNotFound, PoolSpec, VersionConflict
+from autoscaler.pools import DemandMetric, Mode, Policy, Pool, PoolSpec, PoolStore
 from collector.registry import pool_replicas
 from collector.wire import NAME_PATTERN
 from predictor.store import SubjectKind
+from web.audit import AuditorDep
 from web.auth import AdminToken, OperatorToken, ServicesDep, ViewerToken
+from web.errors import ERROR_RESPONSES, ApiError, error_responses, not_found, refused
+from web.etags import IfMatch, require_match, tag
 from web.services import AppServices
 
-router = APIRouter(tags=["pools"])
+router = APIRouter(tags=["pools"], responses=ERROR_RESPONSES)
+# Bounds that keep every number inside the database's integer columns; no real pool comes near them.
+MAX_REPLICAS = 100_000
+MAX_GPUS_PER_REPLICA = 1024
 
 
 class Slo(BaseModel):
+    model_config = {"allow_inf_nan": False}  # JSON numbers only: Infinity/NaN would not survive the answer
+
     latency_p99_seconds: float = Field(1.0, gt=0, description="the p99 end-to-end latency a replica must keep")
 
 
 class Routing(BaseModel):
     """Routing weight = alpha·compute + beta·memory + gamma·network latency (normalised; lower is better)."""
+
+    model_config = {"allow_inf_nan": False}
 
     alpha: float = Field(0.5, ge=0)
     beta: float = Field(0.3, ge=0)
@@ -41,8 +53,10 @@ class ManualOut(BaseModel):
 
 
 class PoolFields(BaseModel):
-    min_replicas: int = Field(1, ge=0)
-    max_replicas: int = Field(8, ge=1)
+    model_config = {"allow_inf_nan": False}  # JSON numbers only: Infinity/NaN would not survive the answer
+
+    min_replicas: int = Field(1, ge=0, le=MAX_REPLICAS)
+    max_replicas: int = Field(8, ge=1, le=MAX_REPLICAS)
     policy: Policy = Policy.HYBRID
     slo: Slo = Slo()
     replica_capacity: float | None = Field(
@@ -50,24 +64,45 @@ class PoolFields(BaseModel):
     )
     demand_metric: DemandMetric = DemandMetric.REQUESTS
     startup_seconds: float = Field(120.0, ge=0)
-    gpus_per_replica: int = Field(1, ge=1)
+    gpus_per_replica: int = Field(1, ge=1, le=MAX_GPUS_PER_REPLICA)
     mode: Mode = Field(Mode.ACT, description="act: apply decisions; dry_run: decide and record only")
     routing: Routing = Routing()
 
 
 class PoolIn(PoolFields):
+    model_config = {
+        "json_schema_extra": {
+            "examples": [
+                {
+                    "name": "llama-8b",
+                    "min_replicas": 1,
+                    "max_replicas": 8,
+                    "policy": "hybrid",
+                    "slo": {"latency_p99_seconds": 1.5},
+                    "replica_capacity": 40.0,
+                    "startup_seconds": 90,
+                }
+            ]
+        }
+    }
+
     name: Annotated[str, Field(pattern=NAME_PATTERN)]
 
 
 class PoolPatch(BaseModel):
-    min_replicas: int | None = Field(None, ge=0)
-    max_replicas: int | None = Field(None, ge=1)
+    model_config = {
+        "allow_inf_nan": False,
+        "json_schema_extra": {"examples": [{"max_replicas": 12, "policy": "predictive"}]},
+    }
+
+    min_replicas: int | None = Field(None, ge=0, le=MAX_REPLICAS)
+    max_replicas: int | None = Field(None, ge=1, le=MAX_REPLICAS)
     policy: Policy | None = None
     slo: Slo | None = None
     replica_capacity: float | None = Field(None, gt=0)
     demand_metric: DemandMetric | None = None
     startup_seconds: float | None = Field(None, ge=0)
-    gpus_per_replica: int | None = Field(None, ge=1)
+    gpus_per_replica: int | None = Field(None, ge=1, le=MAX_GPUS_PER_REPLICA)
     mode: Mode | None = None
     routing: Routing | None = None
     version: int | None = Field(None, description="the version this edit is based on; 409 if the pool moved on")
@@ -130,8 +165,21 @@ def _replicas(services: AppServices) -> dict[str, int]:
         return pool_replicas(conn, now=services.clock(), down_after_seconds=services.settings.node_down_after_seconds)
 
 
-def _unprocessable(exc: ValueError) -> HTTPException:
-    return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc))
+def _found(store: PoolStore, name: str) -> Pool:
+    pool = store.get(name)
+    if pool is None:
+        raise not_found(f"no pool {name!r}")
+    return pool
+
+
+def _answer(pool: Pool, services: AppServices, response: Response) -> PoolOut:
+    tag(response, pool.version)
+    return _out(pool, _replicas(services), services.clock())
+
+
+def _audited(pool: Pool, now: float) -> dict[str, Any]:
+    """The pool as the audit log keeps it: its settings and version, without the live replica count."""
+    return _out(pool, {}, now).model_dump(mode="json", exclude={"current_replicas"})
 
 
 @router.get("/pools")
@@ -140,69 +188,107 @@ def list_pools(services: ServicesDep, _token: ViewerToken) -> PoolPage:
     return PoolPage(items=[_out(p, replicas, services.clock()) for p in services.pools.list()])
 
 
-@router.get("/pools/{name}", responses={404: {}})
-def get_pool(name: str, services: ServicesDep, _token: ViewerToken) -> PoolOut:
-    pool = services.pools.get(name)
-    if pool is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no pool {name!r}")
-    return _out(pool, _replicas(services), services.clock())
+@router.get("/pools/{name}", responses=error_responses(404))
+def get_pool(name: str, services: ServicesDep, _token: ViewerToken, response: Response) -> PoolOut:
+    return _answer(_found(services.pools, name), services, response)
 
 
-@router.post("/pools", status_code=status.HTTP_201_CREATED, responses={409: {}, 422: {}})
-def create_pool(body: PoolIn, services: ServicesDep, _token: AdminToken) -> PoolOut:
+@router.post("/pools", status_code=status.HTTP_201_CREATED, responses=error_responses(409))
+def create_pool(
+    body: PoolIn, services: ServicesDep, _token: AdminToken, audit: AuditorDep, response: Response
+) -> PoolOut:
+    now = services.clock()
     try:
         spec = PoolSpec(**_spec_changes(body.model_dump(exclude={"name"})))
-        pool = services.pools.create(body.name, spec, now=services.clock())
-    except PoolExists as exc:
-        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
+        with audit.change("pool", "create", body.name) as change:
+            pool = PoolStore(change.engine).create(body.name, spec, now=now)
+            change.after = _audited(pool, now)
     except ValueError as exc:
-        raise _unprocessable(exc) from None
-    return _out(pool, _replicas(services), services.clock())
+        raise refused(exc) from None
+    return _answer(pool, services, response)
 
 
-@router.patch("/pools/{name}", responses={404: {}, 409: {}, 422: {}})
-def patch_pool(name: str, body: PoolPatch, services: ServicesDep, _token: OperatorToken) -> PoolOut:
+@router.patch("/pools/{name}", responses=error_responses(404, 409, 412))
+def patch_pool(
+    name: str,
+    body: PoolPatch,
+    services: ServicesDep,
+    _token: OperatorToken,
+    audit: AuditorDep,
+    if_match: IfMatch,
+    response: Response,
+) -> PoolOut:
     fields = body.model_dump(exclude_unset=True, exclude={"version"})
     nulls = sorted(k for k, v in fields.items() if v is None and k != "replica_capacity")
     if nulls:  # only replica_capacity may be cleared (null: learn it from the metrics)
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"{nulls[0]}: may not be null")
+        raise ApiError(status.HTTP_422_UNPROCESSABLE_CONTENT, f"{nulls[0]}: may not be null")
+    now = services.clock()
     try:
-        pool = services.pools.update(name, _spec_changes(fields), now=services.clock(), expected_version=body.version)
-    except PoolNotFound as exc:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
-    except VersionConflict as exc:
-        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
+        with audit.change("pool", "update", name) as change:
+            store = PoolStore(change.engine)
+            before = _found(store, name)
+            require_match(if_match, before.version, f"pool {name!r}")
+            pool = store.update(name, _spec_changes(fields), now=now, expected_version=body.version)
+            change.before, change.after = _audited(before, now), _audited(pool, now)
     except ValueError as exc:
-        raise _unprocessable(exc) from None
-    return _out(pool, _replicas(services), services.clock())
+        raise refused(exc) from None
+    return _answer(pool, services, response)
 
 
-@router.delete("/pools/{name}", status_code=status.HTTP_204_NO_CONTENT, responses={404: {}})
-def delete_pool(name: str, services: ServicesDep, _token: AdminToken) -> Response:
-    if not services.pools.delete(name):
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no pool {name!r}")
+@router.delete(
+    "/pools/{name}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=error_responses(404, 412),
+)
+def delete_pool(name: str, services: ServicesDep, _token: AdminToken, audit: AuditorDep, if_match: IfMatch) -> Response:
+    now = services.clock()
+    with audit.change("pool", "delete", name) as change:
+        store = PoolStore(change.engine)
+        before = _found(store, name)
+        require_match(if_match, before.version, f"pool {name!r}")
+        store.delete(name)
+        change.before = _audited(before, now)
     services.forecasts.forget(SubjectKind.POOL, name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 class ScaleIn(BaseModel):
-    replicas: int = Field(ge=0)
+    model_config = {
+        "allow_inf_nan": False,
+        "json_schema_extra": {"examples": [{"replicas": 4, "reason": "launch traffic"}]},
+    }
+
+    replicas: int = Field(ge=0, le=MAX_REPLICAS)
     reason: str = Field("", max_length=500)
     duration_seconds: float | None = Field(
-        None, gt=0, description="how long the manual scale overrides the policy (default: manual_scale_seconds)"
+        None,
+        gt=0,
+        le=366 * 86_400,
+        description="how long the manual scale overrides the policy (default: manual_scale_seconds)",
     )
 
 
-@router.post("/pools/{name}/scale", responses={404: {}, 422: {}})
-def scale_pool(name: str, body: ScaleIn, services: ServicesDep, caller: OperatorToken) -> PoolOut:
+@router.post("/pools/{name}/scale", responses=error_responses(404, 412))
+def scale_pool(
+    name: str,
+    body: ScaleIn,
+    services: ServicesDep,
+    caller: OperatorToken,
+    audit: AuditorDep,
+    if_match: IfMatch,
+    response: Response,
+) -> PoolOut:
     """Scale by hand: the controller applies ``replicas`` and the policy stands aside until the override ends."""
     now = services.clock()
     duration = body.duration_seconds or services.settings.manual_scale_seconds
     reason = f"{caller.name or caller.id}: {body.reason}" if body.reason else f"{caller.name or caller.id}"
     try:
-        pool = services.pools.scale_manually(name, body.replicas, until=now + duration, reason=reason, now=now)
-    except PoolNotFound as exc:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+        with audit.change("pool", "scale", name) as change:
+            store = PoolStore(change.engine)
+            before = _found(store, name)
+            require_match(if_match, before.version, f"pool {name!r}")
+            pool = store.scale_manually(name, body.replicas, until=now + duration, reason=reason, now=now)
+            change.before, change.after = _audited(before, now), _audited(pool, now)
     except ValueError as exc:
-        raise _unprocessable(exc) from None
-    return _out(pool, _replicas(services), now)
+        raise refused(exc) from None
+    return _answer(pool, services, response)

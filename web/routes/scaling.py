@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, status
+from fastapi import APIRouter
 from pydantic import BaseModel
 
 from autoscaler.fleet_state import read_fleet
 from autoscaler.pools import coefficients
 from autoscaler.routing import Coefficients, routing_weights
 from web.auth import ServicesDep, ViewerToken
+from web.errors import ERROR_RESPONSES, error_responses, not_found
 from web.pagination import Cursor, PageLimit, before_id, next_cursor
 
-router = APIRouter(tags=["autoscaling"])
+router = APIRouter(tags=["autoscaling"], responses=ERROR_RESPONSES)
 
 
 class ScalingEventOut(BaseModel):
@@ -36,7 +37,7 @@ class ScalingEventPage(BaseModel):
     next: str | None
 
 
-@router.get("/scaling-events", responses={422: {}})
+@router.get("/scaling-events")
 def scaling_events(
     services: ServicesDep,
     _token: ViewerToken,
@@ -64,7 +65,7 @@ class RoutingWeightsOut(BaseModel):
     items: list[NodeWeightOut]
 
 
-@router.get("/routing/weights", responses={404: {}})
+@router.get("/routing/weights", responses=error_responses(404))
 def weights(services: ServicesDep, _token: ViewerToken, pool: str | None = None) -> RoutingWeightsOut:
     """Weights of the up nodes (those running ``pool`` when given), with the pool's α/β/γ; lowest first."""
     coeffs = Coefficients()
@@ -84,7 +85,7 @@ def weights(services: ServicesDep, _token: ViewerToken, pool: str | None = None)
     if pool is not None:
         running = {p.node_id for p in fleet.pools_on_nodes if p.pool == pool}
         if not running and services.pools.get(pool) is None:
-            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no pool {pool!r} configured or reported")
+            raise not_found(f"no pool {pool!r} configured or reported")
         loads = [n for n in loads if n.node_id in running]
     scores = routing_weights(loads, coeffs)
     items = [

@@ -10,9 +10,10 @@ from pydantic import BaseModel
 from collector.aggregate import Stat
 from collector.series import SeriesQuery, Source, query_series
 from web.auth import ServicesDep, ViewerToken
+from web.errors import ERROR_RESPONSES
 from web.timeparam import parse_time
 
-router = APIRouter(tags=["series"])
+router = APIRouter(tags=["series"], responses=ERROR_RESPONSES)
 DEFAULT_RANGE_SECONDS = 900.0
 
 
@@ -23,17 +24,17 @@ class SeriesOut(BaseModel):
     points: list[tuple[float, float]]
 
 
-@router.get("/series", responses={422: {}})
+@router.get("/series")
 def series(
     services: ServicesDep,
     _token: ViewerToken,
     metric: str,
     node: str | None = None,
-    device: Annotated[int | None, Query(ge=0)] = None,
+    device: Annotated[int | None, Query(ge=0, le=1023)] = None,
     pool: str | None = None,
     start: Annotated[str | None, Query(description="Unix seconds or ISO-8601; default end − 15 min")] = None,
     end: Annotated[str | None, Query(description="Unix seconds or ISO-8601; default now")] = None,
-    step: Annotated[float | None, Query(description="bucket width in seconds")] = None,
+    step: Annotated[float | None, Query(allow_inf_nan=False, description="bucket width in seconds")] = None,
     stat: Stat = Stat.MEAN,
 ) -> SeriesOut:
     """Raw samples for ranges up to ``raw_query_max_seconds``, 1-minute rollups beyond."""

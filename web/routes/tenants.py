@@ -1,7 +1,9 @@
 """``/api/v1/tenants``: read tenants (viewer), edit their class and quotas (operator), create and delete them (admin).
 
 A quota that cannot hold with the other tenants of its pool is refused with 422 naming the field and by how much,
-and nothing is stored. An edit may carry the ``version`` it read: 409 when the tenant changed since.
+and nothing is stored. A GET answers the tenant's ``ETag``; an edit of the tenant or of one of its quotas with
+``If-Match`` goes ahead only while the tenant is still at that version (else 412); a body ``version`` still works
+(409 when the tenant changed since). Every change is audited (``web.audit``).
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Path, Response, status
+from fastapi import APIRouter, Depends, Path, Response, status
 from pydantic import BaseModel, Field
 
 from collector.wire import NAME_PATTERN
@@ -19,13 +21,14 @@ from isolation.tenants import (
     QuotaSpec,
     SloClass,
     Tenant,
-    TenantExists,
     TenantStore,
-    VersionConflict,
 )
+from web.audit import AuditorDep
 from web.auth import AdminToken, OperatorToken, ServicesDep, ViewerToken
+from web.errors import ERROR_RESPONSES, error_responses, not_found, refused
+from web.etags import IfMatch, require_match, tag
 
-router = APIRouter(tags=["tenants"])
+router = APIRouter(tags=["tenants"], responses=ERROR_RESPONSES)
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 PoolInPath = Annotated[str, Path(pattern=NAME_PATTERN)]
@@ -39,6 +42,8 @@ StoreDep = Annotated[TenantStore, Depends(_store)]
 
 
 class Quota(BaseModel):
+    model_config = {"allow_inf_nan": False}  # JSON numbers only: Infinity/NaN would not survive the answer
+
     gpu_memory_mib: int | None = Field(
         None, ge=1, le=MAX_GPU_MEMORY_MIB, description="GPU memory each replica pins; rounded up to 128 MiB (MPS)"
     )
@@ -49,16 +54,38 @@ class Quota(BaseModel):
 
 
 class QuotaPut(Quota):
+    model_config = {
+        "json_schema_extra": {
+            "examples": [
+                {"gpu_memory_mib": 16384, "active_thread_percentage": 40, "max_concurrency": 8, "rate_rps": 50}
+            ]
+        }
+    }
+
     version: int | None = Field(None, description="the tenant version this edit is based on; 409 if it moved on")
 
 
 class TenantIn(BaseModel):
+    model_config = {
+        "json_schema_extra": {
+            "examples": [
+                {
+                    "name": "search",
+                    "slo_class": "latency_critical",
+                    "quotas": {"llama-8b": {"gpu_memory_mib": 16384, "active_thread_percentage": 40, "rate_rps": 50}},
+                }
+            ]
+        }
+    }
+
     name: Name
     slo_class: SloClass = SloClass.STANDARD
     quotas: dict[Name, Quota] = Field(default_factory=dict, description="by pool")
 
 
 class TenantPatch(BaseModel):
+    model_config = {"json_schema_extra": {"examples": [{"slo_class": "batch"}]}}
+
     slo_class: SloClass
     version: int | None = Field(None, description="the version this edit is based on; 409 if the tenant moved on")
 
@@ -89,13 +116,20 @@ def _spec(quota: Quota) -> QuotaSpec:
     return QuotaSpec(**quota.model_dump(include=set(Quota.model_fields)))
 
 
-def _error(exc: Exception) -> HTTPException:
-    """The store's refusals as answers: missing 404, stale or duplicate 409, cannot hold or invalid 422."""
-    if isinstance(exc, LookupError):
-        return HTTPException(status.HTTP_404_NOT_FOUND, str(exc))
-    if isinstance(exc, VersionConflict | TenantExists):
-        return HTTPException(status.HTTP_409_CONFLICT, str(exc))
-    return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc))
+def _found(store: TenantStore, name: str) -> Tenant:
+    tenant = store.get(name)
+    if tenant is None:
+        raise not_found(f"no tenant {name!r}")
+    return tenant
+
+
+def _answer(tenant: Tenant, response: Response) -> TenantOut:
+    tag(response, tenant.version)
+    return _out(tenant)
+
+
+def _audited(tenant: Tenant | None) -> dict[str, object] | None:
+    return None if tenant is None else _out(tenant).model_dump(mode="json")
 
 
 @router.get("/tenants")
@@ -103,56 +137,92 @@ def list_tenants(store: StoreDep, _token: ViewerToken) -> TenantPage:
     return TenantPage(items=[_out(t) for t in store.list()])
 
 
-@router.get("/tenants/{name}", responses={404: {}})
-def get_tenant(name: str, store: StoreDep, _token: ViewerToken) -> TenantOut:
-    tenant = store.get(name)
-    if tenant is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no tenant {name!r}")
-    return _out(tenant)
+@router.get("/tenants/{name}", responses=error_responses(404))
+def get_tenant(name: str, store: StoreDep, _token: ViewerToken, response: Response) -> TenantOut:
+    return _answer(_found(store, name), response)
 
 
-@router.post("/tenants", status_code=status.HTTP_201_CREATED, responses={409: {}, 422: {}})
-def create_tenant(body: TenantIn, store: StoreDep, services: ServicesDep, _token: AdminToken) -> TenantOut:
-    try:
-        quotas = {pool: _spec(q) for pool, q in body.quotas.items()}
-        return _out(store.create(body.name, body.slo_class, quotas, now=services.clock()))
-    except (LookupError, ValueError) as exc:
-        raise _error(exc) from None
-
-
-@router.patch("/tenants/{name}", responses={404: {}, 409: {}, 422: {}})
-def patch_tenant(
-    name: str, body: TenantPatch, store: StoreDep, services: ServicesDep, _token: OperatorToken
+@router.post("/tenants", status_code=status.HTTP_201_CREATED, responses=error_responses(404, 409))
+def create_tenant(
+    body: TenantIn, services: ServicesDep, _token: AdminToken, audit: AuditorDep, response: Response
 ) -> TenantOut:
     try:
-        return _out(store.update(name, body.slo_class, now=services.clock(), expected_version=body.version))
-    except (LookupError, ValueError) as exc:
-        raise _error(exc) from None
+        quotas = {pool: _spec(q) for pool, q in body.quotas.items()}
+        with audit.change("tenant", "create", body.name) as change:
+            tenant = TenantStore(change.engine).create(body.name, body.slo_class, quotas, now=services.clock())
+            change.after = _audited(tenant)
+    except ValueError as exc:
+        raise refused(exc) from None
+    return _answer(tenant, response)
 
 
-@router.delete("/tenants/{name}", status_code=status.HTTP_204_NO_CONTENT, responses={404: {}})
-def delete_tenant(name: str, store: StoreDep, _token: AdminToken) -> Response:
-    if not store.delete(name):
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no tenant {name!r}")
+@router.patch("/tenants/{name}", responses=error_responses(404, 409, 412))
+def patch_tenant(
+    name: str,
+    body: TenantPatch,
+    services: ServicesDep,
+    _token: OperatorToken,
+    audit: AuditorDep,
+    if_match: IfMatch,
+    response: Response,
+) -> TenantOut:
+    try:
+        with audit.change("tenant", "update", name) as change:
+            store = TenantStore(change.engine)
+            before = _found(store, name)
+            require_match(if_match, before.version, f"tenant {name!r}")
+            tenant = store.update(name, body.slo_class, now=services.clock(), expected_version=body.version)
+            change.before, change.after = _audited(before), _audited(tenant)
+    except ValueError as exc:
+        raise refused(exc) from None
+    return _answer(tenant, response)
+
+
+@router.delete("/tenants/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(404, 412))
+def delete_tenant(name: str, _token: AdminToken, audit: AuditorDep, if_match: IfMatch) -> Response:
+    with audit.change("tenant", "delete", name) as change:
+        store = TenantStore(change.engine)
+        before = _found(store, name)
+        require_match(if_match, before.version, f"tenant {name!r}")
+        store.delete(name)
+        change.before = _audited(before)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.put("/tenants/{name}/quotas/{pool}", responses={404: {}, 409: {}, 422: {}})
+@router.put("/tenants/{name}/quotas/{pool}", responses=error_responses(404, 409, 412))
 def put_quota(
-    name: str, pool: PoolInPath, body: QuotaPut, store: StoreDep, services: ServicesDep, _token: OperatorToken
+    name: str,
+    pool: PoolInPath,
+    body: QuotaPut,
+    services: ServicesDep,
+    _token: OperatorToken,
+    audit: AuditorDep,
+    if_match: IfMatch,
+    response: Response,
 ) -> TenantOut:
     """Set the tenant's quota on ``pool`` (replacing any); the answer is the tenant with all its quotas."""
     try:
-        tenant = store.put_quota(name, pool, _spec(body), now=services.clock(), expected_version=body.version)
-    except (LookupError, ValueError) as exc:
-        raise _error(exc) from None
-    return _out(tenant)
+        with audit.change("quota", "update", f"{name}/{pool}") as change:
+            store = TenantStore(change.engine)
+            before = _found(store, name)
+            require_match(if_match, before.version, f"tenant {name!r}")
+            tenant = store.put_quota(name, pool, _spec(body), now=services.clock(), expected_version=body.version)
+            change.before, change.after = _audited(before), _audited(tenant)
+    except ValueError as exc:
+        raise refused(exc) from None
+    return _answer(tenant, response)
 
 
-@router.delete("/tenants/{name}/quotas/{pool}", status_code=status.HTTP_204_NO_CONTENT, responses={404: {}})
-def delete_quota(name: str, pool: str, store: StoreDep, services: ServicesDep, _token: OperatorToken) -> Response:
-    try:
-        store.delete_quota(name, pool, now=services.clock())
-    except LookupError as exc:
-        raise _error(exc) from None
+@router.delete(
+    "/tenants/{name}/quotas/{pool}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(404, 412)
+)
+def delete_quota(
+    name: str, pool: str, services: ServicesDep, _token: OperatorToken, audit: AuditorDep, if_match: IfMatch
+) -> Response:
+    with audit.change("quota", "delete", f"{name}/{pool}") as change:
+        store = TenantStore(change.engine)
+        before = _found(store, name)
+        require_match(if_match, before.version, f"tenant {name!r}")
+        tenant = store.delete_quota(name, pool, now=services.clock())
+        change.before, change.after = _audited(before), _audited(tenant)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Response, status
+from fastapi import APIRouter, Response, status
 from pydantic import BaseModel, Field
 
 from collector.wire import NAME_PATTERN
+from web.audit import AuditorDep
 from web.auth import AdminToken, ServicesDep
-from web.tokens import Role, TokenInfo
+from web.errors import ERROR_RESPONSES, error_responses, not_found, refused
+from web.tokens import Role, TokenInfo, TokenStore
 
-router = APIRouter(tags=["tokens"])
+router = APIRouter(tags=["tokens"], responses=ERROR_RESPONSES)
 
 
 class TokenIn(BaseModel):
+    model_config = {
+        "json_schema_extra": {
+            "examples": [
+                {"role": "viewer", "name": "grafana"},
+                {"role": "agent", "name": "gpu-node-7", "node_id": "gpu-node-7"},
+            ]
+        }
+    }
+
     role: Role
     name: str = Field("", max_length=255)
     node_id: str | None = Field(None, pattern=NAME_PATTERN)
@@ -44,17 +55,26 @@ def list_tokens(services: ServicesDep, _token: AdminToken) -> TokenPage:
     return TokenPage(items=[_out(t) for t in services.tokens.list()])
 
 
-@router.post("/tokens", status_code=status.HTTP_201_CREATED, responses={422: {}})
-def create_token(body: TokenIn, services: ServicesDep, _token: AdminToken) -> NewTokenOut:
+@router.post("/tokens", status_code=status.HTTP_201_CREATED)
+def create_token(body: TokenIn, services: ServicesDep, _token: AdminToken, audit: AuditorDep) -> NewTokenOut:
+    """The answer's ``token`` is the only time the secret is shown; the audit log keeps the token without it."""
     try:
-        info, clear = services.tokens.create(body.role, now=services.clock(), name=body.name, node_id=body.node_id)
+        with audit.change("token", "create") as change:
+            store = TokenStore(change.engine, cache_seconds=0)
+            info, clear = store.create(body.role, now=services.clock(), name=body.name, node_id=body.node_id)
+            change.resource_id, change.after = info.id, _out(info)
     except ValueError as exc:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
+        raise refused(exc) from None
     return NewTokenOut(**_out(info).model_dump(), token=clear)
 
 
-@router.delete("/tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT, responses={404: {}})
-def delete_token(token_id: str, services: ServicesDep, caller: AdminToken) -> Response:
-    if not services.tokens.delete(token_id):
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no token {token_id!r}")
+@router.delete("/tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(404))
+def delete_token(token_id: str, services: ServicesDep, _caller: AdminToken, audit: AuditorDep) -> Response:
+    with audit.change("token", "delete", token_id) as change:
+        store = TokenStore(change.engine, cache_seconds=0)
+        before = store.get(token_id)
+        if before is None or not store.delete(token_id):
+            raise not_found(f"no token {token_id!r}")
+        change.before = _out(before)
+    services.tokens.forget_cached()  # this process stops accepting it at once; others within their cache_seconds
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,196 @@
+"""The audit log: one row for every change made through the API — who (token id, name, role), what (resource, id,
+action), the resource before and after as the API shows it (secrets redacted), when, and the request id.
+
+A route makes its change inside ``Auditor.change(...)``: the store calls run on the connection of one transaction
+and the audit row is written in that same transaction at the end, so a change is never without its row, nor a row
+without its change. Stores written against an ``Engine`` join that transaction through ``JoinedEngine``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Annotated, Any, cast
+
+from fastapi import Depends, Request
+from fastapi.encoders import jsonable_encoder
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    Connection,
+    Dialect,
+    Double,
+    Engine,
+    Index,
+    Integer,
+    String,
+    Table,
+    insert,
+    or_,
+    select,
+)
+
+from collector.tables import metadata
+from web.request_id import request_id
+from web.services import AppServices
+from web.tokens import TokenInfo
+
+REDACTED = "***"
+# Keys whose values never reach the log: webhook secrets, clear tokens, their digests.
+SECRET_KEYS = frozenset({"secret", "token", "token_hash", "password", "authorization"})
+
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("ts", Double, nullable=False),
+    Column("request_id", String(64), nullable=False),
+    Column("actor_id", String(32), nullable=False),
+    Column("actor_name", String(255), nullable=False),
+    Column("actor_role", String(16), nullable=False),
+    Column("resource", String(32), nullable=False),  # pool | tenant | quota | token | alert_rule | silence | webhook
+    Column("resource_id", String(255), nullable=False),
+    Column("action", String(32), nullable=False),  # create | update | delete | scale | expire
+    Column("before", JSON, nullable=True),
+    Column("after", JSON, nullable=True),
+    Index(None, "resource", "id"),
+    Index(None, "actor_id", "id"),
+    Index(None, "ts"),
+)
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    ts: float
+    request_id: str
+    actor_id: str
+    actor_name: str
+    actor_role: str
+    resource: str
+    resource_id: str
+    action: str
+    before: Any
+    after: Any
+    id: int | None = None
+
+
+def redacted(value: Any) -> Any:
+    """``value`` made JSON-safe with every secret replaced by ``***`` (at any depth)."""
+    plain = jsonable_encoder(value)
+    if isinstance(plain, Mapping):
+        return {k: (REDACTED if k in SECRET_KEYS and v is not None else redacted(v)) for k, v in plain.items()}
+    if isinstance(plain, list):
+        return [redacted(v) for v in plain]
+    return plain
+
+
+class AuditLog:
+    """Rows are written on the caller's connection (its transaction); read newest first."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @staticmethod
+    def record(conn: Connection, entry: AuditEntry) -> None:
+        values = {k: v for k, v in vars(entry).items() if k != "id"}
+        values.update(before=redacted(entry.before), after=redacted(entry.after))
+        conn.execute(insert(audit_log).values(**values))
+
+    def list(
+        self,
+        *,
+        resource: str | None = None,
+        actor: str | None = None,
+        since: float | None = None,
+        before: int | None = None,
+        limit: int = 100,
+    ) -> list[AuditEntry]:
+        """Newest first; ``actor`` is a token id or name; ``before`` an id to page below."""
+        query = select(audit_log).order_by(audit_log.c.id.desc()).limit(limit)
+        if resource is not None:
+            query = query.where(audit_log.c.resource == resource)
+        if actor is not None:
+            query = query.where(or_(audit_log.c.actor_id == actor, audit_log.c.actor_name == actor))
+        if since is not None:
+            query = query.where(audit_log.c.ts >= since)
+        if before is not None:
+            query = query.where(audit_log.c.id < before)
+        with self.engine.connect() as conn:
+            return [AuditEntry(**r._mapping) for r in conn.execute(query)]
+
+
+class JoinedEngine:
+    """Stands in for an ``Engine`` so that a store's ``with engine.begin()`` / ``engine.connect()`` blocks run on one
+    connection inside the caller's transaction: a refusal raised in them rolls back the whole change.
+
+    It holds for stores that only run statements in those blocks (every store of this project); a store that caught
+    a database error inside one and carried on would need a savepoint instead.
+    """
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self.dialect: Dialect = conn.dialect
+
+    @contextmanager
+    def begin(self) -> Iterator[Connection]:
+        yield self._conn
+
+    @contextmanager
+    def connect(self) -> Iterator[Connection]:
+        yield self._conn
+
+
+@dataclass
+class Change:
+    """What one audited change did: the route fills ``before``/``after`` (and ``resource_id`` once known)."""
+
+    engine: Engine  # the stores' engine for this change: every statement joins the change's transaction
+    resource_id: str
+    before: Any = None
+    after: Any = None
+
+
+class Auditor:
+    """The audit side of one request: who is acting (the token the role check accepted) and the request's id."""
+
+    def __init__(self, engine: Engine, request: Request, clock: Callable[[], float]) -> None:
+        self._engine = engine
+        self._request = request
+        self._clock = clock
+
+    @contextmanager
+    def change(self, resource: str, action: str, resource_id: str = "") -> Iterator[Change]:
+        """One transaction for the change and its audit row; an exception rolls back both and writes nothing."""
+        caller = self._caller()
+        with self._engine.begin() as conn:
+            change = Change(cast(Engine, JoinedEngine(conn)), resource_id)
+            yield change
+            entry = AuditEntry(
+                ts=self._clock(),
+                request_id=request_id(self._request),
+                actor_id=caller.id,
+                actor_name=caller.name,
+                actor_role=caller.role.value,
+                resource=resource,
+                resource_id=change.resource_id,
+                action=action,
+                before=change.before,
+                after=change.after,
+            )
+            AuditLog.record(conn, entry)
+
+    def _caller(self) -> TokenInfo:
+        caller = getattr(self._request.state, "caller", None)
+        if not isinstance(caller, TokenInfo):
+            raise RuntimeError("an audited route must declare its role dependency (web.auth.require)")
+        return caller
+
+
+def get_auditor(request: Request) -> Auditor:
+    services: AppServices = request.app.state.services
+    return Auditor(services.engine, request, services.clock)
+
+
+AuditorDep = Annotated[Auditor, Depends(get_auditor)]
