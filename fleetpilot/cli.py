@@ -12,9 +12,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from collector.errors import DatabaseCorrupt
 from fleetpilot.settings import ServerSettings
+from fleetpilot.trace_commands import add_trace_commands
 
 Handler = Callable[[argparse.Namespace], int]
+EXIT_DATABASE_CORRUPT = 65  # sysexits EX_DATAERR: systemd's RestartPreventExitStatus=65 stops the restarts
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -32,6 +35,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValidationError as exc:
         print(f"fleetpilot: invalid settings:\n{_settings_errors(exc)}", file=sys.stderr)
         return 2
+    except DatabaseCorrupt as exc:  # one clear line and an exit a supervisor need not retry, not a traceback loop
+        print(f"fleetpilot: {exc}", file=sys.stderr)
+        return EXIT_DATABASE_CORRUPT
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,17 +71,47 @@ def build_parser() -> argparse.ArgumentParser:
     _database_flag(create)
     create.set_defaults(handler=run_token_create)
 
-    backtest = commands.add_parser(
-        "backtest", help="rolling-origin forecast evaluation of a series: forecasts.csv, summary.json, report.html"
-    )
-    _backtest_flags(backtest)
-    backtest.set_defaults(handler=run_backtest)
-    simulate = commands.add_parser(
-        "simulate", help="replay a demand trace through a scaling policy: decisions.csv, summary.json"
-    )
-    _simulate_flags(simulate)
-    simulate.set_defaults(handler=run_simulate)
+    add_trace_commands(commands)
+    _alerts_commands(commands)
     return parser
+
+
+def _alerts_commands(commands: Any) -> None:
+    alerts = commands.add_parser("alerts", help="alert rules")
+    alert_commands = alerts.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    export = alert_commands.add_parser(
+        "export-rules", help="write the threshold rules as a Prometheus rule file (valid for promtool check rules)"
+    )
+    export.add_argument("--out", default=None, help="the file to write (default: stdout)")
+    _database_flag(export)
+    export.set_defaults(handler=run_alerts_export)
+
+
+def run_alerts_export(args: argparse.Namespace) -> int:
+    """The stored threshold rules (the default pack on a database that never had a server) as Prometheus rules."""
+    from pathlib import Path
+
+    from alerting.export import export_rules
+    from alerting.rule_store import RuleStore
+    from collector.database import make_engine
+    from migrations import runner
+
+    settings = _settings(args)
+    if settings.database_url.startswith("sqlite"):
+        runner.upgrade(settings.database_url)
+    engine = make_engine(settings.database_url)
+    try:
+        store = RuleStore(engine)
+        store.seed_defaults(now=time.time())
+        exported = export_rules(store.list())
+    finally:
+        engine.dispose()
+    if args.out is None:
+        sys.stdout.write(exported.text)
+    else:
+        Path(args.out).write_text(exported.text)
+        print(f"wrote {exported.exported} rules to {args.out} ({len(exported.skipped)} not exportable, named there)")
+    return 0
 
 
 def _database_flag(parser: argparse.ArgumentParser) -> None:
@@ -204,188 +240,6 @@ def run_demo(args: argparse.Namespace) -> int:
     from fleetpilot.launch import free_port
 
     return demo(_settings(args, host="127.0.0.1", port=args.port or free_port()))
-
-
-def _backtest_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("series", metavar="SERIES.csv", help="a header, then rows timestamp,value")
-    parser.add_argument("--horizon", default="15m", help="how far ahead, in time: 900s, 15m, 1h (default 15m)")
-    parser.add_argument("--out", required=True, help="directory for forecasts.csv, summary.json and report.html")
-    parser.add_argument(
-        "--model",
-        default=None,
-        help="forecaster name (default auto: per-series smoothing picked by recent rolling-origin error, a few "
-        "seconds for a 2,000-row series)",
-    )
-    parser.add_argument(
-        "--warmup", type=int, default=None, help="warm-up in steps, at most half the series (default: 2 days)"
-    )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the forecaster (default 0)")
-    parser.add_argument(
-        "--refit-every",
-        type=int,
-        default=1,
-        help="refit every K origins and update in between, for forecasters that implement update(); "
-        "every other forecaster is refitted at every origin (default 1)",
-    )
-
-
-def run_backtest(args: argparse.Namespace) -> int:
-    """Rolling-origin backtest (CONTRACT section 7); bad input or an unknown model → exit 2 with the reason."""
-    from pathlib import Path
-
-    from predictor.backtest import BacktestError, backtest, parse_duration, plan_backtest
-    from predictor.cycle import DEFAULT_MODEL
-    from predictor.registry import FORECASTER_NAMES, make_forecaster
-    from predictor.report import write_outputs
-    from predictor.series_csv import SeriesCsvError, read_series_csv
-
-    known = list(FORECASTER_NAMES)
-    model = args.model or (DEFAULT_MODEL if DEFAULT_MODEL in known else "naive")
-    if model not in known:
-        print(f"fleetpilot: unknown model {model!r}; known models: {', '.join(known)}", file=sys.stderr)
-        return 2
-    try:
-        series = read_series_csv(Path(args.series))
-        history = series.history
-        plan = plan_backtest(len(history), history.step_seconds, parse_duration(args.horizon), args.warmup)
-    except (SeriesCsvError, BacktestError) as exc:
-        print(f"fleetpilot: {exc}", file=sys.stderr)
-        return 2
-    started = time.perf_counter()
-    with _ProgressBar(f"backtest {model}") as bar:
-        forecaster = make_forecaster(model, seed=args.seed)
-        refit_every = max(1, args.refit_every)
-        result = backtest(forecaster, history, plan, refit_every=refit_every, on_progress=bar.update, model=model)
-    runtime_s = round(time.perf_counter() - started, 3)
-    summary = write_outputs(result, series.labels, Path(args.out), {"runtime_s": runtime_s})
-    alarm = summary["saturation"]["model"]
-    print(
-        f"{model}: MASE {summary['mase']}, sMAPE {summary['smape']}, coverage90 {summary['coverage90']}, "
-        f"saturation F1 {alarm['f1']} over "
-        f"{summary['origins']} origins × {summary['horizon_steps']} steps in {runtime_s} s; wrote {args.out}"
-    )
-    return 0
-
-
-def _simulate_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("series", metavar="SERIES.csv", help="demand per step: a header, then rows timestamp,value")
-    parser.add_argument(
-        "--capacity-per-replica", type=float, required=True, help="demand one replica serves, same unit as the trace"
-    )
-    parser.add_argument("--startup", default="3m", help="time for a new replica to become ready (default 3m)")
-    parser.add_argument(
-        "--policy", default="hybrid", help="static, reactive, predictive, hybrid or oracle (default hybrid)"
-    )
-    parser.add_argument("--out", required=True, help="directory for decisions.csv and summary.json")
-    parser.add_argument(
-        "--compare", action="store_true", help="also run every policy and the oracle; print and write comparison.json"
-    )
-    parser.add_argument("--min-replicas", type=int, default=1, help="default 1")
-    parser.add_argument("--max-replicas", type=int, default=10_000, help="default 10000")
-    parser.add_argument("--target-utilization", type=float, default=None, help="reactive target (default 0.7)")
-    parser.add_argument(
-        "--predictive-utilization", type=float, default=None, help="predictive load on the upper bound (default 0.9)"
-    )
-    parser.add_argument("--margin", default=None, help="predictive look-ahead past the startup (default 60s)")
-    parser.add_argument("--static-replicas", type=int, default=None, help="static count (default: the trace's peak)")
-    parser.add_argument("--model", default="auto", help="forecaster of the predictive policies (default auto)")
-
-
-def run_simulate(args: argparse.Namespace) -> int:
-    """Autoscaling evaluation (CONTRACT section 8); bad input → exit 2 with the reason."""
-    import dataclasses
-    import json
-    from pathlib import Path
-
-    from autoscaler.policy import PolicySettings
-    from autoscaler.simulate import SIMULATED_POLICIES, SimulationSettings, simulate, summary, write_outputs
-    from predictor.backtest import BacktestError, parse_duration
-    from predictor.base import Forecast, History
-    from predictor.registry import FORECASTER_NAMES, make_forecaster
-    from predictor.series_csv import SeriesCsvError, read_series_csv
-
-    if args.policy not in SIMULATED_POLICIES or args.model not in FORECASTER_NAMES:
-        print(
-            f"fleetpilot: unknown policy {args.policy!r} or model {args.model!r}; policies: "
-            f"{', '.join(SIMULATED_POLICIES)}; models: {', '.join(FORECASTER_NAMES)}",
-            file=sys.stderr,
-        )
-        return 2
-    try:
-        series = read_series_csv(Path(args.series))
-        knobs: dict[str, Any] = {
-            name: value
-            for name, value in (
-                ("target_utilization", args.target_utilization),
-                ("predictive_utilization", args.predictive_utilization),
-                ("margin_seconds", None if args.margin is None else parse_duration(args.margin)),
-                ("static_replicas", args.static_replicas),
-            )
-            if value is not None
-        }
-        settings = SimulationSettings(
-            capacity_per_replica=args.capacity_per_replica,
-            startup_seconds=0.0 if args.startup.strip() in {"0", "0s", "0m"} else parse_duration(args.startup),
-            min_replicas=args.min_replicas,
-            max_replicas=args.max_replicas,
-            policy=dataclasses.replace(PolicySettings(), **knobs),
-        )
-    except (SeriesCsvError, BacktestError, ValueError) as exc:
-        print(f"fleetpilot: {exc}", file=sys.stderr)
-        return 2
-    model = args.model
-
-    def forecast(history: History, horizon: int) -> Forecast:
-        return make_forecaster(model).fit(history).predict(horizon)
-
-    out = Path(args.out)
-    result = simulate(series.history, args.policy, settings, forecast=forecast)
-    body = write_outputs(result, settings.capacity_per_replica, out, series.labels)
-    print(json.dumps(body))
-    if args.compare:
-        rows = [
-            summary(simulate(series.history, name, settings, forecast=forecast), settings.capacity_per_replica)
-            for name in SIMULATED_POLICIES
-        ]
-        (out / "comparison.json").write_text(json.dumps(rows, indent=2) + "\n")
-        print(f"{'policy':<12}{'replica-hours':>15}{'attainment':>12}{'scale events':>14}")
-        for row in rows:
-            attained = "n/a" if row["slo_attainment"] is None else f"{row['slo_attainment']:.4f}"
-            print(f"{row['policy']!s:<12}{row['replica_hours']:>15.2f}{attained:>12}{row['scale_events']:>14}")
-    return 0
-
-
-class _ProgressBar:
-    """A one-line bar on stderr, shown once a run has taken 1 s; redrawn at most every 0.2 s (5 s off a
-    terminal, so a log gets a line every 5 s, not a line per origin)."""
-
-    def __init__(self, label: str, width: int = 30) -> None:
-        self.label, self.width = label, width
-        self.interactive = sys.stderr.isatty()
-        self.every_s = 0.2 if self.interactive else 5.0
-        self.started = self.drawn = time.perf_counter()
-        self.shown = False
-
-    def __enter__(self) -> _ProgressBar:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.shown and self.interactive:
-            print(file=sys.stderr, flush=True)
-
-    def update(self, done: int, total: int) -> None:
-        now = time.perf_counter()
-        if now - self.started < 1.0 or (now - self.drawn < self.every_s and done < total):
-            return
-        self.drawn, self.shown = now, True
-        filled = self.width * done // max(total, 1)
-        bar = "#" * filled + "." * (self.width - filled)
-        elapsed = now - self.started
-        eta = elapsed * (total - done) / max(done, 1)  # 100 of 1,700 origins in 10 s → 160 s to go
-        line = f"{self.label} [{bar}] {done}/{total} origins, {elapsed:.0f} s, about {eta:.0f} s to go"
-        print(
-            ("\r" if self.interactive else "") + line, end="" if self.interactive else "\n", file=sys.stderr, flush=True
-        )
 
 
 if __name__ == "__main__":

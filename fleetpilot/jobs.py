@@ -1,5 +1,5 @@
-"""The server's background jobs on one APScheduler: rollups, retention, forecasts, the autoscaler and the enforcer
-(later: alerts)."""
+"""The server's background jobs on one APScheduler: rollups, retention, forecasts, the autoscaler, the enforcer,
+alert evaluation and webhook delivery."""
 
 from __future__ import annotations
 
@@ -13,7 +13,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from apscheduler.schedulers.background import BackgroundScheduler
+from sqlalchemy.exc import OperationalError
 
+from alerting.evaluator import Evaluator, EvaluatorSettings
+from alerting.outbox import DeliverySettings, Outbox
+from alerting.retention import AlertHistoryRetention
+from alerting.sender import HttpxSender
 from autoscaler.controller import Controller, ControllerSettings
 from collector.retention import RetentionJob
 from collector.rollups import RollupJob
@@ -74,8 +79,25 @@ def start_jobs(services: AppServices) -> Jobs:
         services.engine, enforcer_settings(services), holder=holder, telemetry=services.enforcer_telemetry
     )
     _every(scheduler, "enforcer", settings.enforce_interval_seconds, enforcer.run)
+    outbox = Outbox(
+        services.engine,
+        HttpxSender(timeout_seconds=settings.webhook_timeout_seconds),
+        delivery_settings(services),
+        telemetry=services.alerting_telemetry,
+    )
+    evaluator = Evaluator(
+        services.engine,
+        evaluator_settings(services),
+        holder=holder,
+        telemetry=services.alerting_telemetry,
+        on_notify=outbox.kick,
+    )
+    _every(scheduler, "alerts", settings.alert_evaluation_interval_seconds, evaluator.run)
+    _every(scheduler, "webhooks", settings.webhook_poll_seconds, outbox.run)
+    history = AlertHistoryRetention(services.engine, keep_seconds=settings.alert_history_days * 86400)
+    _every(scheduler, "alert-history", settings.retention_interval_seconds, history.run)
     scheduler.start()
-    return Jobs(scheduler, [forecasts.close, controller.stop, enforcer.stop])
+    return Jobs(scheduler, [forecasts.close, controller.stop, enforcer.stop, evaluator.stop, outbox.close])
 
 
 class _Tick(Protocol):
@@ -83,8 +105,16 @@ class _Tick(Protocol):
 
 
 def _every(scheduler: BackgroundScheduler, name: str, seconds: float, tick: _Tick) -> None:
-    """Run ``tick(now=...)`` every ``seconds`` under ``name`` (coalesced, one instance at a time)."""
-    scheduler.add_job(lambda: tick(now=time.time()), "interval", seconds=seconds, id=name, name=name)
+    """Run ``tick(now=...)`` every ``seconds`` under ``name`` (coalesced, one instance at a time). A database that
+    is away is one warning line per run, not a traceback: every job simply tries again at its next run."""
+
+    def run() -> None:
+        try:
+            tick(now=time.time())
+        except OperationalError as exc:
+            log.warning("%s: database unavailable (%s); the next run tries again", name, str(exc.orig).strip())
+
+    scheduler.add_job(run, "interval", seconds=seconds, id=name, name=name)
 
 
 def forecast_settings(services: AppServices) -> ForecastSettings:
@@ -113,4 +143,27 @@ def enforcer_settings(services: AppServices) -> EnforcerLoopSettings:
             trigger_windows=s.enforce_trigger_windows,
             calm_windows=s.enforce_calm_windows,
         ),
+    )
+
+
+def evaluator_settings(services: AppServices) -> EvaluatorSettings:
+    s = services.settings
+    return EvaluatorSettings(
+        interval_seconds=s.alert_evaluation_interval_seconds,
+        # a reading is judged while it is as fresh as a node that is up, or two evaluations old
+        fresh_seconds=max(s.node_down_after_seconds, 2 * s.alert_evaluation_interval_seconds),
+        unseen_resolve_seconds=s.alert_unseen_resolve_seconds,
+        down_after_seconds=s.node_down_after_seconds,
+        lease_seconds=s.leader_lease_seconds,
+        external_url=s.external_url,
+    )
+
+
+def delivery_settings(services: AppServices) -> DeliverySettings:
+    s = services.settings
+    return DeliverySettings(
+        backoff_initial_seconds=s.webhook_backoff_initial_seconds,
+        backoff_max_seconds=s.webhook_backoff_max_seconds,
+        max_age_seconds=s.webhook_max_age_hours * 3600,
+        claim_seconds=max(30.0, 3 * s.webhook_timeout_seconds),
     )

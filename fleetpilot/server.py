@@ -12,6 +12,8 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine
 
+from alerting.rule_store import RuleStore
+from alerting.telemetry import AlertingTelemetry
 from autoscaler.actuators.base import Actuator
 from autoscaler.actuators.local import LocalActuator
 from autoscaler.controller import AutoscalerTelemetry
@@ -67,6 +69,7 @@ def build_services(settings: ServerSettings, engine: Engine | None = None) -> Ap
         autoscaler_telemetry=AutoscalerTelemetry(registry),
         enforcement=EnforcementStore(engine),
         enforcer_telemetry=EnforcerTelemetry(registry),
+        alerting_telemetry=AlertingTelemetry(registry),
     )
 
     def now() -> float:
@@ -124,11 +127,19 @@ def bootstrap_admin(services: AppServices) -> str | None:
     return clear
 
 
+def seed_alert_rules(services: AppServices) -> None:
+    """The default alert rule pack, on the first start only (a restart or a second server seeds nothing)."""
+    seeded = RuleStore(services.engine).seed_defaults(now=services.clock())
+    if seeded:
+        log.info("alerting: seeded the %d default alert rules", seeded)
+
+
 def server_app(services: AppServices) -> FastAPI:
     from fleetpilot.jobs import start_jobs  # APScheduler only where jobs run
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        seed_alert_rules(services)
         jobs = start_jobs(services)
         try:
             yield

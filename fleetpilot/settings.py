@@ -41,6 +41,10 @@ class ServerSettings(BaseSettings):
     ingest_max_future_seconds: float = Field(300.0, ge=0)
     node_down_after_seconds: float = Field(3.0, gt=0)
     token_cache_seconds: float = Field(5.0, ge=0)
+    # Failed API authentications (no token, an unknown token) per client address: past this many within the window
+    # the address is answered 429 with Retry-After until its oldest failure leaves the window.
+    auth_max_failures: int = Field(20, ge=1, le=100_000)
+    auth_failure_window_seconds: float = Field(60.0, gt=0, le=86_400)
 
     raw_retention_hours: float = Field(24.0, gt=0)
     rollup_retention_days: float = Field(30.0, gt=0)
@@ -87,6 +91,28 @@ class ServerSettings(BaseSettings):
     # How long a server reuses the tenants part of the ingest answer (tenants, per-node shares, throttle levels).
     desired_cache_seconds: float = Field(1.0, ge=0)
 
+    # Alerting (alerting.evaluator, alerting.outbox): how often every rule is judged (on the server holding the
+    # "alerting" lease), when a firing alert whose series went silent resolves, and what payloads link back to.
+    alert_evaluation_interval_seconds: float = Field(1.0, gt=0)
+    alert_unseen_resolve_seconds: float = Field(600.0, gt=0)
+    alert_external_url: str | None = None  # default http://HOST:PORT
+    # Resolved alerts, finished notifications and delivery attempts are deleted after this many days.
+    alert_history_days: float = Field(30.0, gt=0)
+    # Webhook delivery: each attempt's timeout, how often due retries are looked for, the exponential backoff
+    # (with jitter) between attempts, how long a notification is retried before it is abandoned, and the hosts a
+    # webhook URL may name (a JSON list; exact names or "*.example.com"; empty: any host).
+    webhook_timeout_seconds: float = Field(5.0, gt=0)
+    webhook_poll_seconds: float = Field(1.0, gt=0)
+    webhook_backoff_initial_seconds: float = Field(1.0, gt=0)
+    webhook_backoff_max_seconds: float = Field(300.0, gt=0)
+    webhook_max_age_hours: float = Field(24.0, gt=0)
+    webhook_allowed_hosts: list[str] = Field(default_factory=list)
+
+    # The dashboard's session cookie is HMAC-signed with this key (at least 32 characters). Unset: a random key per
+    # process, so sessions end at a restart and do not carry across servers behind one load balancer.
+    session_secret: str | None = None
+    session_lifetime_seconds: float = Field(8 * 3600.0, ge=60, le=30 * 86400.0)
+
     @model_validator(mode="after")
     def _known_forecaster(self) -> ServerSettings:
         from predictor.registry import FORECASTER_NAMES
@@ -96,9 +122,22 @@ class ServerSettings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _webhook_backoff(self) -> ServerSettings:
+        if self.webhook_backoff_max_seconds < self.webhook_backoff_initial_seconds:
+            raise ValueError("webhook_backoff_max_seconds: must be at least webhook_backoff_initial_seconds")
+        return self
+
+    @property
+    def external_url(self) -> str:
+        """Where alert payloads link back to: ``alert_external_url``, else this server's address."""
+        return self.alert_external_url or f"http://{self.host}:{self.port}"
+
+    @model_validator(mode="after")
     def _refuse_insecure(self) -> ServerSettings:
         if self.admin_token is not None and len(self.admin_token) < MIN_TOKEN_LENGTH:
             raise ValueError(f"admin_token must be at least {MIN_TOKEN_LENGTH} characters")
+        if self.session_secret is not None and len(self.session_secret) < MIN_TOKEN_LENGTH:
+            raise ValueError(f"session_secret must be at least {MIN_TOKEN_LENGTH} characters")
         if self.environment is Environment.PRODUCTION and self.database_url == DEFAULT_DATABASE_URL:
             raise ValueError(
                 "production needs an explicit FLEETPILOT_DATABASE_URL (the default is a file in the working directory)"

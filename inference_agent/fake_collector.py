@@ -35,14 +35,14 @@ class FakeCollector:
         if self.down:
             raise httpx.ConnectError("connection refused (fake collector is down)", request=request)
         if request.headers.get("authorization") != f"Bearer {self.token}":
-            return httpx.Response(401, json={"detail": "unknown token"})
+            return httpx.Response(401, json=_error("unauthorized", "unknown token"))
         raw = request.content
         body = json.loads(gzip.decompress(raw) if request.headers.get("content-encoding") == "gzip" else raw)
         with self._lock:
             self.requests.append(body)
             if self.status != 200:
                 headers = {"Retry-After": self.retry_after} if self.retry_after else {}
-                return httpx.Response(self.status, json={"detail": "fake failure"}, headers=headers)
+                return httpx.Response(self.status, json=_error("unavailable", "fake failure"), headers=headers)
             fresh = 0
             for sample in body["samples"]:
                 if sample["seq"] in self.accepted:
@@ -52,3 +52,8 @@ class FakeCollector:
                     fresh += 1
         answer = {"accepted": fresh, "duplicates": len(body["samples"]) - fresh, "desired": self.desired}
         return httpx.Response(200, json=answer)
+
+
+def _error(code: str, message: str) -> dict[str, Any]:
+    """The collector's error shape (web/errors.py)."""
+    return {"error": {"code": code, "message": message, "field": None}}

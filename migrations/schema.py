@@ -1,5 +1,6 @@
 """Every table of the product, gathered on one MetaData for Alembic (each import registers its tables)."""
 
+from alerting import tables as _alerting  # noqa: F401  (alert_rules, alerts, silences, webhooks, outbox, deliveries)
 from autoscaler import events as _events  # noqa: F401  (scaling_events)
 from autoscaler import lease as _lease  # noqa: F401  (leases)
 from autoscaler import pools as _pools  # noqa: F401  (pools)
@@ -8,6 +9,7 @@ from collector.tables import metadata
 from isolation import events as _enforcement  # noqa: F401  (enforcement_events, throttle_levels)
 from isolation import tenants as _tenants  # noqa: F401  (tenants, tenant_quotas)
 from predictor import store as _forecast_store  # noqa: F401  (forecasts)
+from web import audit as _audit  # noqa: F401  (audit_log)
 from web import tables as _web_tables  # noqa: F401  (api_tokens)
 
 target_metadata = metadata

@@ -159,8 +159,10 @@ def test_in_cluster_config_outside_a_pod_is_an_actuation_error(monkeypatch: pyte
 
 def test_the_rbac_manifest_grants_what_the_actuator_calls() -> None:
     yaml = pytest.importorskip("yaml")
-    documents = {doc["kind"]: doc for doc in yaml.safe_load_all(RBAC.read_text())}
-    assert set(documents) == {"ServiceAccount", "Role", "RoleBinding"}
+    loaded = list(yaml.safe_load_all(RBAC.read_text()))
+    accounts = {doc["metadata"]["name"]: doc for doc in loaded if doc["kind"] == "ServiceAccount"}
+    documents = {doc["kind"]: doc for doc in loaded if doc["kind"] != "ServiceAccount"}
+    assert set(documents) == {"Role", "RoleBinding"} and set(accounts) == {"fleetpilot", "fleetpilot-agent"}
     granted = {
         (group, resource, verb)
         for rule in documents["Role"]["rules"]
@@ -176,7 +178,7 @@ def test_the_rbac_manifest_grants_what_the_actuator_calls() -> None:
     assert needed <= granted
     binding = documents["RoleBinding"]
     assert binding["roleRef"]["name"] == documents["Role"]["metadata"]["name"]
-    assert binding["subjects"][0]["name"] == documents["ServiceAccount"]["metadata"]["name"] == "fleetpilot"
+    assert [s["name"] for s in binding["subjects"]] == ["fleetpilot"]  # the agents' account gets no rights
 
 
 @pytest.mark.kubernetes
