@@ -13,6 +13,7 @@ class RejectReason(StrEnum):
     UNAUTHORIZED = "unauthorized"
     FORBIDDEN = "forbidden"
     STORAGE_UNAVAILABLE = "storage_unavailable"
+    OVERLOADED = "overloaded"
 
 
 class IngestTelemetry:

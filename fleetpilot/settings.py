@@ -38,6 +38,7 @@ class ServerSettings(BaseSettings):
 
     ingest_max_body_bytes: int = Field(8 * 1024 * 1024, gt=0)
     ingest_max_samples: int = Field(20_000, gt=0)
+    ingest_max_in_flight: int = Field(32, gt=0)
     ingest_max_future_seconds: float = Field(300.0, ge=0)
     node_down_after_seconds: float = Field(3.0, gt=0)
     token_cache_seconds: float = Field(5.0, ge=0)

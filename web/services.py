@@ -22,6 +22,7 @@ from isolation.enforcer import EnforcerTelemetry
 from isolation.events import EnforcementStore
 from predictor.store import ForecastStore
 from predictor.telemetry import ForecastTelemetry
+from web.ingest_gate import InFlightLimit
 from web.tokens import TokenStore
 
 # What a node should run, as the control plane sees it; None while nothing is decided for the node.
@@ -51,3 +52,7 @@ class AppServices:
     alerting_telemetry: AlertingTelemetry
     desired_state: DesiredStateSource = _nothing_desired
     clock: Callable[[], float] = field(default=time.time)
+    ingest_gate: InFlightLimit = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.ingest_gate = InFlightLimit(self.settings.ingest_max_in_flight)

@@ -19,6 +19,7 @@ from fleetpilot.settings import ServerSettings
 from tests.conftest import gpu_sample, pool_sample
 from tests.support.clock import FakeClock
 from web.app import create_app
+from web.ingest_gate import InFlightLimit
 from web.tokens import TokenStore
 
 Auth = Callable[..., dict[str, str]]
@@ -225,6 +226,30 @@ def test_database_down_is_503_with_retry_after(auth: Auth, clock: FakeClock, ser
     assert answer.status_code == 503
     assert int(answer.headers["Retry-After"]) > 0
     assert "traceback" not in answer.text.lower()
+
+
+def test_past_its_in_flight_limit_ingest_is_refused_at_once_and_nothing_is_stored(
+    client: TestClient, auth: Auth, engine: Engine, clock: FakeClock, services: Any
+) -> None:
+    services.ingest_gate = InFlightLimit(1)
+    assert services.ingest_gate.try_enter()  # one batch in progress
+    answer = client.post("/api/v1/ingest", json=batch(gpu_sample(1, clock())), headers=auth("agent", "node-a"))
+    assert answer.status_code == 503 and answer.headers["Retry-After"] == "1"
+    assert answer.json()["error"]["code"] == "unavailable" and "overloaded" in answer.json()["error"]["message"]
+    assert stored(engine) == []
+    rejected = {"reason": "overloaded"}
+    assert services.registry.get_sample_value("fleetpilot_collector_rejected_requests_total", rejected) == 1
+    services.ingest_gate.leave()
+    answer = client.post("/api/v1/ingest", json=batch(gpu_sample(1, clock())), headers=auth("agent", "node-a"))
+    assert answer.status_code == 200 and stored(engine) == [1]
+    assert services.ingest_gate.inside == 0  # every request gave its place back
+    bad = client.post("/api/v1/ingest", content=b"not json", headers=auth("agent", "node-a"))
+    assert bad.status_code == 422 and services.ingest_gate.inside == 0  # refused ones too
+
+
+def test_in_flight_limit_needs_a_place() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        InFlightLimit(0)
 
 
 def test_concurrent_ingest_from_many_nodes_loses_nothing(

@@ -18,6 +18,7 @@ from web.errors import ERROR_RESPONSES, ApiError, error_responses
 from web.tokens import Role
 
 router = APIRouter(tags=["ingest"], responses=ERROR_RESPONSES)
+OVERLOADED_RETRY_AFTER_SECONDS = "1"  # the agent adds its own jittered backoff on top
 
 
 class IngestAnswer(BaseModel):
@@ -33,6 +34,8 @@ def _reject_reason(code: int) -> RejectReason:
         return RejectReason.FORBIDDEN
     if code in (status.HTTP_401_UNAUTHORIZED, status.HTTP_429_TOO_MANY_REQUESTS):
         return RejectReason.UNAUTHORIZED
+    if code == status.HTTP_503_SERVICE_UNAVAILABLE:
+        return RejectReason.OVERLOADED
     return RejectReason.INVALID
 
 
@@ -42,8 +45,16 @@ async def ingest(request: Request, services: ServicesDep) -> IngestAnswer:
     telemetry = services.telemetry
     started = time.perf_counter()
     code = status.HTTP_200_OK
+    entered = False
     try:
         token = authenticate(services, request, Role.AGENT)
+        entered = services.ingest_gate.try_enter()
+        if not entered:
+            raise ApiError(
+                status.HTTP_503_SERVICE_UNAVAILABLE,
+                f"overloaded: {services.ingest_gate.limit} batches in progress; keep the samples and retry later",
+                headers={"Retry-After": OVERLOADED_RETRY_AFTER_SECONDS},
+            )
         body = await read_body(request, max_bytes=services.settings.ingest_max_body_bytes)
         settings = services.settings
         batch = parse_batch(
@@ -75,6 +86,8 @@ async def ingest(request: Request, services: ServicesDep) -> IngestAnswer:
         telemetry.rejected.labels(_reject_reason(code).value).inc()
         raise
     finally:
+        if entered:
+            services.ingest_gate.leave()
         telemetry.requests.labels(str(code)).inc()
     telemetry.samples.labels("accepted").inc(result.accepted)
     telemetry.samples.labels("duplicate").inc(result.duplicates)
