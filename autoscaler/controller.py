@@ -196,7 +196,7 @@ class Controller:
         before = pool.desired_replicas if pool.desired_replicas is not None else self._running(pool, ctx)
         outcome, note = self._actuate(pool, decision)
         changed = decision.replicas != before
-        if changed:
+        if changed or pool.desired_replicas is None:  # the first decision is the pool's desired count, changed or not
             self.pools.set_desired(pool.name, decision.replicas)
         failure_is_new = outcome == "failed" and self._last_failure.get(pool.name) != note
         if outcome != "failed":

@@ -28,7 +28,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for chatty in ("httpx", "apscheduler"):  # a line per request or job run would bury what matters
+    # a line per request, job run or Alembic plugin would bury what matters
+    for chatty in ("httpx", "apscheduler", "alembic.runtime.plugins"):
         logging.getLogger(chatty).setLevel(logging.WARNING)
     try:
         return handler(args)

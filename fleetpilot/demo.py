@@ -1,7 +1,14 @@
-"""``fleetpilot demo``: the whole system on this machine — a server on SQLite and two agents — until Ctrl-C."""
+"""``fleetpilot demo``: the whole system on this machine — a server on SQLite, three agents running the built-in CPU
+workload, two pools and two tenants, and the Azure LLM conv trace replayed into them — until Ctrl-C.
+
+The server's periodic jobs run faster than in production (rollups every 10 s, forecasts every 20 s) so that the
+dashboard shows a forecast, scaling decisions and an alert within the first two minutes; everything else is the
+production code path."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import signal
 import threading
 import time
@@ -15,27 +22,45 @@ from collector.database import make_engine
 from fleetpilot.launch import AgentProcess, ServerProcess, free_port
 from fleetpilot.settings import ServerSettings
 from fleetpilot.trace_load import AZURE_CONV_SLICE, load_trace, replay_over_http
+from isolation.tenants import QuotaSpec, SloClass, TenantStore
 from migrations import runner
 from web.tokens import Role, TokenStore
 
-DEMO_NODES = ("demo-node-1", "demo-node-2")
+DEMO_NODES = ("demo-node-1", "demo-node-2", "demo-node-3")
 # Each demo node runs one replica of a text-generation pool and one of an image-classification pool (torch, CPU).
 DEMO_POOLS = "chat=text:1,vision=classify:1"
-# The same pools as the control plane knows them: CPU generation is slow, so the chat SLO is generous.
+# The same pools as the control plane knows them: CPU generation is slow, so the chat SLO is generous, and a
+# replica's capacity is what these small CPU replicas sustain (a chat replica about one trace request a second),
+# so the autoscaler has a target from the first tick rather than after learning one.
 DEMO_POOL_SPECS = {
-    "chat": PoolSpec(min_replicas=2, max_replicas=4, slo_p99_seconds=10.0, startup_seconds=30.0),
-    "vision": PoolSpec(min_replicas=2, max_replicas=4, slo_p99_seconds=1.0, startup_seconds=30.0),
+    "chat": PoolSpec(min_replicas=2, max_replicas=4, slo_p99_seconds=10.0, startup_seconds=30.0, replica_capacity=1.0),
+    "vision": PoolSpec(
+        min_replicas=2, max_replicas=4, slo_p99_seconds=1.0, startup_seconds=30.0, replica_capacity=10.0
+    ),
 }
+# Two tenants: acme's classifications are latency-critical; globex's generations are batch work with a compute share
+# (of chat's replicas, and of the KV cache when acme needs it) and a rate limit.
+DEMO_TENANTS = {
+    "acme": (SloClass.LATENCY_CRITICAL, {"vision": QuotaSpec(rate_rps=50.0)}),
+    "globex": (SloClass.BATCH, {"chat": QuotaSpec(active_thread_percentage=50, rate_rps=8.0)}),
+}
+CLASSIFY_INTERVAL_S = 0.2
+ACME = {"X-Tenant": "acme"}
+DEMO_JOB_INTERVALS = {"FLEETPILOT_ROLLUP_INTERVAL_SECONDS": "10", "FLEETPILOT_FORECAST_INTERVAL_SECONDS": "20"}
 
 
 def run_demo(settings: ServerSettings, *, state_dir: Path = Path(".fleetpilot")) -> int:
     runner.upgrade(settings.database_url)
     admin_token, agent_tokens = _demo_tokens(settings.database_url)
-    _demo_pools(settings.database_url)
+    _demo_pools_and_tenants(settings.database_url)
     logs = state_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     server = ServerProcess(
-        settings.database_url, port=settings.port, admin_token=admin_token, log_path=logs / "server.log"
+        settings.database_url,
+        port=settings.port,
+        admin_token=admin_token,
+        log_path=logs / "server.log",
+        env=DEMO_JOB_INTERVALS,
     )
     agents = [
         AgentProcess(
@@ -62,8 +87,8 @@ def run_demo(settings: ServerSettings, *, state_dir: Path = Path(".fleetpilot"))
         for agent in agents:
             agent.start()
         _announce(server, admin_token, agents, logs)
-        load = threading.Thread(target=_replay_trace, args=(stop, agents), name="trace-replay", daemon=True)
-        load.start()
+        for target in (_replay_trace, _classify_load):
+            threading.Thread(target=target, args=(stop, agents), name=target.__name__, daemon=True).start()
         _watch(stop, server, agents)
     finally:
         print("stopping the agents (they flush their spools) and the server ...", flush=True)
@@ -86,14 +111,17 @@ def _demo_tokens(database_url: str) -> tuple[str, dict[str, str]]:
     return admin, agents
 
 
-def _demo_pools(database_url: str) -> None:
-    """Configure the demo's pools once (a later run keeps whatever was edited through the API)."""
+def _demo_pools_and_tenants(database_url: str) -> None:
+    """Configure the demo's pools and tenants once (a later run keeps whatever was edited through the API)."""
     engine = make_engine(database_url)
     try:
-        store = PoolStore(engine)
+        pools, tenants, now = PoolStore(engine), TenantStore(engine), time.time()
         for name, spec in DEMO_POOL_SPECS.items():
-            if store.get(name) is None:
-                store.create(name, spec, now=time.time())
+            if pools.get(name) is None:
+                pools.create(name, spec, now=now)
+        for tenant, (slo_class, quotas) in DEMO_TENANTS.items():
+            if tenants.get(tenant) is None:
+                tenants.create(tenant, slo_class, quotas, now=now)
     finally:
         engine.dispose()
 
@@ -102,22 +130,22 @@ def _announce(server: ServerProcess, admin_token: str, agents: list[AgentProcess
     print(f"Dashboard: {server.url}/", flush=True)
     print(f"Admin token: {admin_token}", flush=True)
     print(f"API docs: {server.url}/docs    Prometheus metrics: {server.url}/metrics", flush=True)
-    print(f"Try: curl -H 'Authorization: Bearer {admin_token}' {server.url}/api/v1/nodes", flush=True)
-    print(
-        f"     curl -H 'Authorization: Bearer {admin_token}' {server.url}/api/v1/pools/chat/forecast"
-        "   (after a few minutes: the forecast needs rolled-up minutes)",
-        flush=True,
-    )
+    print("Sign in to the dashboard with the admin token, then look at:", flush=True)
+    for line in (
+        f"  Fleet    {server.url}/            the three nodes, their 12 metrics live (a node's page: every 500 ms)",
+        f"  Pools    {server.url}/pools/chat  demand, the forecast and its 90 % band (after 3 rolled-up minutes), the",
+        "                                    autoscaler's decisions and why; scale by hand or switch to dry-run",
+        f"  Tenants  {server.url}/tenants     acme (latency-critical, vision) and globex (batch, chat, 50 % share)",
+        f"  Alerts   {server.url}/alerts      the default rules at work within minutes (here, typically",
+        "                                    NetworkLatencyHigh on a busy machine and SaturationPredicted for chat);",
+        "                                    silence one there",
+    ):
+        print(line, flush=True)
+    print(f"Try: curl -H 'Authorization: Bearer {admin_token}' {server.url}/api/v1/pools/chat/forecast", flush=True)
     print(f"Agents {', '.join(DEMO_NODES)} push every second; logs in {logs}/. Ctrl-C stops everything.", flush=True)
-    serving = agents[0].serve_url
     print(
         f"Inference on each agent ({', '.join(str(a.serve_url) for a in agents)}); the small model has random "
-        "weights, so its text is noise while the load it puts on the node is real. E.g.:",
-        flush=True,
-    )
-    print(
-        f'  curl -H \'X-Tenant: acme\' {serving}/v1/completions -d \'{{"model": "chat", "prompt": '
-        f'"Hello", "max_tokens": 16}}\'',
+        "weights, so its text is noise while the load it puts on the node is real.",
         flush=True,
     )
 
@@ -126,7 +154,7 @@ def _replay_trace(stop: threading.Event, agents: list[AgentProcess]) -> None:
     """Once every agent's text replica is warm, replay the Azure conv trace slice into them until Ctrl-C."""
     urls = [str(a.serve_url) for a in agents]
     deadline = time.monotonic() + 180
-    while not stop.is_set() and time.monotonic() < deadline and not all(_chat_ready(url) for url in urls):
+    while not stop.is_set() and time.monotonic() < deadline and not any(_ready(url, "chat") for url in urls):
         stop.wait(1.0)
     trace = load_trace(AZURE_CONV_SLICE, limit=600, compression=1.0)
     print(
@@ -137,12 +165,23 @@ def _replay_trace(stop: threading.Event, agents: list[AgentProcess]) -> None:
     replay_over_http(trace, urls, "chat", stop, tenants=("acme", "globex"))
 
 
-def _chat_ready(url: str) -> bool:
+def _classify_load(stop: threading.Event, agents: list[AgentProcess]) -> None:
+    """acme's classifications: one image every 200 ms, round-robin over the agents, until Ctrl-C."""
+    image = [[[0.5] * 64 for _ in range(64)] for _ in range(3)]
+    urls = itertools.cycle(str(a.serve_url) for a in agents)
+    with httpx.Client(timeout=10.0) as client:
+        while not stop.wait(CLASSIFY_INTERVAL_S):
+            # a replica still warming or moving is the load's business, as with the trace replay
+            with contextlib.suppress(httpx.HTTPError):
+                client.post(f"{next(urls)}/v1/classify", json={"model": "vision", "inputs": [image]}, headers=ACME)
+
+
+def _ready(url: str, pool: str) -> bool:
     try:
         pools = httpx.get(f"{url}/healthz", timeout=2.0).json()["pools"]
     except (httpx.HTTPError, ValueError, KeyError):
         return False
-    return bool(pools.get("chat", {}).get("ready"))
+    return bool(pools.get(pool, {}).get("ready"))
 
 
 def _watch(stop: threading.Event, server: ServerProcess, agents: list[AgentProcess]) -> None:

@@ -7,7 +7,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -32,7 +34,14 @@ def read_announcement(demo: subprocess.Popen[str], timeout_s: float = 90.0) -> t
     return url, token
 
 
-def test_demo_runs_the_server_and_two_agents_until_ctrl_c(tmp_path: Path) -> None:
+def wait_for(what: str, probe: Callable[[], bool], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not probe():
+        assert time.monotonic() < deadline, f"no {what} within {timeout_s:.0f} s"
+        time.sleep(1.0)
+
+
+def test_demo_runs_three_agents_and_shows_decisions_and_alerts_until_ctrl_c(tmp_path: Path) -> None:
     demo = subprocess.Popen(
         [sys.executable, "-m", "fleetpilot", "demo"],
         cwd=tmp_path,
@@ -42,17 +51,21 @@ def test_demo_runs_the_server_and_two_agents_until_ctrl_c(tmp_path: Path) -> Non
     )
     try:
         url, token = read_announcement(demo)
-        headers = {"Authorization": f"Bearer {token}"}
-        nodes: list[dict[str, object]] = []
-        for _ in range(100):
-            nodes = httpx.get(f"{url}/api/v1/nodes", headers=headers).json()["items"]
-            if len(nodes) == 2 and all(n["status"] == "up" for n in nodes):
-                break
-            time.sleep(0.2)
-        assert [(n["id"], n["status"]) for n in nodes] == [("demo-node-1", "up"), ("demo-node-2", "up")]
+        api = httpx.Client(base_url=f"{url}/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=10.0)
+
+        def items(path: str) -> list[dict[str, Any]]:
+            found: list[dict[str, Any]] = api.get(path).json()["items"]
+            return found
+
+        wait_for("three nodes up", lambda: [n["status"] for n in items("/nodes")] == ["up"] * 3, 60)
+        assert [n["id"] for n in items("/nodes")] == ["demo-node-1", "demo-node-2", "demo-node-3"]
         assert (tmp_path / ".fleetpilot" / "fleetpilot.db").exists()
-        pools = httpx.get(f"{url}/api/v1/pools", headers=headers).json()["items"]
-        assert [p["name"] for p in pools] == ["chat", "vision"]
+        assert [p["name"] for p in items("/pools")] == ["chat", "vision"]
+        assert [t["name"] for t in items("/tenants")] == ["acme", "globex"]
+        # within the first minutes (the demo's jobs run fast; this machine may be busy): decisions and an alert
+        wait_for("scaling event", lambda: bool(items("/scaling-events")), 180)
+        wait_for("firing alert", lambda: bool(items("/alerts?state=firing")), 180)
+        assert api.get("/nodes/demo-node-1").json()["series"]  # live metrics
     finally:
         demo.send_signal(signal.SIGINT)
         code = demo.wait(60)

@@ -92,6 +92,8 @@ def test_an_unchanged_decision_is_applied_again_but_not_recorded_again(engine: E
     loop.run(clock())
     assert actuator.applied == [("chat", 10), ("chat", 10)]  # re-applied every tick: failover needs it
     assert EventStore(engine).list(pool="chat") == []  # 10 → 10 is no event
+    stored = PoolStore(engine).get("chat")
+    assert stored is not None and stored.desired_replicas == 10  # but the first decision is the desired count
 
 
 def test_dry_run_decides_and_records_without_applying(engine: Engine, clock: FakeClock) -> None:
