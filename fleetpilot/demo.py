@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import signal
 import threading
 import time
 from pathlib import Path
-from types import FrameType
 
 import httpx
 
@@ -22,6 +20,7 @@ from collector.database import make_engine
 from fleetpilot.launch import AgentProcess, ServerProcess, free_port
 from fleetpilot.settings import ServerSettings
 from fleetpilot.trace_load import AZURE_CONV_SLICE, load_trace, replay_over_http
+from inference_agent.stop_signals import stop_on_signals
 from isolation.tenants import QuotaSpec, SloClass, TenantStore
 from migrations import runner
 from web.tokens import Role, TokenStore
@@ -76,12 +75,7 @@ def run_demo(settings: ServerSettings, *, state_dir: Path = Path(".fleetpilot"))
         for node in DEMO_NODES
     ]
     stop = threading.Event()
-
-    def on_signal(_signum: int, _frame: FrameType | None) -> None:
-        stop.set()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, on_signal)
+    stop_on_signals(stop)
     try:
         server.start()
         for agent in agents:

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import logging
 import math
-import signal
 import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -21,6 +19,7 @@ from inference_agent.pusher import Pusher, inventory_body
 from inference_agent.sampler import Sampler
 from inference_agent.settings import AgentSettings
 from inference_agent.spool import Spool
+from inference_agent.stop_signals import stop_on_signals
 from inference_agent.telemetry import AgentTelemetry
 from inference_agent.ticker import Ticker
 
@@ -131,8 +130,7 @@ class Agent:
 
     def run(self) -> int:
         """Sample on this thread, push on another, until SIGTERM/SIGINT; then flush within the grace period."""
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, self._on_signal)
+        stop_on_signals(self.stop_event)
         if self.workload is not None:
             self.workload.start()  # first: once /healthz answers, the serving port is bound too
         self.endpoint.start()
@@ -161,10 +159,6 @@ class Agent:
             log.info("agent stopped; %d samples stay spooled for the next start", left)
             self.close()
         return 0
-
-    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
-        log.info("received %s: stopping", signal.Signals(signum).name)
-        self.stop_event.set()
 
     def close(self) -> None:
         if self.workload is not None:

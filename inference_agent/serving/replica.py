@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
 import threading
 import time
@@ -24,6 +23,7 @@ from inference_agent.engine.api import ImageClassifier, TextEngine
 from inference_agent.serving.engine_factory import EngineOptions, build_classifier, build_text_engine, pin_to_quota
 from inference_agent.serving.replica_app import ReplicaApp, ReplicaState
 from inference_agent.serving.replica_handler import handler_for
+from inference_agent.stop_signals import stop_on_signals
 
 log = logging.getLogger("inference_agent.serving.replica")
 
@@ -53,13 +53,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     server.start()
     stop = threading.Event()
 
-    def on_signal(signum: int, _frame: object) -> None:
+    def exit_while_warming() -> None:
         if app.state is ReplicaState.WARMING:
-            raise SystemExit(0)  # nothing admitted yet: no work to finish
-        stop.set()
+            os._exit(0)  # nothing admitted yet: no work to finish, and the warm-up does not look at ``stop``
 
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, on_signal)
+    stop_on_signals(stop, first=exit_while_warming)
     threading.Thread(target=_watch_parent, args=(os.getppid(), stop), name="parent-watch", daemon=True).start()
     options = EngineOptions(args.kind, args.engine, args.seed, args.device, threads, args.token_delay_s)
     started = time.monotonic()
