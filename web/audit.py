@@ -1,9 +1,12 @@
-"""The audit log: one row for every change made through the API — who (token id, name, role), what (resource, id,
-action), the resource before and after as the API shows it (secrets redacted), when, and the request id.
+"""The audit log: one row for every change made through the API or the dashboard — who (token id, name, role),
+what (resource, id, action), the resource before and after as the API shows it (secrets redacted), when, and the
+request id.
 
-A route makes its change inside ``Auditor.change(...)``: the store calls run on the connection of one transaction
-and the audit row is written in that same transaction at the end, so a change is never without its row, nor a row
-without its change. Stores written against an ``Engine`` join that transaction through ``JoinedEngine``.
+A change is made inside ``Auditor.change(...)``: the store calls run on the connection of one transaction and the
+audit row is written in that same transaction at the end, so a change is never without its row, nor a row without
+its change. Stores written against an ``Engine`` join that transaction through ``JoinedEngine``. Each change has one
+function in its route module (``web.routes.pools.apply_pool_scale``, ...) that the API route and the dashboard's
+form action both call, so the row, the validation and the refusals cannot drift apart.
 """
 
 from __future__ import annotations
@@ -160,6 +163,11 @@ class Auditor:
         self._request = request
         self._clock = clock
 
+    @property
+    def caller(self) -> TokenInfo:
+        """Who acts: the token the API's role check or the dashboard's session check accepted for this request."""
+        return self._caller()
+
     @contextmanager
     def change(self, resource: str, action: str, resource_id: str = "") -> Iterator[Change]:
         """One transaction for the change and its audit row; an exception rolls back both and writes nothing."""
@@ -184,7 +192,9 @@ class Auditor:
     def _caller(self) -> TokenInfo:
         caller = getattr(self._request.state, "caller", None)
         if not isinstance(caller, TokenInfo):
-            raise RuntimeError("an audited route must declare its role dependency (web.auth.require)")
+            raise RuntimeError(
+                "an audited route must declare its role dependency (web.auth.require, or the dashboard's signed_in)"
+            )
         return caller
 
 

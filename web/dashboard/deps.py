@@ -1,9 +1,10 @@
 """The dashboard's dependencies, each declared once: who is signed in with which role, and the CSRF-checked form.
 
 ``signed_in(role)`` is the one role check of every page and form action: no session → a redirect to ``/login``; a
-session whose token was revoked or changed role → the same; a role below ``role`` → 403. ``CsrfForm`` is the one
-CSRF check of every form: the posted ``csrf_token`` must be the one bound to the session (or, on the login form, to
-the pre-login cookie).
+session whose token was revoked or changed role → the same; a role below ``role`` → 403. It keeps the session's token
+on the request as the caller, so a form's change is audited with the dashboard user's token as its actor, exactly as
+the same change made through the API with that token. ``CsrfForm`` is the one CSRF check of every form: the posted
+``csrf_token`` must be the one bound to the session (or, on the login form, to the pre-login cookie).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from starlette.datastructures import FormData
 from web.auth import ServicesDep
 from web.dashboard.session import Session
 from web.dashboard.state import DashboardState
+from web.etags import parse_if_match
 from web.services import AppServices
-from web.tokens import ROLE_RANK, Role
+from web.tokens import ROLE_RANK, Role, TokenInfo
 
 SESSION_COOKIE = "fp_session"
 LOGIN_COOKIE = "fp_login"  # the pre-login nonce the login form's CSRF token is bound to
@@ -73,23 +75,32 @@ class DashboardUser:
         return ROLE_RANK.get(self.role, 0) >= ROLE_RANK.get(Role(role), len(ROLE_RANK) + 1)
 
 
-def current_session(request: Request, state: DashboardState, services: AppServices) -> Session | None:
-    """The request's session if its cookie is valid and its token still exists with the same role."""
+def session_token(request: Request, state: DashboardState, services: AppServices) -> tuple[Session, TokenInfo] | None:
+    """The request's session and its token, if the cookie is valid and the token still exists with the same role."""
     session = state.sessions.read(request.cookies.get(SESSION_COOKIE), now=services.clock())
     if session is None:
         return None
     token = services.tokens.get(session.token_id)
-    return session if token is not None and token.role is session.role else None
+    return (session, token) if token is not None and token.role is session.role else None
+
+
+def current_session(request: Request, state: DashboardState, services: AppServices) -> Session | None:
+    found = session_token(request, state, services)
+    return found[0] if found is not None else None
 
 
 def signed_in(needed: Role) -> Callable[[Request, DashboardState, AppServices], DashboardUser]:
+    """The role check; the session's token (re-read on this request) becomes the caller the audit log names."""
+
     def dependency(request: Request, state: StateDep, services: ServicesDep) -> DashboardUser:
-        session = current_session(request, state, services)
-        if session is None:
+        found = session_token(request, state, services)
+        if found is None:
             raise LoginRequired(request.url.path)
+        session, token = found
         user = DashboardUser(session, state.sessions.csrf_token(session.nonce))
         if not user.can(needed.value):
             raise RoleTooLow(session.role, needed)
+        request.state.caller = token
         return user
 
     return dependency
@@ -117,6 +128,12 @@ def field(form: FormData, name: str) -> str:
     """A text field of the form, stripped ('' when absent or a file)."""
     value: Any = form.get(name)
     return value.strip() if isinstance(value, str) else ""
+
+
+def posted_version(form: FormData) -> frozenset[int] | None:
+    """The resource version the form was rendered at (its hidden ``version`` field), checked as the API checks an
+    ``If-Match``: None when absent (any version will do); a value that is no version matches none."""
+    return parse_if_match(field(form, "version") or None)
 
 
 def validation_problem(exc: ValidationError) -> tuple[str, str]:

@@ -12,9 +12,9 @@ from alerting.alert_store import AlertStore, SilenceStore
 from alerting.lifecycle import Alert, AlertStatus
 from alerting.silences import Matcher, MatchOp, Silence, silenced
 from collector.errors import InvalidQuery
-from web.audit import AuditorDep
+from web.audit import Auditor, AuditorDep
 from web.auth import OperatorToken, ServicesDep, ViewerToken
-from web.errors import ERROR_RESPONSES, error_responses, not_found, refused
+from web.errors import ERROR_RESPONSES, ApiError, error_responses, not_found, refused
 from web.pagination import Cursor, PageLimit, before_id, next_cursor
 from web.timeparam import parse_time
 
@@ -162,21 +162,29 @@ def _window(body: SilenceIn, now: float) -> tuple[float, float]:
     return starts, ends
 
 
-@router.post("/silences", status_code=status.HTTP_201_CREATED)
-def create_silence(body: SilenceIn, services: ServicesDep, caller: OperatorToken, audit: AuditorDep) -> SilenceOut:
-    now = services.clock()
-    starts, ends = _window(body, now)
+def apply_silence_create(audit: Auditor, body: SilenceIn, *, now: float) -> Silence:
+    """Silence by matchers, audited as ("silence", "create"): the API's POST and the dashboard's silence form. The
+    silence is created by the acting token's name; a bad window is refused 422 naming ``starts_at`` or ``ends_at``."""
+    try:
+        starts, ends = _window(body, now)
+    except InvalidQuery as exc:  # answered as the API's InvalidQuery handler does: 422 naming the field
+        raise ApiError(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
     try:
         matchers = [Matcher(m.name, m.value, m.op) for m in body.matchers]
         with audit.change("silence", "create") as change:
             silence = SilenceStore(change.engine).create(
-                matchers, starts_at=starts, ends_at=ends, created_by=caller.name, comment=body.comment, now=now
+                matchers, starts_at=starts, ends_at=ends, created_by=audit.caller.name, comment=body.comment, now=now
             )
-            answer = _silence_out(silence, now)
-            change.resource_id, change.after = silence.id, answer
+            change.resource_id, change.after = silence.id, _silence_out(silence, now)
     except ValueError as exc:
         raise refused(exc) from None
-    return answer
+    return silence
+
+
+@router.post("/silences", status_code=status.HTTP_201_CREATED)
+def create_silence(body: SilenceIn, services: ServicesDep, _caller: OperatorToken, audit: AuditorDep) -> SilenceOut:
+    now = services.clock()
+    return _silence_out(apply_silence_create(audit, body, now=now), now)
 
 
 @router.get("/silences")
@@ -191,10 +199,8 @@ def list_silences(
     return SilencePage(items=[_silence_out(s, now) for s in found])
 
 
-@router.delete("/silences/{silence_id}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(404))
-def expire_silence(silence_id: str, services: ServicesDep, _token: OperatorToken, audit: AuditorDep) -> Response:
-    """Expire the silence now: its alerts notify again (a firing one at the next evaluation)."""
-    now = services.clock()
+def apply_silence_expire(audit: Auditor, silence_id: str, *, now: float) -> None:
+    """Expire a silence now, audited as ("silence", "expire"): the API's DELETE and the dashboard's expire button."""
     with audit.change("silence", "expire", silence_id) as change:
         store = SilenceStore(change.engine)
         before = next((s for s in store.list() if s.id == silence_id), None)
@@ -202,4 +208,10 @@ def expire_silence(silence_id: str, services: ServicesDep, _token: OperatorToken
             raise not_found(f"no silence {silence_id!r}")
         after = next(s for s in store.list() if s.id == silence_id)
         change.before, change.after = _silence_out(before, now), _silence_out(after, now)
+
+
+@router.delete("/silences/{silence_id}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(404))
+def expire_silence(silence_id: str, services: ServicesDep, _token: OperatorToken, audit: AuditorDep) -> Response:
+    """Expire the silence now: its alerts notify again (a firing one at the next evaluation)."""
+    apply_silence_expire(audit, silence_id, now=services.clock())
     return Response(status_code=status.HTTP_204_NO_CONTENT)

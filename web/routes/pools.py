@@ -18,7 +18,7 @@ from autoscaler.pools import DemandMetric, Mode, Policy, Pool, PoolSpec, PoolSto
 from collector.registry import pool_replicas
 from collector.wire import NAME_PATTERN
 from predictor.store import SubjectKind
-from web.audit import AuditorDep
+from web.audit import Auditor, AuditorDep
 from web.auth import AdminToken, OperatorToken, ServicesDep, ViewerToken
 from web.errors import ERROR_RESPONSES, ApiError, error_responses, not_found, refused
 from web.etags import IfMatch, require_match, tag
@@ -208,6 +208,29 @@ def create_pool(
     return _answer(pool, services, response)
 
 
+def apply_pool_patch(
+    audit: Auditor, name: str, body: PoolPatch, *, now: float, if_match: frozenset[int] | None = None
+) -> Pool:
+    """Edit a pool's settings, audited as ("pool", "update"): the API's PATCH and the dashboard's dry-run switch.
+
+    Refusals are the API's: 404 unknown pool, 412 ``If-Match`` stale, 409 body ``version`` stale, 422 bad value.
+    """
+    fields = body.model_dump(exclude_unset=True, exclude={"version"})
+    nulls = sorted(k for k, v in fields.items() if v is None and k != "replica_capacity")
+    if nulls:  # only replica_capacity may be cleared (null: learn it from the metrics)
+        raise ApiError(status.HTTP_422_UNPROCESSABLE_CONTENT, f"{nulls[0]}: may not be null")
+    try:
+        with audit.change("pool", "update", name) as change:
+            store = PoolStore(change.engine)
+            before = _found(store, name)
+            require_match(if_match, before.version, f"pool {name!r}")
+            pool = store.update(name, _spec_changes(fields), now=now, expected_version=body.version)
+            change.before, change.after = _audited(before, now), _audited(pool, now)
+    except ValueError as exc:
+        raise refused(exc) from None
+    return pool
+
+
 @router.patch("/pools/{name}", responses=error_responses(404, 409, 412))
 def patch_pool(
     name: str,
@@ -218,20 +241,7 @@ def patch_pool(
     if_match: IfMatch,
     response: Response,
 ) -> PoolOut:
-    fields = body.model_dump(exclude_unset=True, exclude={"version"})
-    nulls = sorted(k for k, v in fields.items() if v is None and k != "replica_capacity")
-    if nulls:  # only replica_capacity may be cleared (null: learn it from the metrics)
-        raise ApiError(status.HTTP_422_UNPROCESSABLE_CONTENT, f"{nulls[0]}: may not be null")
-    now = services.clock()
-    try:
-        with audit.change("pool", "update", name) as change:
-            store = PoolStore(change.engine)
-            before = _found(store, name)
-            require_match(if_match, before.version, f"pool {name!r}")
-            pool = store.update(name, _spec_changes(fields), now=now, expected_version=body.version)
-            change.before, change.after = _audited(before, now), _audited(pool, now)
-    except ValueError as exc:
-        raise refused(exc) from None
+    pool = apply_pool_patch(audit, name, body, now=services.clock(), if_match=if_match)
     return _answer(pool, services, response)
 
 
@@ -268,19 +278,21 @@ class ScaleIn(BaseModel):
     )
 
 
-@router.post("/pools/{name}/scale", responses=error_responses(404, 412))
-def scale_pool(
+def apply_pool_scale(
+    audit: Auditor,
     name: str,
     body: ScaleIn,
-    services: ServicesDep,
-    caller: OperatorToken,
-    audit: AuditorDep,
-    if_match: IfMatch,
-    response: Response,
-) -> PoolOut:
-    """Scale by hand: the controller applies ``replicas`` and the policy stands aside until the override ends."""
-    now = services.clock()
-    duration = body.duration_seconds or services.settings.manual_scale_seconds
+    *,
+    now: float,
+    default_duration_seconds: float,
+    if_match: frozenset[int] | None = None,
+) -> Pool:
+    """Scale by hand, audited as ("pool", "scale"): the API's ``/scale`` and the dashboard's scale form.
+
+    The override's reason starts with the acting token's name, so the scaling-event log says who scaled.
+    """
+    caller = audit.caller
+    duration = body.duration_seconds or default_duration_seconds
     reason = f"{caller.name or caller.id}: {body.reason}" if body.reason else f"{caller.name or caller.id}"
     try:
         with audit.change("pool", "scale", name) as change:
@@ -291,4 +303,26 @@ def scale_pool(
             change.before, change.after = _audited(before, now), _audited(pool, now)
     except ValueError as exc:
         raise refused(exc) from None
+    return pool
+
+
+@router.post("/pools/{name}/scale", responses=error_responses(404, 412))
+def scale_pool(
+    name: str,
+    body: ScaleIn,
+    services: ServicesDep,
+    _caller: OperatorToken,
+    audit: AuditorDep,
+    if_match: IfMatch,
+    response: Response,
+) -> PoolOut:
+    """Scale by hand: the controller applies ``replicas`` and the policy stands aside until the override ends."""
+    pool = apply_pool_scale(
+        audit,
+        name,
+        body,
+        now=services.clock(),
+        default_duration_seconds=services.settings.manual_scale_seconds,
+        if_match=if_match,
+    )
     return _answer(pool, services, response)

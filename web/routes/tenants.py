@@ -23,7 +23,7 @@ from isolation.tenants import (
     Tenant,
     TenantStore,
 )
-from web.audit import AuditorDep
+from web.audit import Auditor, AuditorDep
 from web.auth import AdminToken, OperatorToken, ServicesDep, ViewerToken
 from web.errors import ERROR_RESPONSES, error_responses, not_found, refused
 from web.etags import IfMatch, require_match, tag
@@ -142,18 +142,39 @@ def get_tenant(name: str, store: StoreDep, _token: ViewerToken, response: Respon
     return _answer(_found(store, name), response)
 
 
+def apply_tenant_create(audit: Auditor, body: TenantIn, *, now: float) -> Tenant:
+    """Create a tenant, audited as ("tenant", "create"): the API's POST and the dashboard's new-tenant form."""
+    try:
+        quotas = {pool: _spec(q) for pool, q in body.quotas.items()}
+        with audit.change("tenant", "create", body.name) as change:
+            tenant = TenantStore(change.engine).create(body.name, body.slo_class, quotas, now=now)
+            change.after = _audited(tenant)
+    except ValueError as exc:
+        raise refused(exc) from None
+    return tenant
+
+
 @router.post("/tenants", status_code=status.HTTP_201_CREATED, responses=error_responses(404, 409))
 def create_tenant(
     body: TenantIn, services: ServicesDep, _token: AdminToken, audit: AuditorDep, response: Response
 ) -> TenantOut:
+    return _answer(apply_tenant_create(audit, body, now=services.clock()), response)
+
+
+def apply_tenant_patch(
+    audit: Auditor, name: str, body: TenantPatch, *, now: float, if_match: frozenset[int] | None = None
+) -> Tenant:
+    """Change a tenant's SLO class, audited as ("tenant", "update"): the API's PATCH and the dashboard's class form."""
     try:
-        quotas = {pool: _spec(q) for pool, q in body.quotas.items()}
-        with audit.change("tenant", "create", body.name) as change:
-            tenant = TenantStore(change.engine).create(body.name, body.slo_class, quotas, now=services.clock())
-            change.after = _audited(tenant)
+        with audit.change("tenant", "update", name) as change:
+            store = TenantStore(change.engine)
+            before = _found(store, name)
+            require_match(if_match, before.version, f"tenant {name!r}")
+            tenant = store.update(name, body.slo_class, now=now, expected_version=body.version)
+            change.before, change.after = _audited(before), _audited(tenant)
     except ValueError as exc:
         raise refused(exc) from None
-    return _answer(tenant, response)
+    return tenant
 
 
 @router.patch("/tenants/{name}", responses=error_responses(404, 409, 412))
@@ -166,16 +187,7 @@ def patch_tenant(
     if_match: IfMatch,
     response: Response,
 ) -> TenantOut:
-    try:
-        with audit.change("tenant", "update", name) as change:
-            store = TenantStore(change.engine)
-            before = _found(store, name)
-            require_match(if_match, before.version, f"tenant {name!r}")
-            tenant = store.update(name, body.slo_class, now=services.clock(), expected_version=body.version)
-            change.before, change.after = _audited(before), _audited(tenant)
-    except ValueError as exc:
-        raise refused(exc) from None
-    return _answer(tenant, response)
+    return _answer(apply_tenant_patch(audit, name, body, now=services.clock(), if_match=if_match), response)
 
 
 @router.delete("/tenants/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(404, 412))
@@ -187,6 +199,23 @@ def delete_tenant(name: str, _token: AdminToken, audit: AuditorDep, if_match: If
         store.delete(name)
         change.before = _audited(before)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+def apply_quota_put(
+    audit: Auditor, name: str, pool: str, body: QuotaPut, *, now: float, if_match: frozenset[int] | None = None
+) -> Tenant:
+    """Set the tenant's quota on ``pool`` (replacing any), audited as ("quota", "update"): the API's PUT and the
+    dashboard's quota form. A quota that cannot hold with the pool's other tenants is refused 422 naming its field."""
+    try:
+        with audit.change("quota", "update", f"{name}/{pool}") as change:
+            store = TenantStore(change.engine)
+            before = _found(store, name)
+            require_match(if_match, before.version, f"tenant {name!r}")
+            tenant = store.put_quota(name, pool, _spec(body), now=now, expected_version=body.version)
+            change.before, change.after = _audited(before), _audited(tenant)
+    except ValueError as exc:
+        raise refused(exc) from None
+    return tenant
 
 
 @router.put("/tenants/{name}/quotas/{pool}", responses=error_responses(404, 409, 412))
@@ -201,16 +230,7 @@ def put_quota(
     response: Response,
 ) -> TenantOut:
     """Set the tenant's quota on ``pool`` (replacing any); the answer is the tenant with all its quotas."""
-    try:
-        with audit.change("quota", "update", f"{name}/{pool}") as change:
-            store = TenantStore(change.engine)
-            before = _found(store, name)
-            require_match(if_match, before.version, f"tenant {name!r}")
-            tenant = store.put_quota(name, pool, _spec(body), now=services.clock(), expected_version=body.version)
-            change.before, change.after = _audited(before), _audited(tenant)
-    except ValueError as exc:
-        raise refused(exc) from None
-    return _answer(tenant, response)
+    return _answer(apply_quota_put(audit, name, pool, body, now=services.clock(), if_match=if_match), response)
 
 
 @router.delete(

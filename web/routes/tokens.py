@@ -6,7 +6,7 @@ from fastapi import APIRouter, Response, status
 from pydantic import BaseModel, Field
 
 from collector.wire import NAME_PATTERN
-from web.audit import AuditorDep
+from web.audit import Auditor, AuditorDep
 from web.auth import AdminToken, ServicesDep
 from web.errors import ERROR_RESPONSES, error_responses, not_found, refused
 from web.tokens import Role, TokenInfo, TokenStore
@@ -55,26 +55,39 @@ def list_tokens(services: ServicesDep, _token: AdminToken) -> TokenPage:
     return TokenPage(items=[_out(t) for t in services.tokens.list()])
 
 
-@router.post("/tokens", status_code=status.HTTP_201_CREATED)
-def create_token(body: TokenIn, services: ServicesDep, _token: AdminToken, audit: AuditorDep) -> NewTokenOut:
-    """The answer's ``token`` is the only time the secret is shown; the audit log keeps the token without it."""
+def apply_token_create(audit: Auditor, body: TokenIn, *, now: float) -> tuple[TokenInfo, str]:
+    """Create a token, audited as ("token", "create") without its secret: the API's POST and the dashboard's form.
+    Answers the token and its clear text, which the caller shows once."""
     try:
         with audit.change("token", "create") as change:
             store = TokenStore(change.engine, cache_seconds=0)
-            info, clear = store.create(body.role, now=services.clock(), name=body.name, node_id=body.node_id)
+            info, clear = store.create(body.role, now=now, name=body.name, node_id=body.node_id)
             change.resource_id, change.after = info.id, _out(info)
     except ValueError as exc:
         raise refused(exc) from None
+    return info, clear
+
+
+@router.post("/tokens", status_code=status.HTTP_201_CREATED)
+def create_token(body: TokenIn, services: ServicesDep, _token: AdminToken, audit: AuditorDep) -> NewTokenOut:
+    """The answer's ``token`` is the only time the secret is shown; the audit log keeps the token without it."""
+    info, clear = apply_token_create(audit, body, now=services.clock())
     return NewTokenOut(**_out(info).model_dump(), token=clear)
 
 
-@router.delete("/tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(404))
-def delete_token(token_id: str, services: ServicesDep, _caller: AdminToken, audit: AuditorDep) -> Response:
+def apply_token_delete(audit: Auditor, token_id: str, *, verifier: TokenStore) -> None:
+    """Delete (revoke) a token, audited as ("token", "delete"): the API's DELETE and the dashboard's revoke button.
+    ``verifier`` is the store that checks this process's requests: its cache forgets the token at once."""
     with audit.change("token", "delete", token_id) as change:
         store = TokenStore(change.engine, cache_seconds=0)
         before = store.get(token_id)
         if before is None or not store.delete(token_id):
             raise not_found(f"no token {token_id!r}")
         change.before = _out(before)
-    services.tokens.forget_cached()  # this process stops accepting it at once; others within their cache_seconds
+    verifier.forget_cached()  # others stop accepting it within their cache_seconds
+
+
+@router.delete("/tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(404))
+def delete_token(token_id: str, services: ServicesDep, _caller: AdminToken, audit: AuditorDep) -> Response:
+    apply_token_delete(audit, token_id, verifier=services.tokens)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

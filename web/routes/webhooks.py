@@ -4,6 +4,7 @@ addition and removal the same way."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Response, status
@@ -11,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from alerting.outbox import delivery_log
 from alerting.webhooks import MIN_SECRET_LENGTH, TargetKind, Webhook, WebhookStore, validate_url
-from web.audit import AuditorDep
+from web.audit import Auditor, AuditorDep
 from web.auth import AdminToken, ServicesDep, ViewerToken
 from web.errors import ERROR_RESPONSES, error_responses, not_found, refused
 from web.pagination import Cursor, PageLimit, before_id, next_cursor
@@ -97,23 +98,29 @@ def list_webhooks(store: StoreDep, _token: ViewerToken) -> WebhookPage:
     return WebhookPage(items=[_out(h) for h in store.list()])
 
 
-@router.post("/webhooks", status_code=status.HTTP_201_CREATED)
-def create_webhook(body: WebhookIn, services: ServicesDep, _token: AdminToken, audit: AuditorDep) -> WebhookOut:
+def apply_webhook_create(audit: Auditor, body: WebhookIn, *, allowed_hosts: Sequence[str], now: float) -> Webhook:
+    """Add a notification target, audited as ("webhook", "create") with its URL redacted and its secret never: the
+    API's POST and the dashboard's webhook form. A URL outside ``allowed_hosts`` (when set) is refused 422."""
     try:
-        url = validate_url(body.url, services.settings.webhook_allowed_hosts)
+        url = validate_url(body.url, allowed_hosts)
         with audit.change("webhook", "create") as change:
-            hook = WebhookStore(change.engine).create(
-                url, body.secret, kind=body.kind, name=body.name, now=services.clock()
-            )
+            hook = WebhookStore(change.engine).create(url, body.secret, kind=body.kind, name=body.name, now=now)
             change.resource_id, change.after = hook.id, _out(hook)
     except ValueError as exc:
         raise refused(exc) from None
+    return hook
+
+
+@router.post("/webhooks", status_code=status.HTTP_201_CREATED)
+def create_webhook(body: WebhookIn, services: ServicesDep, _token: AdminToken, audit: AuditorDep) -> WebhookOut:
+    hook = apply_webhook_create(
+        audit, body, allowed_hosts=services.settings.webhook_allowed_hosts, now=services.clock()
+    )
     return _out(hook)
 
 
-@router.delete("/webhooks/{webhook_id}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(404))
-def delete_webhook(webhook_id: str, _token: AdminToken, audit: AuditorDep) -> Response:
-    """Notifications not yet delivered to it are dropped."""
+def apply_webhook_delete(audit: Auditor, webhook_id: str) -> None:
+    """Remove a target, audited as ("webhook", "delete"): the API's DELETE and the dashboard's remove button."""
     with audit.change("webhook", "delete", webhook_id) as change:
         store = WebhookStore(change.engine)
         before = store.get(webhook_id)
@@ -121,6 +128,12 @@ def delete_webhook(webhook_id: str, _token: AdminToken, audit: AuditorDep) -> Re
             raise not_found(f"no webhook {webhook_id!r}")
         store.delete(webhook_id)
         change.before = _out(before)
+
+
+@router.delete("/webhooks/{webhook_id}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(404))
+def delete_webhook(webhook_id: str, _token: AdminToken, audit: AuditorDep) -> Response:
+    """Notifications not yet delivered to it are dropped."""
+    apply_webhook_delete(audit, webhook_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

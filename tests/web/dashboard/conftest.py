@@ -1,23 +1,29 @@
-"""Dashboard fixtures: the app in-process, a signed-in client per role, and a node pushing through the real ingest."""
+"""Dashboard fixtures: the app in-process, a signed-in client per role, and a node pushing through the real ingest;
+for the audit tests, a signed-in user whose token is known and the rows the audit log holds."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from sqlalchemy import Engine
 
 from tests.conftest import gpu_sample, pool_sample
 from tests.support.clock import FakeClock
 from web.app import create_app
+from web.audit import AuditEntry, AuditLog
 from web.services import AppServices
-from web.tokens import Role
+from web.tokens import Role, TokenInfo
 
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 GIB = 1 << 30
+SECRET = "s3cret-signing-key-of-enough-length"  # a webhook secret the audit log must never show
+HOOK_URL = "https://user:pw@hooks.example.com/x?key=k"  # credentials the audit log must never show
 
 
 def csrf_of(html: str) -> str:
@@ -88,3 +94,38 @@ def push(
     answer = client.post("/api/v1/ingest", json=body, headers={"Authorization": f"Bearer {clear}"})
     assert answer.status_code == 200, answer.text
     return seq + gpus + 1
+
+
+@dataclass(frozen=True)
+class User:
+    """A signed-in browser and the token it signed in with (its id is the audit rows' actor)."""
+
+    client: TestClient
+    info: TokenInfo
+    clear: str
+
+    def submit(self, path: str, data: dict[str, str], *, csrf: bool = True) -> Any:
+        """Post a form as the browser would: with the page's CSRF token, following the redirect."""
+        token = csrf_of(self.client.get("/settings").text) if csrf else "stale"
+        return self.client.post(path, data={**data, "csrf_token": token})
+
+
+def rows(engine: Engine) -> list[AuditEntry]:
+    """Every audit row, oldest first."""
+    return list(reversed(AuditLog(engine).list(limit=1000)))
+
+
+@pytest.fixture
+def signed_in(app: FastAPI, services: AppServices, clock: FakeClock) -> Iterator[Callable[[str], User]]:
+    """``signed_in("operator")``: a browser signed in with a new token named ``alice`` of that role."""
+    opened: list[TestClient] = []
+
+    def open_as(role: str) -> User:
+        info, clear = services.tokens.create(Role(role), now=clock(), name="alice")
+        client = TestClient(app, raise_server_exceptions=False)
+        opened.append(client)
+        return User(sign_in(client, clear), info, clear)
+
+    yield open_as
+    for client in opened:
+        client.close()

@@ -1,5 +1,6 @@
 """``GET /alerts``: pending, firing and resolved alerts (silenced ones marked), silences (operators create and
-expire them) and every webhook with its delivery log. Reads the alerting room's stores, as its API does."""
+expire them, through the REST API's own functions and so audited as it audits them) and every webhook with its
+delivery log. Reads the alerting room's stores, as its API does."""
 
 from __future__ import annotations
 
@@ -14,13 +15,15 @@ from starlette.datastructures import FormData
 from alerting.alert_store import AlertStore, SilenceStore
 from alerting.lifecycle import AlertStatus
 from alerting.outbox import delivery_log
-from alerting.silences import Matcher, silenced
+from alerting.silences import silenced
 from alerting.webhooks import WebhookStore
+from web.audit import AuditorDep
 from web.auth import ServicesDep
 from web.dashboard.deps import CsrfForm, DashboardUser, Operator, Viewer, field, validation_problem
 from web.dashboard.render import page
 from web.dashboard.security import DashboardRoute
-from web.routes.alerts import SilenceIn
+from web.errors import ApiError
+from web.routes.alerts import SilenceIn, apply_silence_create, apply_silence_expire
 from web.services import AppServices
 
 router = APIRouter(route_class=DashboardRoute)
@@ -83,8 +86,10 @@ def alerts(
 
 
 @router.post("/silences", response_class=HTMLResponse)
-def create_silence(request: Request, user: Operator, form: CsrfForm, services: ServicesDep) -> Response:
-    now = services.clock()
+def create_silence(
+    request: Request, user: Operator, form: CsrfForm, services: ServicesDep, audit: AuditorDep
+) -> Response:
+    """The API's silence POST (``apply_silence_create``) from "alertname=X, pool=y" and a duration in minutes."""
     try:
         minutes = field(form, "duration_minutes") or "60"
         body = SilenceIn.model_validate(
@@ -94,22 +99,23 @@ def create_silence(request: Request, user: Operator, form: CsrfForm, services: S
                 "comment": field(form, "comment"),
             }
         )
-        matchers = [Matcher(m.name, m.value, m.op) for m in body.matchers]
-        duration = body.duration_seconds or 3600.0
-        SilenceStore(services.engine).create(
-            matchers, starts_at=now, ends_at=now + duration, created_by=user.name, comment=body.comment, now=now
-        )
+        apply_silence_create(audit, body, now=services.clock())
     except ValidationError as exc:
         return _page(request, user, services, error=validation_problem(exc)[1], form=form)
-    except ValueError as exc:
+    except ValueError as exc:  # a matcher parse_matchers cannot read
         return _page(request, user, services, error=str(exc), form=form)
+    except ApiError as exc:
+        return _page(request, user, services, error=exc.message, form=form)
     return RedirectResponse("/alerts?done=silenced", status_code=303)
 
 
 @router.post("/silences/{silence_id}/expire", response_class=HTMLResponse)
 def expire_silence(
-    silence_id: str, request: Request, user: Operator, _form: CsrfForm, services: ServicesDep
+    silence_id: str, request: Request, user: Operator, _form: CsrfForm, services: ServicesDep, audit: AuditorDep
 ) -> Response:
-    if not SilenceStore(services.engine).expire(silence_id, now=services.clock()):
-        return _page(request, user, services, error=f"no silence {silence_id!r}")
+    """The API's silence DELETE (``apply_silence_expire``)."""
+    try:
+        apply_silence_expire(audit, silence_id, now=services.clock())
+    except ApiError as exc:
+        return _page(request, user, services, error=exc.message)
     return RedirectResponse("/alerts?done=expired", status_code=303)

@@ -1,25 +1,37 @@
 """``GET /pools`` and ``/pools/{name}``: replicas (ready, running, desired) over time, demand against capacity with
 the forecast's 90 % band and the predicted saturation, the scaling events with their reasons; operators scale by
-hand and switch dry-run with the same store calls the REST API makes."""
+hand and switch dry-run through the REST API's own functions, so each change is checked, refused and audited as the
+API does it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 from starlette.datastructures import FormData
 
-from autoscaler.pools import Mode, Pool, PoolNotFound
+from autoscaler.pools import Pool
 from collector.registry import pool_replicas
 from collector.series import SeriesQuery, pool_replica_history, query_series
 from predictor.store import StoredForecast, SubjectKind
+from web.audit import AuditorDep
 from web.auth import ServicesDep
-from web.dashboard.deps import CsrfForm, DashboardUser, Operator, PageNotFound, Viewer, field, validation_problem
+from web.dashboard.deps import (
+    CsrfForm,
+    DashboardUser,
+    Operator,
+    PageNotFound,
+    Viewer,
+    field,
+    posted_version,
+    validation_problem,
+)
 from web.dashboard.render import page, script_json
 from web.dashboard.security import DashboardRoute
-from web.routes.pools import ScaleIn
+from web.errors import ApiError
+from web.routes.pools import PoolPatch, ScaleIn, apply_pool_patch, apply_pool_scale
 from web.services import AppServices
 
 router = APIRouter(route_class=DashboardRoute)
@@ -141,39 +153,48 @@ def pool_detail(name: str, request: Request, user: Viewer, services: ServicesDep
 
 
 @router.post("/pools/{name}/scale", response_class=HTMLResponse)
-def scale(name: str, request: Request, user: Operator, form: CsrfForm, services: ServicesDep) -> Response:
+def scale(
+    name: str, request: Request, user: Operator, form: CsrfForm, services: ServicesDep, audit: AuditorDep
+) -> Response:
+    """The API's scale (``apply_pool_scale``): the same checks, refusals and audit row; the form's hidden version
+    stands for the API's ``If-Match``, so a pool that another operator changed meanwhile is not scaled blindly."""
     try:
         body = ScaleIn.model_validate({"replicas": field(form, "replicas"), "reason": field(form, "reason")})
+        apply_pool_scale(
+            audit,
+            name,
+            body,
+            now=services.clock(),
+            default_duration_seconds=services.settings.manual_scale_seconds,
+            if_match=posted_version(form),
+        )
     except ValidationError as exc:
         at, message = validation_problem(exc)
         return _pool_page(request, user, services, name, form=form, errors={at: message})
-    now = services.clock()
-    reason = f"{user.name}: {body.reason}" if body.reason else user.name
-    try:
-        services.pools.scale_manually(
-            name, body.replicas, until=now + services.settings.manual_scale_seconds, reason=reason, now=now
-        )
-    except PoolNotFound as exc:
-        raise PageNotFound(str(exc)) from None
-    except ValueError as exc:
-        return _pool_page(request, user, services, name, form=form, errors={"replicas": str(exc)})
+    except ApiError as exc:
+        return _refused(request, user, services, name, form, "replicas", exc)
     return RedirectResponse(f"/pools/{name}?done=scaled", status_code=303)
 
 
 @router.post("/pools/{name}/mode", response_class=HTMLResponse)
-def switch_mode(name: str, request: Request, user: Operator, form: CsrfForm, services: ServicesDep) -> Response:
+def switch_mode(
+    name: str, request: Request, user: Operator, form: CsrfForm, services: ServicesDep, audit: AuditorDep
+) -> Response:
+    """The API's PATCH of ``mode`` (``apply_pool_patch``), with the form's version as the body's ``version``."""
     try:
-        mode = Mode(field(form, "mode"))
-        services.pools.update(name, {"mode": mode}, now=services.clock())
-    except PoolNotFound as exc:
-        raise PageNotFound(str(exc)) from None
-    except ValueError:
-        return _pool_page(
-            request,
-            user,
-            services,
-            name,
-            form=form,
-            errors={"mode": f"mode: {field(form, 'mode')!r} is neither act nor dry_run"},
-        )
+        body = PoolPatch.model_validate({"mode": field(form, "mode"), "version": field(form, "version") or None})
+        apply_pool_patch(audit, name, body, now=services.clock())
+    except ValidationError as exc:
+        return _pool_page(request, user, services, name, form=form, errors={"mode": validation_problem(exc)[1]})
+    except ApiError as exc:
+        return _refused(request, user, services, name, form, "mode", exc)
     return RedirectResponse(f"/pools/{name}?done=mode", status_code=303)
+
+
+def _refused(
+    request: Request, user: DashboardUser, services: AppServices, name: str, form: FormData, at: str, exc: ApiError
+) -> HTMLResponse:
+    """An unknown pool is the 404 page; any other refusal is shown by the form ``at``, in the API's words."""
+    if exc.status_code == status.HTTP_404_NOT_FOUND:
+        raise PageNotFound(exc.message)
+    return _pool_page(request, user, services, name, form=form, errors={at: exc.message})

@@ -1,5 +1,6 @@
 """``GET /settings``: API tokens (admins create — the secret shown once — and revoke them), webhooks (admins add and
-remove them) and the routing weights a gateway reads (everyone)."""
+remove them) and the routing weights a gateway reads (everyone). Each change goes through the REST API's own
+function, so it is checked, refused and audited as the API does it."""
 
 from __future__ import annotations
 
@@ -10,15 +11,17 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 from starlette.datastructures import FormData
 
-from alerting.webhooks import TargetKind, WebhookStore, validate_url
+from alerting.webhooks import TargetKind, WebhookStore
 from autoscaler.fleet_state import read_fleet
 from autoscaler.routing import Coefficients, routing_weights
+from web.audit import AuditorDep
 from web.auth import ServicesDep
 from web.dashboard.deps import Admin, CsrfForm, DashboardUser, Viewer, field, validation_problem
 from web.dashboard.render import page
 from web.dashboard.security import DashboardRoute
-from web.routes.tokens import TokenIn
-from web.routes.webhooks import WebhookIn
+from web.errors import ApiError
+from web.routes.tokens import TokenIn, apply_token_create, apply_token_delete
+from web.routes.webhooks import WebhookIn, apply_webhook_create, apply_webhook_delete
 from web.services import AppServices
 from web.tokens import Role
 
@@ -89,31 +92,38 @@ def settings(request: Request, user: Viewer, services: ServicesDep) -> HTMLRespo
 
 
 @router.post("/settings/tokens", response_class=HTMLResponse)
-def create_token(request: Request, user: Admin, form: CsrfForm, services: ServicesDep) -> Response:
-    """Answers the page itself (not a redirect) so the new secret is shown exactly once and never in a URL."""
+def create_token(request: Request, user: Admin, form: CsrfForm, services: ServicesDep, audit: AuditorDep) -> Response:
+    """The API's token POST (``apply_token_create``). Answers the page itself (not a redirect) so the new secret is
+    shown exactly once and never in a URL."""
     try:
         body = TokenIn.model_validate(
             {"role": field(form, "role"), "name": field(form, "name"), "node_id": field(form, "node_id") or None}
         )
-        _info, clear = services.tokens.create(body.role, now=services.clock(), name=body.name, node_id=body.node_id)
+        _info, clear = apply_token_create(audit, body, now=services.clock())
     except ValidationError as exc:
         return _page(request, user, services, status_code=422, error=validation_problem(exc)[1], form=form)
-    except ValueError as exc:
-        return _page(request, user, services, status_code=422, error=str(exc), form=form)
+    except ApiError as exc:
+        return _page(request, user, services, status_code=exc.status_code, error=exc.message, form=form)
     response = _page(request, user, services, status_code=201, new_token=clear)
     response.headers["Cache-Control"] = "no-store"
     return response
 
 
 @router.post("/settings/tokens/{token_id}/revoke", response_class=HTMLResponse)
-def revoke_token(token_id: str, request: Request, user: Admin, _form: CsrfForm, services: ServicesDep) -> Response:
-    if not services.tokens.delete(token_id):
-        return _page(request, user, services, status_code=404, error=f"no token {token_id!r}")
+def revoke_token(
+    token_id: str, request: Request, user: Admin, _form: CsrfForm, services: ServicesDep, audit: AuditorDep
+) -> Response:
+    """The API's token DELETE (``apply_token_delete``): its sessions and API calls stop working."""
+    try:
+        apply_token_delete(audit, token_id, verifier=services.tokens)
+    except ApiError as exc:
+        return _page(request, user, services, status_code=exc.status_code, error=exc.message)
     return RedirectResponse("/settings?done=revoked", status_code=303)
 
 
 @router.post("/settings/webhooks", response_class=HTMLResponse)
-def add_webhook(request: Request, user: Admin, form: CsrfForm, services: ServicesDep) -> Response:
+def add_webhook(request: Request, user: Admin, form: CsrfForm, services: ServicesDep, audit: AuditorDep) -> Response:
+    """The API's webhook POST (``apply_webhook_create``)."""
     try:
         body = WebhookIn.model_validate(
             {
@@ -123,17 +133,21 @@ def add_webhook(request: Request, user: Admin, form: CsrfForm, services: Service
                 "name": field(form, "name"),
             }
         )
-        url = validate_url(body.url, services.settings.webhook_allowed_hosts)
-        WebhookStore(services.engine).create(url, body.secret, kind=body.kind, name=body.name, now=services.clock())
+        apply_webhook_create(audit, body, allowed_hosts=services.settings.webhook_allowed_hosts, now=services.clock())
     except ValidationError as exc:
         return _page(request, user, services, status_code=422, error=validation_problem(exc)[1], form=form)
-    except ValueError as exc:
-        return _page(request, user, services, status_code=422, error=str(exc), form=form)
+    except ApiError as exc:
+        return _page(request, user, services, status_code=exc.status_code, error=exc.message, form=form)
     return RedirectResponse("/settings?done=hook", status_code=303)
 
 
 @router.post("/settings/webhooks/{hook_id}/delete", response_class=HTMLResponse)
-def delete_webhook(hook_id: str, request: Request, user: Admin, _form: CsrfForm, services: ServicesDep) -> Response:
-    if not WebhookStore(services.engine).delete(hook_id):
-        return _page(request, user, services, status_code=404, error=f"no webhook {hook_id!r}")
+def delete_webhook(
+    hook_id: str, request: Request, user: Admin, _form: CsrfForm, services: ServicesDep, audit: AuditorDep
+) -> Response:
+    """The API's webhook DELETE (``apply_webhook_delete``)."""
+    try:
+        apply_webhook_delete(audit, hook_id)
+    except ApiError as exc:
+        return _page(request, user, services, status_code=exc.status_code, error=exc.message)
     return RedirectResponse("/settings?done=unhooked", status_code=303)

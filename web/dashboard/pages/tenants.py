@@ -1,6 +1,7 @@
 """``GET /tenants``: tenants with their SLO class, quotas per pool (editable by operators), usage against each quota
-and the enforcer's throttles and restores. A quota is checked by the same model and store the REST API uses, so an
-impossible one (more GPU memory than the pool's GPUs have, SM shares past 100 %) is refused with the same message."""
+and the enforcer's throttles and restores. Every edit goes through the REST API's own function, so
+an impossible quota (more GPU memory than the pool's GPUs have, SM shares past 100 %) is refused with the same
+message, and each change is audited as the API audits it."""
 
 from __future__ import annotations
 
@@ -9,20 +10,37 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 from starlette.datastructures import FormData
 
 from collector.registry import LatestSeries, NodeStatus, node_statuses, read_latest
 from collector.wire import NAME_PATTERN
-from isolation.tenants import QUOTA_FIELDS, QuotaSpec, SloClass, TenantStore
-from isolation.validation import QuotaConflict
+from isolation.tenants import QUOTA_FIELDS, SloClass, TenantStore
+from web.audit import AuditorDep
 from web.auth import ServicesDep
-from web.dashboard.deps import Admin, CsrfForm, DashboardUser, Operator, Viewer, field, validation_problem
+from web.dashboard.deps import (
+    Admin,
+    CsrfForm,
+    DashboardUser,
+    Operator,
+    PageNotFound,
+    Viewer,
+    field,
+    validation_problem,
+)
 from web.dashboard.render import page
 from web.dashboard.security import DashboardRoute
-from web.routes.tenants import Quota, TenantIn
+from web.errors import ApiError
+from web.routes.tenants import (
+    QuotaPut,
+    TenantIn,
+    TenantPatch,
+    apply_quota_put,
+    apply_tenant_create,
+    apply_tenant_patch,
+)
 from web.services import AppServices
 
 router = APIRouter(route_class=DashboardRoute)
@@ -92,50 +110,75 @@ def tenants(request: Request, user: Viewer, services: ServicesDep) -> HTMLRespon
 
 
 def _quota_body(form: FormData) -> dict[str, Any]:
-    """The form's quota fields; an empty field is no limit (null), as in the API."""
-    return {name: field(form, name) or None for name in QUOTA_FIELDS}
+    """The form's quota fields and version; an empty field is no limit (null), as in the API."""
+    return {**{name: field(form, name) or None for name in QUOTA_FIELDS}, "version": field(form, "version") or None}
+
+
+def _refused(where: dict[str, str], at: str, message: str) -> dict[str, str]:
+    """The inline error of the form ``where`` names: the field ``at`` fault ('' for none) and the message."""
+    return {**where, "field": at, "message": message}
+
+
+def _shown_by_form(exc: ApiError) -> ApiError:
+    """The refusal to show by its form; a tenant that no longer exists has no form, so the 404 page says so instead."""
+    if exc.status_code == status.HTTP_404_NOT_FOUND:
+        raise PageNotFound(exc.message)
+    return exc
 
 
 @router.post("/tenants/{name}/quotas", response_class=HTMLResponse)
-def put_quota(name: str, request: Request, user: Operator, form: CsrfForm, services: ServicesDep) -> Response:
+def put_quota(
+    name: str, request: Request, user: Operator, form: CsrfForm, services: ServicesDep, audit: AuditorDep
+) -> Response:
+    """The API's quota PUT (``apply_quota_put``): an impossible quota is refused with the API's message."""
     pool = field(form, "pool")
     where = {"form": f"{name}/{pool}", "tenant": name, "pool": pool}
     try:
         if not re.fullmatch(NAME_PATTERN, pool):  # the pool name as the API's path checks it
-            raise QuotaConflict("pool", f"{pool!r} is not a pool name (letters, digits, . _ : -)")
-        quota = Quota.model_validate(_quota_body(form))
-        spec = QuotaSpec(**quota.model_dump(include=set(Quota.model_fields)))
-        version = int(field(form, "version")) if field(form, "version") else None
-        TenantStore(services.engine).put_quota(name, pool, spec, now=services.clock(), expected_version=version)
+            raise ApiError(
+                status.HTTP_422_UNPROCESSABLE_CONTENT, f"pool: {pool!r} is not a pool name (letters, digits, . _ : -)"
+            )
+        body = QuotaPut.model_validate(_quota_body(form))
+        apply_quota_put(audit, name, pool, body, now=services.clock())
     except ValidationError as exc:
         at, message = validation_problem(exc)
-        return _page(request, user, services, form=form, error={**where, "field": at, "message": message})
-    except QuotaConflict as exc:
-        return _page(request, user, services, form=form, error={**where, "field": exc.field, "message": str(exc)})
-    except (LookupError, ValueError) as exc:
-        return _page(request, user, services, form=form, error={**where, "field": "", "message": str(exc)})
+        return _page(request, user, services, form=form, error=_refused(where, at, message))
+    except ApiError as exc:
+        refusal = _shown_by_form(exc)
+        return _page(request, user, services, form=form, error=_refused(where, refusal.field or "", refusal.message))
     return RedirectResponse("/tenants?done=quota", status_code=303)
 
 
 @router.post("/tenants/{name}/class", response_class=HTMLResponse)
-def set_class(name: str, request: Request, user: Operator, form: CsrfForm, services: ServicesDep) -> Response:
+def set_class(
+    name: str, request: Request, user: Operator, form: CsrfForm, services: ServicesDep, audit: AuditorDep
+) -> Response:
+    """The API's tenant PATCH (``apply_tenant_patch``), with the form's version as the body's ``version``."""
+    where = {"form": f"{name}/class", "tenant": name}
     try:
-        TenantStore(services.engine).update(name, SloClass(field(form, "slo_class")), now=services.clock())
-    except (LookupError, ValueError) as exc:
-        where = {"form": f"{name}/class", "tenant": name, "field": "slo_class", "message": str(exc)}
-        return _page(request, user, services, form=form, error=where)
+        body = TenantPatch.model_validate(
+            {"slo_class": field(form, "slo_class"), "version": field(form, "version") or None}
+        )
+        apply_tenant_patch(audit, name, body, now=services.clock())
+    except ValidationError as exc:
+        return _page(request, user, services, form=form, error=_refused(where, "slo_class", validation_problem(exc)[1]))
+    except ApiError as exc:
+        return _page(
+            request, user, services, form=form, error=_refused(where, "slo_class", _shown_by_form(exc).message)
+        )
     return RedirectResponse("/tenants?done=class", status_code=303)
 
 
 @router.post("/tenants", response_class=HTMLResponse)
-def create(request: Request, user: Admin, form: CsrfForm, services: ServicesDep) -> Response:
+def create(request: Request, user: Admin, form: CsrfForm, services: ServicesDep, audit: AuditorDep) -> Response:
+    """The API's tenant POST (``apply_tenant_create``), without quotas (they are added one by one after)."""
     where = {"form": "new", "tenant": field(form, "name")}
     try:
         body = TenantIn.model_validate({"name": field(form, "name"), "slo_class": field(form, "slo_class")})
-        TenantStore(services.engine).create(body.name, body.slo_class, {}, now=services.clock())
+        apply_tenant_create(audit, body, now=services.clock())
     except ValidationError as exc:
         at, message = validation_problem(exc)
-        return _page(request, user, services, form=form, error={**where, "field": at, "message": message})
-    except (LookupError, ValueError) as exc:
-        return _page(request, user, services, form=form, error={**where, "field": "name", "message": str(exc)})
+        return _page(request, user, services, form=form, error=_refused(where, at, message))
+    except ApiError as exc:
+        return _page(request, user, services, form=form, error=_refused(where, "name", exc.message))
     return RedirectResponse("/tenants?done=created", status_code=303)
