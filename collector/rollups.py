@@ -4,18 +4,24 @@ Each run re-rolls the last ``lookback_seconds`` before its watermark (samples ar
 their bucket), rolls every minute closed since, and re-rolls the (node, minute) pairs the ingest path put in
 ``rollup_backlog`` because they arrived later than that (a spool replayed after an outage). Rows are upserted, so
 re-rolling a bucket replaces it: the job is idempotent. Work goes in short transactions of ``chunk_seconds`` of
-sample time, so a run never holds the single SQLite writer for long or loads a day of samples at once.
+sample time (one minute by default), so a run never holds the single SQLite writer for long.
+
+Memory per run is bounded by one chunk, not by the range rolled: raw rows are fetched ``RAW_FETCH_ROWS`` at a time (a
+server-side cursor on PostgreSQL) and folded into per-bucket arrays of doubles as they arrive, never kept as rows.
+Loading the whole range as rows (the lookback's 11 minutes in one 600 s chunk) cost ~1.8 GB at its peak for
+150 nodes × 8 GPUs at 2 Hz (2 M rows); glibc kept most of it after each run, and the server grew from 124 MB to
+2 GB in 7 minutes (docs/benchmarks.md, "soak").
 """
 
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, bindparam, delete, func, or_, select
+from sqlalchemy import ColumnElement, Connection, Engine, Result, and_, bindparam, delete, func, or_, select
 
 from collector.aggregate import Stat, reduce_values
 from collector.catalog import METRIC_NAMES
@@ -45,6 +51,8 @@ RAW_COLUMNS = (
 )
 _FIRST_METRIC = 4
 _STATS: tuple[Stat, ...] = tuple(Stat(s) for s in ROLLUP_STATS)
+# Raw rows fetched from the database at a time: what a run holds of them at once, besides the chunk's values.
+RAW_FETCH_ROWS = 5_000
 
 BucketKey = tuple[str, int, str, float]
 
@@ -67,23 +75,59 @@ def bucket_start(ts: float) -> float:
     return ts // ROLLUP_BUCKET_SECONDS * ROLLUP_BUCKET_SECONDS
 
 
+class _BucketValues:
+    """One (series, minute)'s samples as they are read: how many, and each metric's values as 8-byte doubles.
+
+    Kept instead of the rows themselves: a row of 16 columns is ~0.5 KB of Python objects, its values here ~40 bytes.
+    """
+
+    __slots__ = ("samples", "values")
+
+    def __init__(self) -> None:
+        self.samples = 0
+        self.values: list[array[float] | None] = [None] * len(METRIC_NAMES)
+
+    def add(self, metrics: Sequence[Any]) -> None:
+        """Take one raw row's metric values (catalog order; None where the sample did not carry the metric)."""
+        self.samples += 1
+        for index, value in enumerate(metrics):
+            if value is not None:
+                column = self.values[index]
+                if column is None:
+                    column = self.values[index] = array("d")
+                column.append(value)
+
+
 def rollup_rows(raw: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
-    """One ``rollups_1m`` row per (series, minute) of ``raw`` rows laid out as ``RAW_COLUMNS``, sorted by key."""
-    groups: dict[BucketKey, list[Sequence[Any]]] = defaultdict(list)
+    """One ``rollups_1m`` row per (series, minute) of ``raw`` rows laid out as ``RAW_COLUMNS``, sorted by key.
+
+    ``raw`` is consumed as it is iterated and no row is kept: memory is the values of the minutes it covers.
+    """
+    buckets: dict[BucketKey, _BucketValues] = {}
     for row in raw:
-        groups[(row[0], row[1], row[2], bucket_start(row[3]))].append(row)
-    return [_bucket_row(key, rows) for key, rows in sorted(groups.items())]
+        key = (row[0], row[1], row[2], bucket_start(row[3]))
+        bucket = buckets.get(key)
+        if bucket is None:
+            bucket = buckets[key] = _BucketValues()
+        bucket.add(row[_FIRST_METRIC:])
+    return [_bucket_row(key, buckets[key]) for key in sorted(buckets)]
 
 
-def _bucket_row(key: BucketKey, rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
+def _bucket_row(key: BucketKey, bucket: _BucketValues) -> dict[str, Any]:
     """Min/mean/max/p99 of each metric over one bucket; NULL where no sample carried the metric (never 0)."""
-    node_id, device, pool, bucket = key
-    out: dict[str, Any] = {"node_id": node_id, "device": device, "pool": pool, "bucket": bucket, "samples": len(rows)}
-    for offset, name in enumerate(METRIC_NAMES, start=_FIRST_METRIC):
-        values = [float(row[offset]) for row in rows if row[offset] is not None]
+    node_id, device, pool, start = key
+    out: dict[str, Any] = {"node_id": node_id, "device": device, "pool": pool, "bucket": start}
+    out["samples"] = bucket.samples
+    for name, values in zip(METRIC_NAMES, bucket.values, strict=True):
         for stat in _STATS:
             out[rollup_column(name, stat.value)] = reduce_values(values, stat) if values else None
     return out
+
+
+def read_raw(conn: Connection, where: ColumnElement[bool]) -> Result[Any]:
+    """The raw rows matching ``where`` as ``RAW_COLUMNS``, fetched ``RAW_FETCH_ROWS`` at a time (PostgreSQL: from a
+    server-side cursor) rather than the whole result at once."""
+    return conn.execute(select(*RAW_COLUMNS).where(where).execution_options(yield_per=RAW_FETCH_ROWS))
 
 
 class RollupJob:
@@ -94,7 +138,7 @@ class RollupJob:
         engine: Engine,
         *,
         lookback_seconds: float = 600.0,
-        chunk_seconds: float = 600.0,
+        chunk_seconds: float = ROLLUP_BUCKET_SECONDS,
         backlog_batch: int = 100,
     ) -> None:
         if chunk_seconds < ROLLUP_BUCKET_SECONDS or chunk_seconds % ROLLUP_BUCKET_SECONDS:
@@ -165,7 +209,7 @@ class RollupJob:
             low = max(cursor, bucket_start(first))
             high = min(low + self._chunk_seconds, end)
             with self._engine.begin() as conn:
-                rows = rollup_rows(conn.execute(select(*RAW_COLUMNS).where(samples.c.ts >= low, samples.c.ts < high)))
+                rows = rollup_rows(read_raw(conn, and_(samples.c.ts >= low, samples.c.ts < high)))
                 if rows:
                     conn.execute(self._upsert, rows)
                 if stored is None or high > stored:
@@ -221,7 +265,7 @@ class RollupJob:
             )
         )
         # A minute whose samples retention already removed yields no rows: its old rollup stays as it was.
-        rows = rollup_rows(conn.execute(select(*RAW_COLUMNS).where(in_pairs)))
+        rows = rollup_rows(read_raw(conn, in_pairs))
         if rows:
             conn.execute(self._upsert, rows)
         return len(rows)
