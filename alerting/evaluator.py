@@ -18,7 +18,7 @@ from sqlalchemy import Engine
 
 from alerting.alert_store import AlertStore, OutboxRow, SilenceStore, with_ids
 from alerting.evaluate import changed, evaluate, mark_notified
-from alerting.gather import gather
+from alerting.gather import WindowEdges, gather
 from alerting.lifecycle import Alert, AlertStatus, Transition, TransitionKind
 from alerting.payload import Group, alertmanager_alerts, encode, group, webhook_payload
 from alerting.rule_store import RuleStore
@@ -60,6 +60,7 @@ class Evaluator:
         self.lease = Lease(engine, LEASE_NAME, holder, settings.lease_seconds)
         self.alerts = AlertStore(engine)
         self._state: dict[int, dict[str, Alert]] | None = None
+        self._edges = WindowEdges()
 
     def run(self, now: float) -> list[Transition]:
         """One tick; the transitions notified (silenced ones left out), empty when another server leads."""
@@ -96,6 +97,7 @@ class Evaluator:
                 now,
                 fresh_seconds=s.fresh_seconds,
                 down_after_seconds=s.down_after_seconds,
+                edges=self._edges,
             )
         result = evaluate(rules, inputs, previous, now, unseen_resolve_seconds=s.unseen_resolve_seconds)
         quiet = SilenceStore(self.engine).list(active_at=now)

@@ -28,6 +28,7 @@ from isolation.events import enforcement_events
 from predictor.store import forecasts
 
 EDGE_SECONDS = 120.0  # how far into a rate-of-change window its first sample is looked for
+SeriesKey = tuple[str, int | None, str | None]  # node, device, pool
 
 
 @dataclass(frozen=True)
@@ -53,15 +54,25 @@ def needs(rules: Sequence[Rule]) -> Needs:
 
 
 def gather(
-    conn: Connection, rules: Sequence[Rule], now: float, *, fresh_seconds: float, down_after_seconds: float
+    conn: Connection,
+    rules: Sequence[Rule],
+    now: float,
+    *,
+    fresh_seconds: float,
+    down_after_seconds: float,
+    edges: WindowEdges | None = None,
 ) -> Inputs:
+    """The inputs of ``rules`` at ``now``; ``edges`` (kept by the evaluator between ticks) spares rate-of-change
+    rules their raw-sample read on most ticks."""
     want = needs(rules)
+    edges = edges if edges is not None else WindowEdges()
+    edges.keep_only(rules)
     readings = _readings(conn) if want.readings else []
     last_seen = {r.id: r.last_seen for r in conn.execute(select(nodes.c.id, nodes.c.last_seen))}
     windowed = {}
     for rule in rules:
         if rule.spec.kind is RuleKind.RATE_OF_CHANGE:
-            windowed[rule.id] = _changes(conn, rule, readings, now)
+            windowed[rule.id] = _changes(edges.first_values(conn, rule, now), rule, readings)
         elif rule.spec.stat is not None:
             windowed[rule.id] = _rollup_stats(conn, rule, now, last_seen, fresh_seconds)
     return Inputs(
@@ -79,7 +90,7 @@ def _readings(conn: Connection) -> list[Reading]:
     return [Reading(s.node_id, s.device, s.pool, s.ts, reading_values(s.metrics, s.extra)) for s in read_latest(conn)]
 
 
-def _key(node: str, device: int, pool: str) -> tuple[str, int | None, str | None]:
+def _key(node: str, device: int, pool: str) -> SeriesKey:
     return node, None if device == NO_DEVICE else device, None if pool == NO_POOL else pool
 
 
@@ -104,7 +115,32 @@ def _rollup_stats(
     return out
 
 
-def _changes(conn: Connection, rule: Rule, readings: Sequence[Reading], now: float) -> list[Reading]:
+class WindowEdges:
+    """Each rate-of-change rule's first values near its window start, re-read at most every ``window / 60`` seconds
+    instead of every tick: a 1-hour window's start then drifts up to 60 s (1.7 % of the window), and its raw-sample
+    read (every series' first ``EDGE_SECONDS`` of samples) runs once a minute, not once a second — at 150 nodes × 10
+    series at 2 Hz that read is ~360,000 rows. Keyed by rule id and version, so an edited rule reads afresh."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[int, int], tuple[float, dict[SeriesKey, float]]] = {}
+
+    def first_values(self, conn: Connection, rule: Rule, now: float) -> dict[SeriesKey, float]:
+        assert rule.spec.window_seconds is not None
+        key = (rule.id, rule.version)
+        cached = self._cache.get(key)
+        if cached is not None and 0 <= now - cached[0] < max(1.0, rule.spec.window_seconds / 60):
+            return cached[1]
+        first = _first_values(conn, rule, now)
+        self._cache[key] = (now, first)
+        return first
+
+    def keep_only(self, rules: Sequence[Rule]) -> None:
+        """Forget rules deleted, disabled or edited since."""
+        live = {(r.id, r.version) for r in rules}
+        self._cache = {k: v for k, v in self._cache.items() if k in live}
+
+
+def _first_values(conn: Connection, rule: Rule, now: float) -> dict[SeriesKey, float]:
     spec = rule.spec
     assert spec.metric is not None and spec.window_seconds is not None
     start = now - spec.window_seconds
@@ -115,18 +151,24 @@ def _changes(conn: Connection, rule: Rule, readings: Sequence[Reading], now: flo
         .where(samples.c.ts >= start, samples.c.ts <= start + min(EDGE_SECONDS, spec.window_seconds / 2))
         .order_by(samples.c.ts)
     )
-    first: dict[tuple[str, int | None, str | None], float] = {}
+    first: dict[SeriesKey, float] = {}
     for row in conn.execute(query):
         key = _key(row[0], row[1], row[2])
         value = row[3] if catalog else reading_values({}, row[3]).get(spec.metric)
         if key not in first and value is not None:
             first[key] = float(value)
+    return first
+
+
+def _changes(first: dict[SeriesKey, float], rule: Rule, readings: Sequence[Reading]) -> list[Reading]:
+    metric = rule.spec.metric
+    assert metric is not None
     out = []
     for r in readings:
-        begin, latest = first.get((r.node, r.device, r.pool)), r.values.get(spec.metric)
+        begin, latest = first.get((r.node, r.device, r.pool)), r.values.get(metric)
         if begin is not None and latest is not None:
             change = latest - begin if latest >= begin else latest  # went down: a reset, counted from zero
-            out.append(Reading(r.node, r.device, r.pool, r.ts, {spec.metric: change}))
+            out.append(Reading(r.node, r.device, r.pool, r.ts, {metric: change}))
     return out
 
 
