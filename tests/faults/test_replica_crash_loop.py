@@ -1,6 +1,7 @@
 """A replica that crashes as it starts, again and again: the agent's supervisor restarts it after a back-off that
-doubles (1 s, 2 s, 4 s, ...), not in a tight loop, and the agent's /metrics report the crashes and the back-off
-while the agent itself stays healthy and keeps pushing.
+doubles (1 s, 2 s, 4 s, ...), not in a tight loop, the agent's /metrics report the crashes and the back-off while the
+agent itself stays healthy and keeps pushing, and the server's default ReplicaCrashLooping alert fires for the pool
+(the agent's pool reading carries the consecutive crashes).
 
 The crash is real (the replica process exits 3 at start); it is injected through ``sitecustomize`` on the agent's
 PYTHONPATH (tests/faults/crashing_replica/), which only replica processes act on.
@@ -48,6 +49,19 @@ def pool_figures(metrics_url: str) -> dict[str, float]:
     return figures
 
 
+def crash_loop_alert(fleet: Fleet, timeout_s: float = 10.0) -> tuple[str, str] | None:
+    """The server's ReplicaCrashLooping alert as (status, pool), once it fires (None if it does not in time)."""
+    headers = {"Authorization": f"Bearer {fleet.server.admin_token}"}
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        alerts = httpx.get(f"{fleet.server.url}/api/v1/alerts?state=firing", headers=headers, timeout=5).json()
+        for alert in alerts["items"]:
+            if alert["labels"].get("alertname") == "ReplicaCrashLooping":
+                return alert["status"], alert["labels"].get("pool", "")
+        time.sleep(0.5)
+    return None
+
+
 def test_a_crash_looping_replica_is_restarted_with_a_growing_backoff(fleet: Fleet) -> None:
     env = {"PYTHONPATH": str(CRASHING_REPLICA), "FLEETPILOT_REPLICA_ENGINE": "fake"}
     agent = fleet.start_agent(env=env, workload="builtin", pools=f"{POOL}=text:1", serve_port=free_port())
@@ -62,6 +76,7 @@ def test_a_crash_looping_replica_is_restarted_with_a_growing_backoff(fleet: Flee
             seen_backoff |= figures.get("backoff", 0) == 1
             time.sleep(0.05)
         assert httpx.get(f"{agent.metrics_url}/healthz", timeout=5).status_code == 200
+        assert crash_loop_alert(fleet) == ("firing", POOL)
         rows = fleet.stored().rows
         fleet.wait_for_rows(rows + 5)  # the agent keeps sampling and pushing beside the crashing replica
         final = pool_figures(agent.metrics_url)
