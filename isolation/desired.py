@@ -42,6 +42,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from sqlalchemy import Engine
@@ -115,9 +116,17 @@ class TenantsAnswer:
             return None
         return {"tenants": body, "pool_limits": self.pool_limits(node_id, planned)}
 
+    @cached_property
+    def _pools_by_node(self) -> dict[str, set[str]]:
+        """node → the pools it runs, indexed once per answer (every ingest request asks for one node)."""
+        by_node: dict[str, set[str]] = defaultdict(set)
+        for node, pool in self.replicas:
+            by_node[node].add(pool)
+        return by_node
+
     def pool_limits(self, node_id: str, quotas: Sequence[TenantQuota]) -> dict[str, dict[str, Any]]:
         """Each pool's per-replica device limits on the node (only pools that are limited at all)."""
-        pools = {q.pool for q in quotas} | {pool for (node, pool) in self.replicas if node == node_id}
+        pools = {q.pool for q in quotas} | self._pools_by_node.get(node_id, set())
         devices = tuple(self.gpus.get(node_id, ()))
         placed = [
             ReplicaPlacement(f"{pool}/{i}", pool, devices[i % len(devices)].index if devices else None)
