@@ -40,12 +40,24 @@ class ServerSettings(BaseSettings):
     ingest_max_samples: int = Field(20_000, gt=0)
     ingest_max_in_flight: int = Field(32, gt=0)
     ingest_max_future_seconds: float = Field(300.0, ge=0)
+    # Bounds on what one agent reports: distinct pools per node (samples naming more are refused and counted) and
+    # replicas per node (a reported replica count past it is refused).
+    ingest_max_pools_per_node: int = Field(64, ge=1, le=10_000)
+    node_max_replicas: int = Field(256, ge=1, le=100_000)
     node_down_after_seconds: float = Field(3.0, gt=0)
     token_cache_seconds: float = Field(5.0, ge=0)
     # Failed API authentications (no token, an unknown token) per client address: past this many within the window
     # the address is answered 429 with Retry-After until its oldest failure leaves the window.
     auth_max_failures: int = Field(20, ge=1, le=100_000)
     auth_failure_window_seconds: float = Field(60.0, gt=0, le=86_400)
+    # Proxies (a JSON list of addresses or CIDRs) whose X-Forwarded-For names the client; from anyone else the header
+    # is ignored and the connection's own address counts (the failed-authentication limiter keys on it).
+    trusted_proxies: list[str] = Field(default_factory=list)
+    # Every API body other than ingest's is read up to this size (after authentication); past it, 413.
+    api_max_body_bytes: int = Field(1024 * 1024, gt=0)
+    # When set, /metrics, /openapi.json and /docs answer only `Authorization: Bearer <scrape_token>` (or a valid API
+    # token); unset, they are open as Prometheus scrapes usually are.
+    scrape_token: str | None = None
 
     raw_retention_hours: float = Field(24.0, gt=0)
     rollup_retention_days: float = Field(30.0, gt=0)
@@ -108,11 +120,16 @@ class ServerSettings(BaseSettings):
     webhook_backoff_max_seconds: float = Field(300.0, gt=0)
     webhook_max_age_hours: float = Field(24.0, gt=0)
     webhook_allowed_hosts: list[str] = Field(default_factory=list)
+    # Webhook targets resolving to loopback, private, link-local or cloud-metadata addresses are refused unless the
+    # address is inside one of these networks (a JSON list of CIDRs, e.g. ["10.0.0.0/8"]).
+    webhook_allowed_networks: list[str] = Field(default_factory=list)
 
     # The dashboard's session cookie is HMAC-signed with this key (at least 32 characters). Unset: a random key per
     # process, so sessions end at a restart and do not carry across servers behind one load balancer.
     session_secret: str | None = None
     session_lifetime_seconds: float = Field(8 * 3600.0, ge=60, le=30 * 86400.0)
+    # The session cookie's Secure attribute; unset: on everywhere but in development.
+    cookie_secure: bool | None = None
 
     @model_validator(mode="after")
     def _known_forecaster(self) -> ServerSettings:

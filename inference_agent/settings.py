@@ -39,6 +39,8 @@ class AgentSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FLEETPILOT_", extra="ignore")
 
     collector: str = Field(description="base URL of the collector, e.g. http://fleetpilot:8080")
+    # the agent token: FLEETPILOT_TOKEN, or a file holding it (FLEETPILOT_TOKEN_FILE, --token-file), never a flag
+    # visible in `ps` in production
     token: str = Field(min_length=8)
     node_id: str = Field(default_factory=socket.gethostname, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
     workload: str = "none"
@@ -49,6 +51,8 @@ class AgentSettings(BaseSettings):
     sample_interval_seconds: float = Field(0.5, gt=0)
     push_interval_seconds: float = Field(1.0, gt=0)
     push_max_samples: int = Field(2000, ge=1)
+    # a collector's Retry-After is believed up to this many seconds (a longer or unparsable one counts as this)
+    push_max_retry_after_seconds: float = Field(60.0, gt=0)
     engine_scrape_interval_seconds: float = Field(1.0, gt=0)
     metrics_host: str = "127.0.0.1"
     metrics_port: int = Field(9401, ge=0, le=65535)
@@ -64,6 +68,16 @@ class AgentSettings(BaseSettings):
     replica_max_in_flight: int = Field(32, ge=1)
     serve_queue_limit: int = Field(256, ge=0)
     serve_queue_timeout_seconds: float = Field(30.0, gt=0)
+    # replicas this node runs at most, whatever a desired state asks (the rest is refused and logged)
+    max_replicas: int = Field(64, ge=1, le=4096)
+    # the agent's HTTP servers: connections served at once (past it, refused) and a socket's idle timeout
+    http_max_connections: int = Field(256, ge=1)
+    http_socket_timeout_seconds: float = Field(30.0, gt=0)
+    # Tenants present `Authorization: Bearer <tenant key>`, checked against the key hashes in the desired state.
+    # Behind a trusted gateway the agent may instead believe this header (e.g. X-Tenant) from these addresses or
+    # CIDRs only (a JSON list); both unset by default.
+    serve_tenant_header: str | None = None
+    serve_trusted_gateways: list[str] = Field(default_factory=list)
     # where a pool's cpu_share (in the desired pool_limits) caps its replicas: a cgroup v2 directory delegated to the
     # agent, else (hosts whose cpu controller is cgroup v1) a directory of the v1 cpu hierarchy, created on first use
     replica_cgroup_root: Path | None = None
