@@ -192,7 +192,6 @@ class AgentProcess(ChildProcess):
     def command(self) -> list[str]:
         flags = {
             "--collector": self.collector,
-            "--token": self.token,
             "--node-id": self.node_id,
             "--gpu-probe": self.gpu_probe,
             "--spool-dir": str(self.spool_dir),
@@ -204,6 +203,10 @@ class AgentProcess(ChildProcess):
         if self.serve_port is not None:
             flags["--serve-port"] = str(self.serve_port)
         return [*FLEETPILOT, "agent", *(part for pair in flags.items() for part in pair)]
+
+    def child_env(self) -> dict[str, str]:
+        """The token travels in the environment: on the command line every user of the machine sees it in `ps`."""
+        return {**super().child_env(), "FLEETPILOT_TOKEN": self.token}
 
     @property
     def serve_url(self) -> str | None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from inference_agent.serving.pools import PoolSpec, parse_pools
@@ -42,6 +42,7 @@ class AgentSettings(BaseSettings):
     # the agent token: FLEETPILOT_TOKEN, or a file holding it (FLEETPILOT_TOKEN_FILE, --token-file), never a flag
     # visible in `ps` in production
     token: str = Field(min_length=8)
+    token_file: Path | None = None
     node_id: str = Field(default_factory=socket.gethostname, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
     workload: str = "none"
     pool: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
@@ -82,6 +83,21 @@ class AgentSettings(BaseSettings):
     # agent, else (hosts whose cpu controller is cgroup v1) a directory of the v1 cpu hierarchy, created on first use
     replica_cgroup_root: Path | None = None
     replica_cgroup_v1_root: Path | None = Path("/sys/fs/cgroup/cpu/fleetpilot")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _token_from_file(cls, data: Any) -> Any:
+        """``token_file`` fills ``token`` (one trailing newline dropped, as `echo` and Secrets leave it); naming both
+        is ambiguous and refused."""
+        if not isinstance(data, dict) or data.get("token_file") in (None, ""):
+            return data
+        if data.get("token"):
+            raise ValueError("token and token_file: give one of them, not both")
+        path = Path(data["token_file"])
+        try:
+            return {**data, "token": path.read_text().strip()}
+        except OSError as exc:
+            raise ValueError(f"token_file {str(path)!r}: cannot read it ({exc.strerror})") from None
 
     @field_validator("collector")
     @classmethod

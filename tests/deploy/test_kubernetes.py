@@ -122,11 +122,54 @@ def test_the_agent_token_comes_from_a_secret_keyed_by_node_name() -> None:
     tokens_mount = next(m for m in container["volumeMounts"] if m["name"] == "agent-tokens")
     assert volumes["agent-tokens"]["secret"]["secretName"] == "fleetpilot-agent-tokens"
     env = {e["name"]: e for e in container["env"]}
+    names = [e["name"] for e in container["env"]]
     assert env["FLEETPILOT_NODE_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
-    script = " ".join(container["args"])
-    assert f"{tokens_mount['mountPath']}/${{FLEETPILOT_NODE_ID}}" in script
-    assert "exec fleetpilot agent" in script
+    # Kubernetes expands $(VAR) only from variables defined before it
+    assert env["FLEETPILOT_TOKEN_FILE"]["value"] == f"{tokens_mount['mountPath']}/$(FLEETPILOT_NODE_ID)"
+    assert names.index("FLEETPILOT_NODE_ID") < names.index("FLEETPILOT_TOKEN_FILE")
+    assert container["args"] == ["agent"] and "command" not in container
     find("Secret", "fleetpilot-agent-tokens")  # the example says how to fill it
+
+
+def test_no_token_is_ever_on_a_command_line() -> None:
+    """`ps` shows every user a process's arguments: tokens travel in files or the environment."""
+    for workload in all_resources():
+        if "template" in workload.get("spec", {}):
+            for container in containers(workload):
+                line = " ".join([*container.get("command", []), *container.get("args", [])])
+                assert "token" not in line.lower(), f"{workload['metadata']['name']}: {line}"
+
+
+def test_the_agent_binds_the_node_address_only_and_gains_no_privileges() -> None:
+    (container,) = pod_spec(find("DaemonSet", "fleetpilot-agent"))["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    config = find("ConfigMap", "fleetpilot-agent")["data"]
+    for name in ("FLEETPILOT_METRICS_HOST", "FLEETPILOT_SERVE_HOST"):
+        assert name not in config
+        assert env[name]["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP"
+    context = container["securityContext"]
+    assert context["allowPrivilegeEscalation"] is False
+    assert context["capabilities"]["drop"] == ["ALL"]
+    assert "privileged" not in context
+
+
+def test_the_server_may_scale_only_the_workloads_namespace() -> None:
+    """The Role that patches deployments/scale lives apart from the server: it can never scale itself or its
+    database (nor can kustomize's namespace transformer move it back)."""
+    server = find("Deployment", "fleetpilot-server")
+    own_namespace = server["metadata"]["namespace"]
+    env = {e["name"]: e for e in pod_spec(server)["containers"][0]["env"]}
+    workloads = env["FLEETPILOT_KUBERNETES_NAMESPACE"]["value"]
+    assert workloads != own_namespace
+    find("Namespace", workloads)
+    scaling_roles = [
+        r
+        for r in all_resources()
+        if r["kind"] in {"Role", "ClusterRole"} and any("deployments/scale" in rule["resources"] for rule in r["rules"])
+    ]
+    assert [(r["kind"], r["metadata"]["namespace"]) for r in scaling_roles] == [("Role", workloads)]
+    assert find("RoleBinding", "fleetpilot-scaler")["metadata"]["namespace"] == workloads
+    assert "namespace" not in documents(KUBERNETES / "kustomization.yaml")[0]
 
 
 def test_the_server_runs_as_the_scaling_service_account_on_the_database_secret() -> None:

@@ -77,6 +77,15 @@ def test_each_environment_file_names_real_settings(unit: str) -> None:
     assert names and names <= SETTING_NAMES[unit]
 
 
+def test_the_agent_token_is_a_credential_file_not_an_environment_variable() -> None:
+    env = parse_env((SYSTEMD / "agent.env.example").read_text())
+    assert not {"FLEETPILOT_TOKEN", "FLEETPILOT_TOKEN_FILE"} & set(env)
+    assert "0.0.0.0" not in env.values()
+    service = parse_unit((SYSTEMD / "fleetpilot-agent.service").read_text())["Service"]
+    assert service["LoadCredential"] == ["agent-token:/etc/fleetpilot/agent-token"]
+    assert service["Environment"] == ["FLEETPILOT_TOKEN_FILE=%d/agent-token"]
+
+
 def test_the_server_example_is_a_valid_production_configuration() -> None:
     env = parse_env((SYSTEMD / "server.env.example").read_text())
     flags: dict[str, Any] = {k.removeprefix("FLEETPILOT_").lower(): v for k, v in env.items()}
