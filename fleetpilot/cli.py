@@ -131,7 +131,14 @@ def _server_flags(parser: argparse.ArgumentParser) -> None:
 
 def _agent_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--collector", default=None, help="collector base URL (or FLEETPILOT_COLLECTOR)")
-    parser.add_argument("--token", default=None, help="this node's agent token (or FLEETPILOT_TOKEN)")
+    parser.add_argument(
+        "--token",
+        default=None,
+        help="this node's agent token; visible to every user in `ps`: prefer FLEETPILOT_TOKEN or --token-file",
+    )
+    parser.add_argument(
+        "--token-file", default=None, help="a file holding this node's agent token (or FLEETPILOT_TOKEN_FILE)"
+    )
     parser.add_argument("--node-id", default=None, help="node identifier (default: the hostname)")
     parser.add_argument(
         "--workload",
@@ -165,6 +172,7 @@ def run_agent(args: argparse.Namespace) -> int:
     names = (
         "collector",
         "token",
+        "token_file",
         "node_id",
         "workload",
         "pool",
@@ -177,6 +185,11 @@ def run_agent(args: argparse.Namespace) -> int:
         "pools",
     )
     flags = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    if args.token is not None:
+        logging.getLogger("fleetpilot.agent").warning(
+            "--token on the command line is visible to every user of this machine (ps); "
+            "use FLEETPILOT_TOKEN or --token-file instead"
+        )
     settings = AgentSettings(**flags)
     return Agent(settings, open_probes(settings)).run()
 
