@@ -1,15 +1,70 @@
 """The agent's HTTP: an HTTP/1.1 request handler with JSON answers and chunked streams, on the standard library's
-threading server (no web framework in ``fleetpilot[agent]``). The replicas, the serving front end and the agent's
-own endpoint all use it."""
+threading server. The replicas, the serving front end and the agent's own endpoint all use it.
+
+It stays on the standard library, hardened, rather than moving to uvicorn: ``fleetpilot[agent]`` must install without
+the server's dependencies (CONTRACT section 1), and the handlers stream by writing chunks from a thread, which ASGI
+would make a rewrite of every route. What a maintained server would give us is done here instead: a request body has
+a valid, bounded ``Content-Length`` (a negative, non-numeric or chunked one is refused before any body is read), each
+connection's socket times out when idle, and at most ``max_connections`` connections hold a thread at once — past
+that a new connection is answered 503 and closed, so 300 half-open connections cost 256 threads, not 300 and then
+``can't start new thread``.
+"""
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 MAX_BODY_BYTES = 64 * 1024 * 1024  # 64 images of 3×64×64 floats as JSON text is about 15 MB
+LISTEN_BACKLOG = 128  # socketserver's 5 makes a burst of 300 connects wait out SYN retries (1 s, 3 s, ...)
+BUSY_BODY = b'{"detail": "too many connections; retry in a second"}'
+BUSY_ANSWER = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+    + f"Content-Length: {len(BUSY_BODY)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n".encode()
+    + BUSY_BODY
+)
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """How many connections a server serves at once, and how long a connection's socket may sit idle."""
+
+    max_connections: int = 256
+    socket_timeout_s: float = 30.0
+
+
+class BodyRefused(Exception):
+    """A request whose body cannot be read safely; ``code`` is the status to answer it with."""
+
+    def __init__(self, code: int, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+
+def body_length(content_length: str | None, transfer_encoding: str | None, max_bytes: int) -> int:
+    """The body's length from the request's headers, or BodyRefused: ``-1`` → 400, ``chunked`` → 411, 65 MB → 413.
+
+    A chunked body would need its size discovered while reading it; no client of the agent sends one, so it is
+    refused with 411 (send a Content-Length) rather than read. Both headers at once is the smuggling shape: 400.
+    """
+    if transfer_encoding is not None:
+        if content_length is not None:
+            raise BodyRefused(400, "both Content-Length and Transfer-Encoding")
+        raise BodyRefused(411, "a request body needs a Content-Length (Transfer-Encoding is not accepted)")
+    if content_length is None:
+        return 0
+    value = content_length.strip()
+    if not value.isascii() or not value.isdigit():
+        raise BodyRefused(400, f"Content-Length {content_length[:20]!r} is not a non-negative integer")
+    # more digits than the cap has cannot fit under it; and int() of a 5,000-digit string raises in Python 3.11
+    if len(value) > len(str(max_bytes)) or int(value) > max_bytes:
+        raise BodyRefused(413, f"body over {max_bytes} bytes")
+    return int(value)
 
 
 class ClientGone(Exception):
@@ -22,6 +77,8 @@ class JsonHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:
+        if "Content-Length" in self.headers or "Transfer-Encoding" in self.headers:
+            self.close_connection = True  # its body is not read: what follows on the socket is not a request
         self.on_get(self.path.split("?")[0])
 
     def do_POST(self) -> None:
@@ -36,10 +93,15 @@ class JsonHandler(BaseHTTPRequestHandler):
         self.answer_json(404, {"detail": f"not found: {path}"})
 
     def read_body(self) -> bytes | None:
-        """The request body, or None after answering 413 for one too large."""
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY_BYTES:
-            self.answer_json(413, {"detail": f"body over {MAX_BODY_BYTES} bytes"}, close=True)
+        """The request body, or None after answering 400, 411 or 413 (and closing) for one that cannot be read."""
+        try:
+            length = body_length(
+                _one_header(self.headers.get_all("Content-Length")),
+                _one_header(self.headers.get_all("Transfer-Encoding")),
+                MAX_BODY_BYTES,
+            )
+        except BodyRefused as refused:
+            self.answer_json(refused.code, {"detail": refused.detail}, close=True)
             return None
         return self.rfile.read(length) if length else b""
 
@@ -102,16 +164,71 @@ class JsonHandler(BaseHTTPRequestHandler):
         return  # one line per request would bury what matters
 
 
+def _one_header(values: list[str] | None) -> str | None:
+    """A header sent once, or its repeats when they agree; ``Content-Length: 5, 7`` in two lines reads as "5,7",
+    which ``body_length`` refuses as not a number."""
+    if not values:
+        return None
+    return values[0] if len(set(values)) == 1 else ",".join(values)
+
+
+class _BoundedServer(ThreadingHTTPServer):
+    """A thread per connection, up to ``max_connections`` at once; past that the connection is answered 503."""
+
+    daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], limits: ConnectionLimits):
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(limits.max_connections)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            _refuse_busy(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except RuntimeError:  # no thread started (``can't start new thread``): its slot is free again
+            self._slots.release()
+            self.shutdown_request(request)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+def _refuse_busy(connection: socket.socket) -> None:
+    """Answer 503 on the accepting thread: a fresh socket's send buffer takes these 200 bytes without blocking."""
+    try:
+        connection.settimeout(1.0)
+        connection.sendall(BUSY_ANSWER)
+        connection.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass  # the client is already gone
+    finally:
+        connection.close()
+
+
 class Server:
-    """A threading HTTP server run on its own thread; ``port`` is known once constructed (0 picks a free one)."""
+    """A bounded threading HTTP server run on its own thread; ``port`` is known once constructed (0 picks a free
+    one). Each connection's socket times out after ``limits.socket_timeout_s`` without traffic."""
 
     def __init__(
-        self, host: str, port: int, handler: type[BaseHTTPRequestHandler], name: str, *, poll_interval_s: float = 0.5
+        self,
+        host: str,
+        port: int,
+        handler: type[BaseHTTPRequestHandler],
+        name: str,
+        *,
+        poll_interval_s: float = 0.5,
+        limits: ConnectionLimits = ConnectionLimits(),
     ) -> None:
         # The poll interval only bounds how long close() waits; a shorter one wakes an idle agent needlessly
         # (0.05 s is 20 wake-ups a second per server).
-        self._server = ThreadingHTTPServer((host, port), handler)
-        self._server.daemon_threads = True
+        timed = type(handler.__name__, (handler,), {"timeout": limits.socket_timeout_s})  # StreamRequestHandler's
+        self._server = _BoundedServer((host, port), timed, limits)
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": poll_interval_s}, name=name, daemon=True
         )
