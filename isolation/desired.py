@@ -8,7 +8,8 @@ The shape is the one ``inference_agent.serving.admission.QuotaBook.from_desired`
                           "quotas": {"chat": {"rate_rps": 5.0, "burst": 5.0, "max_concurrency": 4,
                                               "tokens_per_second": 800.0, "token_burst": 800.0,
                                               "kv_share": 0.3}}}},
-     "pool_limits": {"chat": {"cpu_share": 0.2, "active_thread_percentage": 20, "gpu_memory_mib": 8192}}}
+     "pool_limits": {"chat": {"cpu_share": 0.2, "active_thread_percentage": 20, "gpu_memory_mib": 8192}},
+     "tenant_keys": {"<sha256 hex of a tenant key>": "acme"}}
 
 **Share.** A quota's rate and concurrency are pool-wide; a node is told what its replicas of the pool get from
 :func:`isolation.planning.plan_replica_limits` (ready and starting replicas on the up nodes): 10 rps and 10 in
@@ -32,6 +33,12 @@ fraction of the node's cores (the server does not know a node's cores; the agent
 2 cores → 400 millicores). A pool whose tenants hold the whole device gets no limit; a pool with tenants that the
 node does not run yet is planned as one replica, so a replica starting there has its limits from the start.
 
+**Keys.** ``tenant_keys`` (:class:`inference_agent.serving.tenant_keys.TenantKeyHashes`) carries the digest of every
+tenant's every key to every node, like ``tenants`` names every tenant: a client may reach any node its gateway or
+DNS picks, and the pools a node serves move, so a node told only its pools' tenants would refuse a key the moment a
+replica lands there. It is bounded by the store (16 keys a tenant; 100 tenants with 2 keys each → 200 digests,
+about 16 KB), never by a caller.
+
 The answer is computed for every node at once and kept for ``cache_seconds``, since every ingest request asks for
 it.
 """
@@ -48,6 +55,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from collector.registry import node_gpus, pools_on_up_nodes
+from inference_agent.serving.tenant_keys import TenantKeyHashes
 from isolation.events import EnforcementStore, ThrottleLevel
 from isolation.planning import (
     GpuDevice,
@@ -59,6 +67,7 @@ from isolation.planning import (
     kv_fractions,
     plan_replica_limits,
 )
+from isolation.tenant_keys import TenantKeyStore
 from isolation.tenants import QuotaSpec, Tenant, TenantStore
 
 # The agent's defaults for what it is not told (inference_agent.serving.admission; a test holds them equal).
@@ -89,6 +98,7 @@ class TenantsAnswer:
     levels: Sequence[ThrottleLevel]
     replicas: Mapping[NodePool, int] = field(default_factory=dict)  # (node, pool) → ready and starting replicas
     gpus: Mapping[str, Sequence[GpuDevice]] = field(default_factory=dict)  # node → its GPUs
+    keys: Mapping[str, str] = field(default_factory=dict)  # every live key's digest → its tenant
 
     def for_node(self, node_id: str) -> dict[str, Any] | None:
         """``{"tenants": {...}, "pool_limits": {...}}`` for the node, or None while there is no tenant and no
@@ -114,7 +124,12 @@ class TenantsAnswer:
             entry["quotas"].setdefault(pool, _admission(AdmissionLimits(None, None), lv))
         if not body:
             return None
-        return {"tenants": body, "pool_limits": self.pool_limits(node_id, planned)}
+        return {"tenants": body, "pool_limits": self.pool_limits(node_id, planned), "tenant_keys": self._key_digests}
+
+    @cached_property
+    def _key_digests(self) -> dict[str, str]:
+        """The wire form of ``keys``, checked once per answer rather than once per ingest request."""
+        return TenantKeyHashes(tenant_keys=dict(self.keys)).tenant_keys
 
     @cached_property
     def _pools_by_node(self) -> dict[str, set[str]]:
@@ -150,7 +165,9 @@ def read_answer(engine: Engine, *, now: float, node_down_after_seconds: float) -
         node: tuple(GpuDevice(g.index, (g.memory_total_bytes or 0) // 2**20) for g in found)
         for node, found in gpus.items()
     }
-    return TenantsAnswer(tenants, node_shares(tenants, replicas), EnforcementStore(engine).levels(), replicas, devices)
+    levels = EnforcementStore(engine).levels()
+    keys = TenantKeyStore(engine).digests()
+    return TenantsAnswer(tenants, node_shares(tenants, replicas), levels, replicas, devices, keys)
 
 
 class TenantsDesired:

@@ -3,7 +3,8 @@
 A quota limits one tenant on one pool: GPU memory pinned and SM share per replica (enforced by MPS), requests in
 flight, requests and generated tokens per second. Every write is checked (isolation.validation) against the other
 tenants of the pools it touches before anything is stored, and bumps the tenant's ``version``; an edit that names
-the version it read fails when someone else changed the tenant meanwhile. Deleting a tenant deletes its quotas.
+the version it read fails when someone else changed the tenant meanwhile. Deleting a tenant deletes its quotas and
+its API keys.
 """
 
 from __future__ import annotations
@@ -72,6 +73,18 @@ tenant_quotas = Table(
     Column("max_concurrency", Integer, nullable=True),
     Column("rate_rps", Double, nullable=True),
     Column("tokens_per_second", Double, nullable=True),
+)
+
+# A tenant's API keys for the serving front ends (isolation.tenant_keys): only the SHA-256 digest of each is kept.
+tenant_api_keys = Table(
+    "tenant_api_keys",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("tenant", String(128), nullable=False, index=True),
+    Column("name", String(255), nullable=False),
+    Column("prefix", String(32), nullable=False),
+    Column("key_hash", String(64), nullable=False, unique=True),
+    Column("created_at", Double, nullable=False),
 )
 
 
@@ -248,9 +261,10 @@ class TenantStore:
         return Tenant(name, bumped.slo_class, bumped.version, bumped.created_at, now, quotas)
 
     def delete(self, name: str) -> bool:
-        """Delete the tenant and its quotas; False when there was no such tenant."""
+        """Delete the tenant, its quotas and its keys; False when there was no such tenant."""
         with self.engine.begin() as conn:
             conn.execute(delete(tenant_quotas).where(tenant_quotas.c.tenant == name))
+            conn.execute(delete(tenant_api_keys).where(tenant_api_keys.c.tenant == name))
             return conn.execute(delete(tenants).where(tenants.c.name == name)).rowcount == 1
 
     @staticmethod
