@@ -21,12 +21,11 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from sqlalchemy import Connection, Engine, RowMapping, func, insert, select, update
 
 from alerting.payload import DELIVERY_HEADER, SIGNATURE_HEADER, signature
-from alerting.sender import Sender, SendResult
+from alerting.sender import Sender, SendResult, failure_reason
 from alerting.tables import deliveries, notifications
 from alerting.telemetry import AlertingTelemetry
 from alerting.webhooks import TargetKind, Webhook, WebhookStore
@@ -162,9 +161,12 @@ class Outbox:
             headers[SIGNATURE_HEADER] = signature(body, hook.secret)
         url = hook.url.rstrip("/") + ALERTMANAGER_PATH if hook.kind is TargetKind.ALERTMANAGER else hook.url
         started = time.perf_counter()
-        result = self.sender.post(url, body, headers)
-        if result.error is not None:  # an error text may quote the URL: never its credentials
-            result = SendResult(result.status_code, _scrubbed(result.error, hook))
+        try:
+            result = self.sender.post(url, body, headers)
+        except Exception as exc:  # a sender that broke its word fails this delivery, not the whole round's record
+            # no traceback: its message may quote the stored URL, credentials included
+            log.warning("webhook %s (%s): the sender raised %s", hook.id, hook.shown_url, type(exc).__name__)
+            result = SendResult(None, failure_reason(exc))
         return Attempt(row, hook, result, time.perf_counter() - started)
 
     def _record(self, conn: Connection, attempt: Attempt, now: float) -> None:
@@ -218,13 +220,6 @@ class Outbox:
         self.telemetry.deliveries.labels(outcome).inc()
         if latency is not None:
             self.telemetry.delivery_latency.observe(max(0.0, latency))
-
-
-def _scrubbed(error: str, hook: Webhook) -> str:
-    """``error`` with the target's URL shown redacted and any password in it starred."""
-    text = error.replace(hook.url, hook.shown_url)
-    password = urlsplit(hook.url).password
-    return text.replace(password, "***") if password else text
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,9 @@ from typing import Any, Self
 
 from alerting.payload import DELIVERY_HEADER, SIGNATURE_HEADER, verify
 
+# A server delivers to this receiver only when its webhook_allowed_networks hold loopback (refused by default).
+LOOPBACK_NETWORKS = ["127.0.0.0/8", "::1/128"]
+
 
 @dataclass(frozen=True)
 class Received:

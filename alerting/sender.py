@@ -1,7 +1,9 @@
 """The HTTP POST behind webhook delivery, as a narrow Protocol: httpx for real, a scripted fake for tests.
 
-A sender never raises for a failed delivery: it answers the status code, or the error in words (a refused
-connection, a timeout), which the outbox records and retries.
+A sender never raises for a failed delivery: it answers the status code, or a short fixed reason (``HTTP 500``, the
+exception's class, a refused address's category), which the outbox records and retries. It never keeps what a target
+answered nor an exception's message: the delivery log is read by viewers, and a target's answer or a connect error may
+describe the network behind it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import httpx
+
+from alerting.target_address import AddressPolicy, AddressRefused, CheckedTransport
 
 
 @dataclass(frozen=True)
@@ -31,25 +35,39 @@ class Sender(Protocol):
 
 
 class HttpxSender:
-    """POSTs with one pooled ``httpx.Client``; redirects are not followed (a webhook answers where it is)."""
+    """POSTs with one pooled ``httpx.Client`` over :class:`CheckedTransport`, so each new connection resolves the
+    target and connects only to an address ``policy`` allows; redirects are not followed (a webhook answers where it
+    is, and a redirect could point inside). ``transport`` replaces the network, the check included (tests)."""
 
-    def __init__(self, *, timeout_seconds: float, transport: httpx.BaseTransport | None = None) -> None:
-        self._client = httpx.Client(timeout=timeout_seconds, follow_redirects=False, transport=transport)
+    def __init__(
+        self, *, timeout_seconds: float, policy: AddressPolicy, transport: httpx.BaseTransport | None = None
+    ) -> None:
+        self._client = httpx.Client(
+            timeout=timeout_seconds,
+            follow_redirects=False,
+            trust_env=False,  # an HTTP(S)_PROXY from the environment would connect for us, unchecked
+            transport=transport or CheckedTransport(policy),
+        )
 
     def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> SendResult:
+        # Every error, not only httpx.HTTPError: one stored URL that httpx refuses (InvalidURL is no HTTPError) must
+        # fail its own delivery, not the round that records the other targets' deliveries.
         try:
             response = self._client.post(url, content=body, headers=dict(headers))
-        except httpx.HTTPError as exc:
-            return SendResult(None, f"{type(exc).__name__}: {_short(str(exc))}")
-        error = None if 200 <= response.status_code < 300 else _short(response.text)
-        return SendResult(response.status_code, error)
+        except Exception as exc:
+            return SendResult(None, failure_reason(exc))
+        code = response.status_code
+        return SendResult(code, None if 200 <= code < 300 else f"HTTP {code}")
 
     def close(self) -> None:
         self._client.close()
 
 
-def _short(text: str) -> str:
-    return text.strip().replace("\n", " ")[:300]
+def failure_reason(exc: Exception) -> str:
+    """``ConnectError``, ``ReadTimeout``, ``AddressRefused: loopback``: the class, never the message."""
+    if isinstance(exc, AddressRefused):
+        return f"{type(exc).__name__}: {exc.reason}"
+    return type(exc).__name__
 
 
 @dataclass(frozen=True)
@@ -72,8 +90,8 @@ class FakeSender:
             self.sent.append(SentRequest(url, body, dict(headers)))
             code = self.script.pop(0) if self.script else 200
         if code is None:
-            return SendResult(None, "ConnectError: connection refused")
-        return SendResult(code, None if 200 <= code < 300 else f"answered {code}")
+            return SendResult(None, "ConnectError")
+        return SendResult(code, None if 200 <= code < 300 else f"HTTP {code}")
 
     def close(self) -> None:
         return None

@@ -1,7 +1,9 @@
 """Notification targets: signed webhooks and Alertmanager sinks, with their URLs checked and never shown whole.
 
-A URL must be ``http`` or ``https`` with a host, and that host must be on the allow-list when one is configured
-(``webhook_allowed_hosts``: exact names, or ``*.example.com`` for its subdomains). Credentials in a URL
+A URL must parse with httpx (the parser that sends it), be ``http`` or ``https`` with a host, that host must be on the
+allow-list when one is configured (``webhook_allowed_hosts``: exact names, or ``*.example.com`` for its subdomains),
+and every address it resolves to must pass :class:`~alerting.target_address.AddressPolicy` (checked again at each
+send, since DNS may change). Credentials in a URL
 (``https://user:pass@host``) and query values are stored, since sending needs them, but every log line and API
 answer shows the URL through :func:`redact`. The secret is never answered.
 """
@@ -14,9 +16,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import httpx
 from sqlalchemy import Engine, RowMapping, delete, insert, select, update
 
 from alerting.tables import notifications, webhooks
+from alerting.target_address import AddressPolicy, AddressRefused
 
 MIN_SECRET_LENGTH = 16
 
@@ -40,17 +44,30 @@ class Webhook:
         return redact(self.url)
 
 
-def validate_url(url: str, allowed_hosts: Sequence[str]) -> str:
-    """The URL if it may be a target; ValueError naming ``url`` otherwise (the message never repeats credentials)."""
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https"):
-        raise ValueError(f"url: the scheme must be http or https, not {parts.scheme or 'none'!r}")
-    host = (parts.hostname or "").lower()
+def validate_url(url: str, allowed_hosts: Sequence[str], addresses: AddressPolicy) -> str:
+    """The URL if it may be a target; ValueError naming ``url`` otherwise (the message never repeats credentials).
+    httpx parses it, as it will when sending: ``http://0177.0.0.1/`` passes ``urlsplit`` but httpx refuses it."""
+    try:
+        parsed = httpx.URL(url.strip())
+    except httpx.InvalidURL as exc:
+        raise ValueError(f"url: {exc}") from None
+    if parsed.scheme not in ("http", "https"):
+        raise ValueError(f"url: the scheme must be http or https, not {parsed.scheme or 'none'!r}")
+    host = parsed.host.lower()
     if not host:
         raise ValueError("url: no host")
     if allowed_hosts and not any(host_allowed(host, pattern) for pattern in allowed_hosts):
         raise ValueError(f"url: host {host!r} is not on the allow-list (webhook_allowed_hosts)")
+    try:
+        addresses.checked_addresses(parsed.raw_host.decode("ascii"), parsed.port or _DEFAULT_PORTS[parsed.scheme])
+    except AddressRefused as exc:
+        raise ValueError(f"url: host {host!r} resolves to {exc}") from None
+    except OSError:
+        pass  # a name that does not resolve yet is no address to refuse; each send resolves and checks it again
     return url.strip()
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def host_allowed(host: str, pattern: str) -> bool:

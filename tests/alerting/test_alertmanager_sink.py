@@ -11,9 +11,11 @@ from sqlalchemy import Engine
 
 from alerting.evaluator import Evaluator, EvaluatorSettings
 from alerting.outbox import DeliverySettings, Outbox, delivery_log
+from alerting.receiver import LOOPBACK_NETWORKS
 from alerting.rule_store import RuleStore
 from alerting.rules import Op, RuleKind, RuleSpec
 from alerting.sender import HttpxSender
+from alerting.target_address import AddressPolicy
 from alerting.webhooks import TargetKind, WebhookStore
 from tests.alerting.alertmanager_process import AlertmanagerProcess, alertmanager_program
 from tests.alerting.test_evaluator import push
@@ -48,7 +50,9 @@ def test_alertmanager_holds_our_firing_alert_until_it_resolves(
     with AlertmanagerProcess(workdir=tmp_path / "am") as am:
         hook = WebhookStore(engine).create(am.url, None, kind=TargetKind.ALERTMANAGER, name="am", now=0)
         evaluator = Evaluator(engine, EvaluatorSettings(external_url="http://fleetpilot.test"), holder="t")
-        outbox = Outbox(engine, HttpxSender(timeout_seconds=5), DeliverySettings())
+        outbox = Outbox(
+            engine, HttpxSender(timeout_seconds=5, policy=AddressPolicy.allowing(LOOPBACK_NETWORKS)), DeliverySettings()
+        )
         try:
             now = time.time()
             push(services, "node-a", now, gpu_temperature_celsius=92)

@@ -11,9 +11,10 @@ from sqlalchemy import Engine, select
 from alerting.alert_store import AlertStore, OutboxRow
 from alerting.outbox import DeliverySettings, Outbox, backoff_seconds, delivery_log
 from alerting.payload import DELIVERY_HEADER, SIGNATURE_HEADER, verify
-from alerting.receiver import WebhookReceiver
+from alerting.receiver import LOOPBACK_NETWORKS, WebhookReceiver
 from alerting.sender import FakeSender, HttpxSender
 from alerting.tables import notifications
+from alerting.target_address import AddressPolicy
 from alerting.webhooks import TargetKind, WebhookStore
 
 SECRET = "a-secret-of-at-least-16"
@@ -42,7 +43,12 @@ def test_a_receiver_that_fails_twice_gets_three_attempts_with_one_delivery_id(
 ) -> None:
     hook = WebhookStore(engine).create(receiver.url, SECRET, kind=TargetKind.WEBHOOK, name="oncall", now=T0)
     enqueue(engine, hook.id, "g", '{"version":"4","status":"firing"}')
-    outbox = Outbox(engine, HttpxSender(timeout_seconds=5), SETTINGS, jitter=lambda: 0.0)
+    outbox = Outbox(
+        engine,
+        HttpxSender(timeout_seconds=5, policy=AddressPolicy.allowing(LOOPBACK_NETWORKS)),
+        SETTINGS,
+        jitter=lambda: 0.0,
+    )
     try:
         assert outbox.run(T0) == 0  # 500
         assert outbox.run(T0 + 0.4) == 0 and len(receiver.received) == 1  # backing off: 0.5 s after attempt 1
@@ -82,7 +88,9 @@ def test_signature_and_delivery_headers_on_the_wire(engine: Engine) -> None:
 
     hook = WebhookStore(engine).create("https://hooks.example.com/x", SECRET, kind=TargetKind.WEBHOOK, name="", now=T0)
     enqueue(engine, hook.id, "g", '{"a":1}')
-    outbox = Outbox(engine, HttpxSender(timeout_seconds=5, transport=httpx.MockTransport(answer)), SETTINGS)
+    outbox = Outbox(
+        engine, HttpxSender(timeout_seconds=5, policy=AddressPolicy(), transport=httpx.MockTransport(answer)), SETTINGS
+    )
     try:
         assert outbox.run(T0) == 1
     finally:

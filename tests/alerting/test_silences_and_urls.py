@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from alerting.receiver import LOOPBACK_NETWORKS
 from alerting.silences import Matcher, MatchOp, Silence, silenced
+from alerting.target_address import AddressPolicy
 from alerting.webhooks import redact, validate_url
 
 LABELS = {"alertname": "Hot", "severity": "critical", "node": "a", "pool": "chat"}
@@ -41,25 +43,32 @@ def test_bad_matchers_are_refused() -> None:
         Matcher("node", "(", MatchOp.REGEX)
 
 
+LOOPBACK = AddressPolicy.allowing(LOOPBACK_NETWORKS)
+
+
 @pytest.mark.parametrize(
-    ("url", "allowed", "error"),
+    ("url", "allowed", "addresses", "error"),
     [
-        ("https://hooks.example.com/x", [], None),
-        ("http://127.0.0.1:9/hook", [], None),
-        ("ftp://hooks.example.com/x", [], "scheme"),
-        ("file:///etc/passwd", [], "scheme"),
-        ("https:///nohost", [], "no host"),
-        ("https://hooks.example.com/x", ["*.example.com"], None),
-        ("https://example.com/x", ["*.example.com"], "allow-list"),
-        ("https://evil.com/x", ["hooks.example.com"], "allow-list"),
+        ("https://hooks.example.com/x", [], AddressPolicy(), None),  # no DNS here: checked again at each send
+        ("http://127.0.0.1:9/hook", [], AddressPolicy(), "loopback"),
+        ("http://127.0.0.1:9/hook", [], LOOPBACK, None),
+        ("http://0177.0.0.1:18090/", [], LOOPBACK, "Invalid IPv4"),  # urlsplit takes it, httpx would not send it
+        ("ftp://hooks.example.com/x", [], AddressPolicy(), "scheme"),
+        ("file:///etc/passwd", [], AddressPolicy(), "scheme"),
+        ("https:///nohost", [], AddressPolicy(), "no host"),
+        ("https://hooks.example.com/x", ["*.example.com"], AddressPolicy(), None),
+        ("https://example.com/x", ["*.example.com"], AddressPolicy(), "allow-list"),
+        ("https://evil.com/x", ["hooks.example.com"], AddressPolicy(), "allow-list"),
+        # the host the allow-list judges is the one httpx connects to, not the one urlsplit reads
+        ("http://hooks.example.com\\@evil.com/", ["hooks.example.com"], AddressPolicy(), "allow-list"),
     ],
 )
-def test_webhook_urls(url: str, allowed: list[str], error: str | None) -> None:
+def test_webhook_urls(url: str, allowed: list[str], addresses: AddressPolicy, error: str | None) -> None:
     if error is None:
-        assert validate_url(url, allowed) == url
+        assert validate_url(url, allowed, addresses) == url
     else:
         with pytest.raises(ValueError, match=f"^url: .*{error}"):
-            validate_url(url, allowed)
+            validate_url(url, allowed, addresses)
 
 
 def test_credentials_and_query_values_are_never_shown() -> None:

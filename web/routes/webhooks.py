@@ -4,14 +4,15 @@ addition and removal the same way."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Response, status
 from pydantic import BaseModel, Field
 
 from alerting.outbox import delivery_log
+from alerting.target_address import AddressPolicy
 from alerting.webhooks import MIN_SECRET_LENGTH, TargetKind, Webhook, WebhookStore, validate_url
+from fleetpilot.settings import ServerSettings
 from web.audit import Auditor, AuditorDep
 from web.auth import AdminToken, ServicesDep, ViewerToken
 from web.errors import ERROR_RESPONSES, error_responses, not_found, refused
@@ -98,11 +99,13 @@ def list_webhooks(store: StoreDep, _token: ViewerToken) -> WebhookPage:
     return WebhookPage(items=[_out(h) for h in store.list()])
 
 
-def apply_webhook_create(audit: Auditor, body: WebhookIn, *, allowed_hosts: Sequence[str], now: float) -> Webhook:
+def apply_webhook_create(audit: Auditor, body: WebhookIn, settings: ServerSettings, *, now: float) -> Webhook:
     """Add a notification target, audited as ("webhook", "create") with its URL redacted and its secret never: the
-    API's POST and the dashboard's webhook form. A URL outside ``allowed_hosts`` (when set) is refused 422."""
+    API's POST and the dashboard's webhook form. A URL outside ``webhook_allowed_hosts`` (when set), or whose host
+    resolves to an inside address outside ``webhook_allowed_networks``, is refused 422 naming ``url``."""
+    addresses = AddressPolicy.allowing(settings.webhook_allowed_networks)  # a bad CIDR is the server's fault: 5xx
     try:
-        url = validate_url(body.url, allowed_hosts)
+        url = validate_url(body.url, settings.webhook_allowed_hosts, addresses)
         with audit.change("webhook", "create") as change:
             hook = WebhookStore(change.engine).create(url, body.secret, kind=body.kind, name=body.name, now=now)
             change.resource_id, change.after = hook.id, _out(hook)
@@ -113,10 +116,7 @@ def apply_webhook_create(audit: Auditor, body: WebhookIn, *, allowed_hosts: Sequ
 
 @router.post("/webhooks", status_code=status.HTTP_201_CREATED)
 def create_webhook(body: WebhookIn, services: ServicesDep, _token: AdminToken, audit: AuditorDep) -> WebhookOut:
-    hook = apply_webhook_create(
-        audit, body, allowed_hosts=services.settings.webhook_allowed_hosts, now=services.clock()
-    )
-    return _out(hook)
+    return _out(apply_webhook_create(audit, body, services.settings, now=services.clock()))
 
 
 def apply_webhook_delete(audit: Auditor, webhook_id: str) -> None:
