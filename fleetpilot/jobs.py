@@ -19,6 +19,7 @@ from alerting.evaluator import Evaluator, EvaluatorSettings
 from alerting.outbox import DeliverySettings, Outbox
 from alerting.retention import AlertHistoryRetention
 from alerting.sender import HttpxSender
+from alerting.target_address import AddressPolicy
 from autoscaler.controller import Controller, ControllerSettings
 from collector.retention import RetentionJob
 from collector.rollups import RollupJob
@@ -81,7 +82,10 @@ def start_jobs(services: AppServices) -> Jobs:
     _every(scheduler, "enforcer", settings.enforce_interval_seconds, enforcer.run)
     outbox = Outbox(
         services.engine,
-        HttpxSender(timeout_seconds=settings.webhook_timeout_seconds),
+        HttpxSender(
+            timeout_seconds=settings.webhook_timeout_seconds,
+            policy=AddressPolicy.allowing(settings.webhook_allowed_networks),
+        ),
         delivery_settings(services),
         telemetry=services.alerting_telemetry,
     )
