@@ -1,7 +1,9 @@
-"""An in-process stand-in for the collector's ingest endpoint, as an httpx transport, for tests of the pusher.
+"""Stand-ins for the collector's ingest endpoint, for tests of the pusher.
 
-It keeps what it accepted (by ``seq``), counts duplicates like the real one, and can be switched to refuse
-connections or answer an error status, to play an outage.
+``FakeCollector`` is an httpx transport: it keeps what it accepted (by ``seq``), counts duplicates like the real one,
+and can be switched to refuse connections or answer an error status, to play an outage. ``ScriptedCollector`` is a
+real loopback HTTP server answering every push with the bytes it is given, to play a collector (or a proxy in front
+of one) that answers what the real one never would: ``200`` with HTML, ``Retry-After: inf``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+
+from inference_agent.http_server import JsonHandler, Server
 
 
 @dataclass
@@ -57,3 +61,37 @@ class FakeCollector:
 def _error(code: str, message: str) -> dict[str, Any]:
     """The collector's error shape (web/errors.py)."""
     return {"error": {"code": code, "message": message, "field": None}}
+
+
+@dataclass(frozen=True)
+class ScriptedAnswer:
+    status: int = 200
+    body: bytes = b'{"accepted": 0, "duplicates": 0}'
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+class ScriptedCollector:
+    """A loopback HTTP server answering each ``POST /api/v1/ingest`` with ``answer`` (settable); counts pushes."""
+
+    def __init__(self, answer: ScriptedAnswer) -> None:
+        self.answer = answer
+        self.pushes = 0
+        self._server = Server("127.0.0.1", 0, _scripted_handler(self), "scripted-collector")
+        self._server.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.port}"
+
+    def close(self) -> None:
+        self._server.close()
+
+
+def _scripted_handler(collector: ScriptedCollector) -> type[JsonHandler]:
+    class Handler(JsonHandler):
+        def on_post(self, path: str, body: bytes) -> None:
+            answer = collector.answer
+            collector.pushes += 1
+            self.answer_bytes(answer.status, answer.body, "application/json", headers=dict(answer.headers))
+
+    return Handler

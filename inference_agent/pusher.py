@@ -4,6 +4,11 @@ Keep-alive HTTP and gzip bodies; exponential backoff with full jitter while the 
 ``Retry-After``); the round trip of each answered push becomes ``network_latency_seconds``; the ``desired`` state
 of each answer goes to the workload side. A batch the collector rejects as invalid (422) can never succeed: it is
 set aside in ``rejected/`` with the collector's reason, counted, and the pusher goes on.
+
+Nothing a collector answers ends or stalls the pusher: a 200 whose body is not the ingest answer is logged, counted
+(``outcome="unexpected"``) and its samples stay spooled for the next try; a ``Retry-After`` is believed up to
+``max_retry_after_s``; any other error of a pass is logged and the loop goes on. ``problem()`` says when the pusher
+has stopped or has not got anything through for ``5 × max_retry_after_s``; the agent's ``/healthz`` reports it.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import math
 import random
 import threading
 import time
@@ -28,6 +34,9 @@ from inference_agent.telemetry import AgentTelemetry
 
 log = logging.getLogger(__name__)
 LATENCY_FRESH_FOR_S = 10.0
+# /healthz turns 503 after this many of the longest waits the pusher believes without a push getting through:
+# 5 × 60 s = 5 minutes, several retries past any one outage's Retry-After.
+STALE_AFTER_RETRY_AFTERS = 5
 
 
 class PushOutcome(StrEnum):
@@ -42,6 +51,61 @@ class PushResult:
     outcome: PushOutcome
     samples: int = 0
     retry_after_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Ack:
+    """The collector's answer to a committed push (CONTRACT section 5)."""
+
+    accepted: int
+    duplicates: int
+    desired: dict[str, Any]
+
+
+class UnexpectedAnswer(ValueError):
+    """A 200 whose body is not an ingest answer; the samples stay spooled."""
+
+
+def parse_ack(body: bytes) -> Ack:
+    """``{"accepted": 2, "duplicates": 0, "desired": {...}}`` → Ack; anything else raises UnexpectedAnswer."""
+    try:
+        answer = json.loads(body)
+    except ValueError as exc:
+        raise UnexpectedAnswer(f"not JSON: {body[:80]!r}") from exc
+    if not isinstance(answer, dict):
+        raise UnexpectedAnswer(f"not a JSON object: {body[:80]!r}")
+    counts = {name: answer.get(name, 0) for name in ("accepted", "duplicates")}
+    for name, count in counts.items():
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise UnexpectedAnswer(f"{name} is {count!r}, not a count")
+    desired = answer.get("desired") or {}  # nothing desired: the control plane's limits are lifted
+    if not isinstance(desired, dict):
+        raise UnexpectedAnswer(f"desired is a {type(desired).__name__}, not an object")
+    return Ack(counts["accepted"], counts["duplicates"], desired)
+
+
+def retry_after_s(value: str | None, *, cap_s: float) -> float | None:
+    """The wait a ``Retry-After`` asks for, believed up to ``cap_s``: "7" → 7 s; "1e9" or "inf" → the cap (60 s).
+
+    One that is present but not a finite number of seconds from 0 up ("nan", "-3", an HTTP-date, which our
+    collector never sends) also counts as the cap: the collector asked for a pause, and the cap bounds it.
+    """
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return cap_s
+    return seconds if math.isfinite(seconds) and 0 <= seconds <= cap_s else cap_s
+
+
+def pusher_problem(*, ran: bool, running: bool, since_progress_s: float, stale_after_s: float) -> str | None:
+    """Why the pusher is unhealthy, or None: its loop ended, or nothing got through for ``stale_after_s``."""
+    if ran and not running:
+        return "the pusher has stopped: samples are spooled but no longer sent"
+    if since_progress_s > stale_after_s:
+        return f"no push got through for {since_progress_s:.0f} s (more than {stale_after_s:.0f} s)"
+    return None
 
 
 def backoff_delay(failures: int, *, base_s: float = 0.5, cap_s: float = 30.0, rng: random.Random) -> float:
@@ -71,6 +135,7 @@ class Pusher:
         on_desired: Callable[[dict[str, Any]], None] = lambda _d: None,
         max_batch: int = 2000,
         rejected_dir: Path,
+        max_retry_after_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._spool = spool
@@ -86,8 +151,24 @@ class Pusher:
         self._on_desired = on_desired
         self._max_batch = max_batch
         self._rejected_dir = rejected_dir
+        self._max_retry_after_s = max_retry_after_s
         self._clock = clock
         self._latency: tuple[float, float] | None = None  # (measured at, seconds)
+        self._progress_at = clock()  # when a push last got through or found nothing to send
+        self._ran = False
+        self._running = False
+
+    def problem(self) -> str | None:
+        """Why the pusher is unhealthy now (for ``/healthz``), or None."""
+        return pusher_problem(
+            ran=self._ran,
+            running=self._running,
+            since_progress_s=self.since_progress_s(),
+            stale_after_s=STALE_AFTER_RETRY_AFTERS * self._max_retry_after_s,
+        )
+
+    def since_progress_s(self) -> float:
+        return self._clock() - self._progress_at
 
     def network_latency(self) -> float | None:
         """The last answered push's round trip, while it is recent enough to describe the network now."""
@@ -97,6 +178,12 @@ class Pusher:
         return latency[1]
 
     def push_once(self) -> PushResult:
+        result = self._push()
+        if result.outcome is not PushOutcome.FAILED:
+            self._progress_at = self._clock()
+        return result
+
+    def _push(self) -> PushResult:
         batch = self._spool.read(self._max_batch)
         if batch is None:
             return PushResult(PushOutcome.NOTHING)
@@ -130,16 +217,26 @@ class Pusher:
             log.error("collector refused the token (%d): %s; samples stay spooled", answer.status_code, answer.text)
         else:
             log.warning("collector answered %d; samples stay spooled", answer.status_code)
-        return PushResult(PushOutcome.FAILED, retry_after_s=_retry_after(answer))
+        retry_after = retry_after_s(answer.headers.get("retry-after"), cap_s=self._max_retry_after_s)
+        return PushResult(PushOutcome.FAILED, retry_after_s=retry_after)
 
     def _acknowledged(self, answer: httpx.Response, batch: SpoolBatch) -> PushResult:
+        try:
+            ack = parse_ack(answer.content)
+        except UnexpectedAnswer as exc:
+            # resent later: if the collector did commit them, the resend counts as duplicates, nothing is lost
+            log.error("collector answered 200 with %s; %d samples stay spooled", exc, len(batch.samples))
+            self._telemetry.pushes.labels("unexpected").inc()
+            return PushResult(PushOutcome.FAILED)
         self._spool.ack(batch)
         self._inventory = None  # registered: the collector has it now
-        result = answer.json()
         self._telemetry.pushes.labels("ok").inc()
-        self._telemetry.pushed_samples.labels("accepted").inc(result.get("accepted", 0))
-        self._telemetry.pushed_samples.labels("duplicate").inc(result.get("duplicates", 0))
-        self._on_desired(result.get("desired") or {})  # nothing desired: the control plane's limits are lifted
+        self._telemetry.pushed_samples.labels("accepted").inc(ack.accepted)
+        self._telemetry.pushed_samples.labels("duplicate").inc(ack.duplicates)
+        try:
+            self._on_desired(ack.desired)
+        except Exception:  # the samples are delivered; a workload that cannot take the state says so in its log
+            log.exception("the desired state could not be applied")
         return PushResult(PushOutcome.PUSHED, samples=len(batch.samples))
 
     def _reject(self, answer: httpx.Response, batch: SpoolBatch) -> PushResult:
@@ -162,30 +259,36 @@ class Pusher:
         """Push until ``stop``: at most every ``interval_s`` once caught up, backing off while pushes fail."""
         rng = random.Random(seed)
         failures = 0
-        while not stop.is_set():
-            result = self.push_once()
-            if result.outcome is PushOutcome.FAILED:
-                failures += 1
-                stop.wait(max(backoff_delay(failures, rng=rng), result.retry_after_s or 0.0))
-            elif result.outcome is PushOutcome.NOTHING or result.samples < self._max_batch:
-                failures = 0
-                stop.wait(interval_s)  # caught up: let an interval's ticks gather (1 s at 500 ms ticks → 2 ticks)
-            else:
-                failures = 0  # a full batch: more is waiting (a replay after an outage), push on at once
+        self._ran = self._running = True
+        try:
+            while not stop.is_set():
+                result = self._push_guarded()
+                failures = failures + 1 if result.outcome is PushOutcome.FAILED else 0
+                stop.wait(self._pause_s(result, failures, interval_s, rng))
+        finally:
+            self._running = False
+
+    def _push_guarded(self) -> PushResult:
+        """One push; an error of ours (a full disk, a bug) is logged and retried like a failed push."""
+        try:
+            return self.push_once()
+        except Exception:
+            log.exception("push failed; samples stay spooled")
+            self._telemetry.pushes.labels("error").inc()
+            return PushResult(PushOutcome.FAILED)
+
+    def _pause_s(self, result: PushResult, failures: int, interval_s: float, rng: random.Random) -> float:
+        if result.outcome is PushOutcome.FAILED:
+            return max(backoff_delay(failures, rng=rng), result.retry_after_s or 0.0)
+        if result.outcome is PushOutcome.NOTHING or result.samples < self._max_batch:
+            return interval_s  # caught up: let an interval's ticks gather (1 s at 500 ms ticks → 2 ticks)
+        return 0.0  # a full batch: more is waiting (a replay after an outage), push on at once
 
     def flush(self, deadline_s: float) -> int:
         """At shutdown: push what is spooled until nothing is left or ``deadline_s`` passes; returns samples left."""
         end = self._clock() + deadline_s
         while self._clock() < end:
-            result = self.push_once()
+            result = self._push_guarded()
             if result.outcome in (PushOutcome.NOTHING, PushOutcome.FAILED):
                 break
         return self._spool.pending
-
-
-def _retry_after(answer: httpx.Response) -> float | None:
-    value = answer.headers.get("retry-after")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from collector.aggregate import percentile
+from inference_agent.serving.pools import Refusal
 
 JITTER_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5)
 JITTER_WINDOW_TICKS = 1200  # 10 minutes at 500 ms
@@ -44,7 +45,11 @@ class AgentTelemetry:
             "fleetpilot_agent_probe_errors", "Readings that carried an error, by probe.", ["probe"], registry=registry
         )
         self.pushes = Counter(
-            "fleetpilot_agent_pushes", "Pushes to the collector, by outcome.", ["outcome"], registry=registry
+            "fleetpilot_agent_pushes",
+            "Pushes to the collector, by outcome (ok, failed, rejected; unexpected: a 200 that is no ingest answer; "
+            "error: the agent's own).",
+            ["outcome"],
+            registry=registry,
         )
         self.pushed_samples = Counter(
             "fleetpilot_agent_pushed_samples",
@@ -69,7 +74,15 @@ class AgentTelemetry:
             ["probe", "reason"],
             registry=registry,
         )
-        for outcome in ("ok", "failed", "rejected"):
+        self.desired_refused = Counter(
+            "fleetpilot_agent_desired_refused",
+            "Desired states refused as a whole for asking more than the node runs, by reason (once per state).",
+            ["reason"],
+            registry=registry,
+        )
+        for reason in Refusal:
+            self.desired_refused.labels(reason.value)
+        for outcome in ("ok", "failed", "rejected", "unexpected", "error"):
             self.pushes.labels(outcome)
         for outcome in ("accepted", "duplicate", "rejected"):
             self.pushed_samples.labels(outcome)
@@ -85,6 +98,19 @@ class AgentTelemetry:
         with self._jitter_lock:
             recent = list(self._recent_jitter)
         return percentile(recent, 99.0) if recent else float("nan")
+
+    def watch_pusher(self, problem: Callable[[], str | None], since_progress_s: Callable[[], float]) -> None:
+        """Gauges read at scrape time from the pusher: whether it is healthy, and since when nothing got through."""
+        Gauge(
+            "fleetpilot_agent_pusher_up",
+            "1 while the pusher runs and pushes get through; 0 when it stopped or is stale (see /healthz).",
+            registry=self.registry,
+        ).set_function(lambda: 0.0 if problem() else 1.0)
+        Gauge(
+            "fleetpilot_agent_push_progress_age_seconds",
+            "Seconds since a push last got through or found nothing to send.",
+            registry=self.registry,
+        ).set_function(since_progress_s)
 
     def watch_spool(self, pending: Callable[[], int], lost: Callable[[], int], corrupt: Callable[[], int]) -> None:
         """Gauges read at scrape time from the spool."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +13,16 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from inference_agent.fake_collector import FakeCollector
-from inference_agent.pusher import Pusher, PushOutcome, backoff_delay
+from inference_agent.fake_collector import FakeCollector, ScriptedAnswer, ScriptedCollector
+from inference_agent.pusher import (
+    Pusher,
+    PushOutcome,
+    UnexpectedAnswer,
+    backoff_delay,
+    parse_ack,
+    pusher_problem,
+    retry_after_s,
+)
 from inference_agent.spool import Spool
 from inference_agent.telemetry import AgentTelemetry
 
@@ -22,14 +32,18 @@ def sample(ts: float) -> dict[str, Any]:
 
 
 def make_pusher(tmp_path: Path, collector: FakeCollector, **kwargs: Any) -> tuple[Pusher, Spool]:
-    spool = Spool(tmp_path / "spool")
     client = httpx.Client(base_url="http://collector", transport=collector.transport)
+    return pusher_on(tmp_path, client, **kwargs)
+
+
+def pusher_on(tmp_path: Path, client: httpx.Client, **kwargs: Any) -> tuple[Pusher, Spool]:
+    spool = Spool(tmp_path / "spool")
     pusher = Pusher(
         spool,
         client,
         AgentTelemetry(CollectorRegistry()),
         node_id="node-a",
-        token=collector.token,
+        token="agent-token",
         inventory={"hostname": "h", "gpus": []},
         rejected_dir=tmp_path / "rejected",
         **kwargs,
@@ -134,3 +148,126 @@ def test_run_delivers_everything_exactly_once_through_an_outage(tmp_path: Path) 
         thread.join(10)
     assert sorted(collector.accepted) == list(range(1, 301))
     assert spool.pending == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        *[(None, None), ("7", 7.0), ("0", 0.0), ("60", 60.0), ("61", 60.0), ("1e9", 60.0), ("inf", 60.0)],
+        *[("nan", 60.0), ("-3", 60.0), ("soon", 60.0), ("Wed, 21 Oct 2015 07:28:00 GMT", 60.0)],
+    ],
+)
+def test_retry_after_is_believed_up_to_the_cap(value: str | None, seconds: float | None) -> None:
+    assert retry_after_s(value, cap_s=60.0) == seconds
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"<html>bad gateway</html>", b"[]", b"null", b'{"accepted": "many"}', b'{"accepted": -1}', b'{"desired": [1]}'],
+)
+def test_an_answer_that_is_no_ingest_answer_is_unexpected(body: bytes) -> None:
+    with pytest.raises(UnexpectedAnswer):
+        parse_ack(body)
+
+
+def test_an_ingest_answer_is_read() -> None:
+    ack = parse_ack(b'{"accepted": 2, "duplicates": 1, "desired": null}')
+    assert (ack.accepted, ack.duplicates, ack.desired) == (2, 1, {})
+
+
+@pytest.mark.parametrize(
+    ("ran", "running", "since_progress_s", "healthy"),
+    [(False, False, 0.0, True), (True, True, 299.0, True), (True, True, 301.0, False), (True, False, 0.0, False)],
+)
+def test_the_pusher_is_unhealthy_when_stopped_or_stale(
+    ran: bool, running: bool, since_progress_s: float, healthy: bool
+) -> None:
+    problem = pusher_problem(ran=ran, running=running, since_progress_s=since_progress_s, stale_after_s=300.0)
+    assert (problem is None) is healthy
+
+
+@pytest.fixture
+def scripted() -> Iterator[ScriptedCollector]:
+    collector = ScriptedCollector(ScriptedAnswer())
+    yield collector
+    collector.close()
+
+
+def scripted_pusher(tmp_path: Path, collector: ScriptedCollector, **kwargs: Any) -> tuple[Pusher, Spool]:
+    return pusher_on(tmp_path, httpx.Client(base_url=collector.url, timeout=5.0), **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("answer", "retry_after"),
+    [
+        (ScriptedAnswer(200, b"<html>ok</html>"), None),
+        (ScriptedAnswer(200, b"[]"), None),
+        (ScriptedAnswer(503, b"{}", (("Retry-After", "inf"),)), 60.0),
+        (ScriptedAnswer(503, b"{}", (("Retry-After", "1e9"),)), 60.0),
+        (ScriptedAnswer(429, b"{}", (("Retry-After", "nan"),)), 60.0),
+    ],
+)
+def test_a_bad_answer_on_the_wire_keeps_the_samples_and_bounds_the_wait(
+    tmp_path: Path, scripted: ScriptedCollector, answer: ScriptedAnswer, retry_after: float | None
+) -> None:
+    scripted.answer = answer
+    pusher, spool = scripted_pusher(tmp_path, scripted)
+    spool.append([sample(1000), sample(1000.5)])
+    result = pusher.push_once()
+    assert result.outcome is PushOutcome.FAILED
+    assert result.retry_after_s == retry_after
+    assert spool.pending == 2
+
+
+def test_the_run_outlives_bad_answers_and_delivers_once_they_stop(tmp_path: Path, scripted: ScriptedCollector) -> None:
+    scripted.answer = ScriptedAnswer(200, b"[]")
+    pusher, spool = scripted_pusher(tmp_path, scripted)
+    spool.append([sample(1000)])
+    stop = threading.Event()
+    thread = threading.Thread(target=pusher.run, args=(stop,), kwargs={"interval_s": 0.01, "seed": 1})
+    thread.start()
+    try:
+        wait_for(lambda: scripted.pushes >= 3)
+        assert thread.is_alive()
+        assert pusher.problem() is None
+        assert spool.pending == 1
+        scripted.answer = ScriptedAnswer(200, b'{"accepted": 1, "duplicates": 0}')
+        wait_for(lambda: spool.pending == 0)
+    finally:
+        stop.set()
+        thread.join(10)
+    assert pusher.problem() is not None  # its loop has ended: /healthz would say so
+
+
+def test_a_huge_retry_after_waits_only_the_cap(tmp_path: Path, scripted: ScriptedCollector) -> None:
+    scripted.answer = ScriptedAnswer(503, b"{}", (("Retry-After", "1e9"),))
+    pusher, spool = scripted_pusher(tmp_path, scripted, max_retry_after_s=0.05)
+    spool.append([sample(1000)])
+    stop = threading.Event()
+    thread = threading.Thread(target=pusher.run, args=(stop,), kwargs={"interval_s": 0.01, "seed": 1})
+    thread.start()
+    try:
+        wait_for(lambda: scripted.pushes >= 3, timeout_s=5.0)  # at 1e9 s believed, the second would never come
+    finally:
+        stop.set()
+        thread.join(10)
+
+
+def test_no_progress_for_five_retry_afters_is_a_problem(tmp_path: Path) -> None:
+    now = [0.0]
+    collector = FakeCollector(down=True)
+    pusher, spool = make_pusher(tmp_path, collector, max_retry_after_s=60.0, clock=lambda: now[0])
+    spool.append([sample(1000)])
+    now[0] = 301.0
+    pusher.push_once()
+    assert pusher.problem() == "no push got through for 301 s (more than 300 s)"
+    collector.down = False
+    pusher.push_once()
+    assert pusher.problem() is None
+
+
+def wait_for(condition: Any, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
