@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 
-from alerting.receiver import Received, WebhookReceiver
+from alerting.receiver import LOOPBACK_NETWORKS, Received, WebhookReceiver
 from collector.aggregate import percentile
 from fleetpilot.launch import ServerProcess
 from migrations import runner
@@ -43,6 +43,8 @@ TICK_SECONDS = 0.5
 HOT, COOL, THRESHOLD = 90.0, 60.0, 85.0
 DEFAULT_EVALUATION_INTERVAL_SECONDS = 1.0  # ServerSettings.alert_evaluation_interval_seconds
 TARGET_P99_SECONDS = 2.0
+# The receiver listens on loopback, which a server refuses as a webhook target unless it is allowed.
+RECEIVER_ON_LOOPBACK = {"FLEETPILOT_WEBHOOK_ALLOWED_NETWORKS": json.dumps(LOOPBACK_NETWORKS)}
 
 
 def progress(message: str) -> None:
@@ -185,7 +187,7 @@ def restart(server: ServerProcess, load: Load) -> tuple[ServerProcess, float]:
     load.frozen.set()
     started = time.monotonic()
     server.stop()
-    fresh = ServerProcess(server.database_url, admin_token=server.admin_token, port=server.port).start()
+    fresh = ServerProcess(server.database_url, admin_token=server.admin_token, port=server.port, env=server.env).start()
     down_s = time.monotonic() - started
     load.frozen.clear()
     return fresh, down_s
@@ -242,7 +244,7 @@ def run(config: Config) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-alerting-") as folder, WebhookReceiver(SECRET) as receiver:
         url = f"sqlite:///{Path(folder)}/bench.db"
         runner.upgrade(url)
-        server = ServerProcess(url).start()
+        server = ServerProcess(url, env=RECEIVER_ON_LOOPBACK).start()
         try:
             nodes = set_up(server, receiver, config)
             load = Load(nodes)

@@ -4,6 +4,7 @@ signature."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from alerting.receiver import WebhookReceiver
+from alerting.receiver import LOOPBACK_NETWORKS, WebhookReceiver
 from fleetpilot.launch import ServerProcess, free_port
 
 pytestmark = pytest.mark.slow
@@ -22,6 +23,7 @@ FAST = {
     "FLEETPILOT_WEBHOOK_POLL_SECONDS": "0.2",
     "FLEETPILOT_WEBHOOK_BACKOFF_INITIAL_SECONDS": "0.2",
     "FLEETPILOT_WEBHOOK_BACKOFF_MAX_SECONDS": "1",
+    "FLEETPILOT_WEBHOOK_ALLOWED_NETWORKS": json.dumps(LOOPBACK_NETWORKS),
     "FLEETPILOT_NODE_DOWN_AFTER_SECONDS": "30",
 }
 

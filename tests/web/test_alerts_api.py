@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from alerting.alert_store import AlertStore, OutboxRow
 from alerting.lifecycle import Alert, AlertStatus
 from alerting.outbox import DeliverySettings, Outbox
+from alerting.receiver import LOOPBACK_NETWORKS
 from alerting.sender import FakeSender
 from tests.support.clock import FakeClock
 from web.services import AppServices
@@ -175,6 +176,7 @@ def test_the_allow_list_refuses_other_hosts(client: TestClient, auth: Auth, serv
 
 
 def test_the_delivery_log_of_a_webhook(client: TestClient, auth: Auth, services: AppServices, clock: FakeClock) -> None:
+    services.settings.webhook_allowed_networks = LOOPBACK_NETWORKS
     hook = client.post(
         "/api/v1/webhooks", json={"url": "http://127.0.0.1:9/x", "secret": SECRET}, headers=auth("admin")
     ).json()
