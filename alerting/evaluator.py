@@ -26,6 +26,7 @@ from alerting.silences import silenced
 from alerting.telemetry import AlertingTelemetry
 from alerting.webhooks import TargetKind, Webhook, WebhookStore
 from autoscaler.lease import Lease
+from collector.skipped_rows import Job, SkippedRows
 
 log = logging.getLogger(__name__)
 LEASE_NAME = "alerting"
@@ -52,10 +53,12 @@ class Evaluator:
         holder: str,
         telemetry: AlertingTelemetry | None = None,
         on_notify: Callable[[], None] | None = None,
+        skipped: SkippedRows | None = None,
     ) -> None:
         self.engine = engine
         self.settings = settings
         self.telemetry = telemetry
+        self.skipped = skipped if skipped is not None else SkippedRows(Job.ALERTS)
         self.on_notify = on_notify
         self.lease = Lease(engine, LEASE_NAME, holder, settings.lease_seconds)
         self.alerts = AlertStore(engine)
@@ -98,6 +101,7 @@ class Evaluator:
                 fresh_seconds=s.fresh_seconds,
                 down_after_seconds=s.down_after_seconds,
                 edges=self._edges,
+                skipped=self.skipped,
             )
         result = evaluate(rules, inputs, previous, now, unseen_resolve_seconds=s.unseen_resolve_seconds)
         quiet = SilenceStore(self.engine).list(active_at=now)

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, Row, func, select
 
 from alerting.inputs import ForecastView, Inputs, PoolScaling, Reading, Throttle
 from alerting.rules import EventKind, Rule, RuleKind
@@ -22,7 +23,8 @@ from alerting.signals import is_catalog_metric, reading_values
 from autoscaler.events import scaling_events
 from autoscaler.pools import pools
 from collector.aggregate import Stat, reduce_rollups
-from collector.registry import pool_replicas, read_latest
+from collector.registry import LatestSeries, pool_replicas, read_latest
+from collector.skipped_rows import Job, SkippedRows
 from collector.tables import NO_DEVICE, NO_POOL, ROLLUP_BUCKET_SECONDS, nodes, rollup_column, rollups_1m, samples
 from isolation.events import enforcement_events
 from predictor.store import forecasts
@@ -61,20 +63,22 @@ def gather(
     fresh_seconds: float,
     down_after_seconds: float,
     edges: WindowEdges | None = None,
+    skipped: SkippedRows | None = None,
 ) -> Inputs:
     """The inputs of ``rules`` at ``now``; ``edges`` (kept by the evaluator between ticks) spares rate-of-change
-    rules their raw-sample read on most ticks."""
+    rules their raw-sample read on most ticks, and a series whose figures cannot be read is left out to ``skipped``."""
     want = needs(rules)
     edges = edges if edges is not None else WindowEdges()
     edges.keep_only(rules)
-    readings = _readings(conn) if want.readings else []
+    skipped = skipped if skipped is not None else SkippedRows(Job.ALERTS)
+    readings = _readings(conn, skipped) if want.readings else []
     last_seen = {r.id: r.last_seen for r in conn.execute(select(nodes.c.id, nodes.c.last_seen))}
     windowed = {}
     for rule in rules:
         if rule.spec.kind is RuleKind.RATE_OF_CHANGE:
-            windowed[rule.id] = _changes(edges.first_values(conn, rule, now), rule, readings)
+            windowed[rule.id] = _changes(edges.first_values(conn, rule, now, skipped), rule, readings)
         elif rule.spec.stat is not None:
-            windowed[rule.id] = _rollup_stats(conn, rule, now, last_seen, fresh_seconds)
+            windowed[rule.id] = _rollup_stats(conn, rule, now, last_seen, fresh_seconds, skipped)
     return Inputs(
         readings=readings,
         node_last_seen=last_seen,
@@ -86,8 +90,17 @@ def gather(
     )
 
 
-def _readings(conn: Connection) -> list[Reading]:
-    return [Reading(s.node_id, s.device, s.pool, s.ts, reading_values(s.metrics, s.extra)) for s in read_latest(conn)]
+def _readings(conn: Connection, skipped: SkippedRows) -> list[Reading]:
+    return skipped.each(read_latest(conn), lambda s: _where((s.node_id, s.device, s.pool)), _reading)
+
+
+def _reading(s: LatestSeries) -> Reading:
+    return Reading(s.node_id, s.device, s.pool, s.ts, reading_values(s.metrics, s.extra))
+
+
+def _where(key: SeriesKey) -> str:
+    node, device, pool = key
+    return f"node {node} device {device} pool {pool}"
 
 
 def _key(node: str, device: int, pool: str) -> SeriesKey:
@@ -95,7 +108,7 @@ def _key(node: str, device: int, pool: str) -> SeriesKey:
 
 
 def _rollup_stats(
-    conn: Connection, rule: Rule, now: float, last_seen: dict[str, float], fresh_seconds: float
+    conn: Connection, rule: Rule, now: float, last_seen: dict[str, float], fresh_seconds: float, skipped: SkippedRows
 ) -> list[Reading]:
     """The rule's statistic per series over the window's minutes; a series of a node that is away is stale."""
     spec = rule.spec
@@ -104,15 +117,18 @@ def _rollup_stats(
     query = select(rollups_1m.c.node_id, rollups_1m.c.device, rollups_1m.c.pool, rollups_1m.c.bucket, column).where(
         rollups_1m.c.bucket >= now - spec.window_seconds, column.is_not(None)
     )
-    values: dict[tuple[str, int | None, str | None], list[float]] = defaultdict(list)
+    values: dict[SeriesKey, list[float]] = defaultdict(list)
     for row in conn.execute(query):
         values[_key(row[0], row[1], row[2])].append(float(row[4]))
-    out = []
-    for (node, device, pool), found in values.items():
+    metric, stat = spec.metric, Stat(spec.stat)
+
+    def reading(item: tuple[SeriesKey, list[float]]) -> Reading:
+        (node, device, pool), found = item
         up = now - last_seen.get(node, float("-inf")) < fresh_seconds
         ts = now if up else now - fresh_seconds - ROLLUP_BUCKET_SECONDS
-        out.append(Reading(node, device, pool, ts, {spec.metric: reduce_rollups(found, Stat(spec.stat))}))
-    return out
+        return Reading(node, device, pool, ts, {metric: reduce_rollups(found, stat)})
+
+    return skipped.each(values.items(), lambda item: _where(item[0]), reading)
 
 
 class WindowEdges:
@@ -124,13 +140,13 @@ class WindowEdges:
     def __init__(self) -> None:
         self._cache: dict[tuple[int, int], tuple[float, dict[SeriesKey, float]]] = {}
 
-    def first_values(self, conn: Connection, rule: Rule, now: float) -> dict[SeriesKey, float]:
+    def first_values(self, conn: Connection, rule: Rule, now: float, skipped: SkippedRows) -> dict[SeriesKey, float]:
         assert rule.spec.window_seconds is not None
         key = (rule.id, rule.version)
         cached = self._cache.get(key)
         if cached is not None and 0 <= now - cached[0] < max(1.0, rule.spec.window_seconds / 60):
             return cached[1]
-        first = _first_values(conn, rule, now)
+        first = _first_values(conn, rule, now, skipped)
         self._cache[key] = (now, first)
         return first
 
@@ -140,7 +156,7 @@ class WindowEdges:
         self._cache = {k: v for k, v in self._cache.items() if k in live}
 
 
-def _first_values(conn: Connection, rule: Rule, now: float) -> dict[SeriesKey, float]:
+def _first_values(conn: Connection, rule: Rule, now: float, skipped: SkippedRows) -> dict[SeriesKey, float]:
     spec = rule.spec
     assert spec.metric is not None and spec.window_seconds is not None
     start = now - spec.window_seconds
@@ -151,12 +167,16 @@ def _first_values(conn: Connection, rule: Rule, now: float) -> dict[SeriesKey, f
         .where(samples.c.ts >= start, samples.c.ts <= start + min(EDGE_SECONDS, spec.window_seconds / 2))
         .order_by(samples.c.ts)
     )
+    metric = spec.metric
+
+    def keyed(row: Row[Any, Any, Any, Any]) -> tuple[SeriesKey, float | None]:
+        value = row[3] if catalog else reading_values({}, row[3]).get(metric)
+        return _key(row[0], row[1], row[2]), None if value is None else float(value)
+
     first: dict[SeriesKey, float] = {}
-    for row in conn.execute(query):
-        key = _key(row[0], row[1], row[2])
-        value = row[3] if catalog else reading_values({}, row[3]).get(spec.metric)
+    for key, value in skipped.each(conn.execute(query), lambda row: _where(_key(row[0], row[1], row[2])), keyed):
         if key not in first and value is not None:
-            first[key] = float(value)
+            first[key] = value
     return first
 
 

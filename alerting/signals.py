@@ -38,12 +38,16 @@ def is_catalog_metric(name: str) -> bool:
 
 
 def reading_values(metrics: Mapping[str, float], extra: Mapping[str, Any] | None) -> dict[str, float]:
-    """Every signal one reading carries: its metrics, its numeric extras of :data:`EXTRA_SIGNALS`, the error ratio."""
+    """Every signal one reading carries: its metrics, its numeric extras of :data:`EXTRA_SIGNALS`, the error ratio.
+
+    An extra that is no 64-bit float (a 400-digit integer stored before ingest refused them) raises
+    ``OverflowError``: the evaluator then skips that one reading, not the whole evaluation.
+    """
     values = dict(metrics)
     for name in EXTRA_SIGNALS:
         value = (extra or {}).get(name)
-        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-            values[name] = float(value)
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(number := float(value)):
+            values[name] = number
     failed, total = values.get("failed_requests_per_second"), metrics.get("request_rate_per_second")
     if failed is not None and total is not None and total > 0:
         values[ERROR_RATIO] = failed / total

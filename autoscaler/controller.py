@@ -39,6 +39,7 @@ from autoscaler.policy import (
     scale_down_window_seconds,
 )
 from autoscaler.pools import Mode, Pool, PoolStore
+from collector.skipped_rows import BAD_VALUE_ERRORS, Job, SkippedRows
 from predictor.store import ForecastStore, StoredForecast, SubjectKind
 
 log = logging.getLogger(__name__)
@@ -92,10 +93,12 @@ class Controller:
         *,
         holder: str,
         telemetry: AutoscalerTelemetry | None = None,
+        skipped: SkippedRows | None = None,
     ) -> None:
         self.settings = settings
         self.actuator = actuator
         self.telemetry = telemetry
+        self.skipped = skipped if skipped is not None else SkippedRows(Job.AUTOSCALER)
         self.engine = engine
         self.pools = PoolStore(engine)
         self.forecasts = ForecastStore(engine)
@@ -133,7 +136,9 @@ class Controller:
         for pool in pools:
             try:
                 decisions[pool.name] = self._tick(pool, fleet, now)
-            except Exception:  # one pool's trouble (a bad forecast row, ...) must not stop the others
+            except BAD_VALUE_ERRORS as error:  # a bad forecast or fleet row: this pool waits, the others go on
+                self.skipped.skip(f"pool {pool.name}", error)
+            except Exception:  # any other trouble of one pool must not stop the others either
                 log.exception("autoscaler: pool %s failed this tick", pool.name)
         return decisions
 

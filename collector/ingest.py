@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine, case, func, text
+from sqlalchemy import Connection, Engine, case, func, select, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from collector.catalog import METRIC_NAMES
 from collector.database import insert_for
-from collector.errors import StorageUnavailable
+from collector.errors import FieldProblem, StorageUnavailable, TooManyPools
 from collector.rollups import bucket_start
 from collector.tables import (
     NO_DEVICE,
@@ -37,6 +37,30 @@ from collector.wire import IngestBatch, WireInventory, WireSample
 class IngestResult:
     accepted: int
     duplicates: int
+
+
+@dataclass(frozen=True)
+class PoolBound:
+    """A node reports at most ``max_pools`` distinct pools over the life of its registry entry, not counting the
+    pools the control plane configured (``configured``, read only once a batch would pass the bound).
+
+    10,000 invented pools in 5 pushes grew ``/metrics`` to 1.5 MB and made every ingest answer and alert evaluation
+    slower for the whole fleet.
+    """
+
+    max_pools: int
+    configured: Callable[[], Collection[str]]
+
+    def refused(self, reported: Collection[str], batch_pools: Sequence[str]) -> set[str]:
+        """The pools of ``batch_pools`` (in order of first appearance) past the bound, given those already
+        ``reported``: with 63 reported and a bound of 64, new pools a, b → b is refused."""
+        new = [p for p in dict.fromkeys(batch_pools) if p not in reported]
+        if len(set(reported)) + len(new) <= self.max_pools:
+            return set()
+        configured = set(self.configured())
+        unknown_new = [p for p in new if p not in configured]
+        room = max(0, self.max_pools - len(set(reported) - configured))
+        return set(unknown_new[room:])
 
 
 def sample_row(node_id: str, sample: WireSample) -> dict[str, Any]:
@@ -145,10 +169,13 @@ class SampleWriter:
             },
         )
 
-    def write_batch(self, batch: IngestBatch, *, received_at: float) -> IngestResult:
-        """Store ``batch`` in one transaction; raises ``StorageUnavailable`` when the database is away."""
+    def write_batch(self, batch: IngestBatch, *, received_at: float, pools: PoolBound | None = None) -> IngestResult:
+        """Store ``batch`` in one transaction; raises ``StorageUnavailable`` when the database is away and
+        ``TooManyPools`` (nothing stored) when its samples name pools past ``pools``."""
         try:
             with self._writer_turn, self._engine.begin() as conn:
+                if pools is not None:
+                    _check_pools(conn, batch, pools)
                 return self._write(conn, batch, received_at)
         except OperationalError as exc:
             raise StorageUnavailable(f"database unavailable: {exc.orig}") from exc
@@ -208,6 +235,23 @@ class SampleWriter:
                 self._upsert_devices,
                 [{"node_id": node_id, **gpu.model_dump(), "updated_at": now} for gpu in inventory.gpus],
             )
+
+
+def _check_pools(conn: Connection, batch: IngestBatch, bound: PoolBound) -> None:
+    named = [s.pool for s in batch.samples if s.pool is not None]
+    if not named:
+        return
+    c = series_latest.c
+    reported = set(conn.scalars(select(c.pool).where(c.node_id == batch.node_id, c.pool != NO_POOL).distinct()))
+    refused = bound.refused(reported, named)
+    if refused:
+        raise TooManyPools(
+            [
+                FieldProblem(index, "pool", f"this node reports more than {bound.max_pools} pools")
+                for index, sample in enumerate(batch.samples)
+                if sample.pool in refused
+            ]
+        )
 
 
 def _latest_per_series(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -26,6 +26,7 @@ from sqlalchemy import ColumnElement, Connection, Engine, Result, and_, bindpara
 from collector.aggregate import Stat, reduce_values
 from collector.catalog import METRIC_NAMES
 from collector.database import insert_for
+from collector.skipped_rows import BAD_VALUE_ERRORS, Job, SkippedRows
 from collector.tables import (
     ROLLUP_BUCKET_SECONDS,
     ROLLUP_STATS,
@@ -98,19 +99,32 @@ class _BucketValues:
                 column.append(value)
 
 
-def rollup_rows(raw: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
+def rollup_rows(raw: Iterable[Sequence[Any]], skipped: SkippedRows | None = None) -> list[dict[str, Any]]:
     """One ``rollups_1m`` row per (series, minute) of ``raw`` rows laid out as ``RAW_COLUMNS``, sorted by key.
 
-    ``raw`` is consumed as it is iterated and no row is kept: memory is the values of the minutes it covers.
+    ``raw`` is consumed as it is iterated and no row is kept: memory is the values of the minutes it covers. A minute
+    that cannot be reduced is left out to ``skipped``: two samples of 1.7e308 bytes overflow its mean (``fsum``), and
+    before, that failed every run on the same range, so no later minute was ever rolled.
     """
     buckets: dict[BucketKey, _BucketValues] = {}
+    broken: dict[BucketKey, Exception] = {}  # a value no double holds (text written straight into SQLite)
     for row in raw:
         key = (row[0], row[1], row[2], bucket_start(row[3]))
         bucket = buckets.get(key)
         if bucket is None:
             bucket = buckets[key] = _BucketValues()
-        bucket.add(row[_FIRST_METRIC:])
-    return [_bucket_row(key, buckets[key]) for key in sorted(buckets)]
+        try:
+            bucket.add(row[_FIRST_METRIC:])
+        except BAD_VALUE_ERRORS as error:
+            broken[key] = error
+
+    def reduced(key: BucketKey) -> dict[str, Any]:
+        if key in broken:
+            raise broken[key]
+        return _bucket_row(key, buckets[key])
+
+    skipped = skipped if skipped is not None else SkippedRows(Job.ROLLUPS)
+    return skipped.each(sorted(buckets), lambda k: f"node {k[0]} device {k[1]} pool {k[2]} minute {k[3]:.0f}", reduced)
 
 
 def _bucket_row(key: BucketKey, bucket: _BucketValues) -> dict[str, Any]:
@@ -140,6 +154,7 @@ class RollupJob:
         lookback_seconds: float = 600.0,
         chunk_seconds: float = ROLLUP_BUCKET_SECONDS,
         backlog_batch: int = 100,
+        skipped: SkippedRows | None = None,
     ) -> None:
         if chunk_seconds < ROLLUP_BUCKET_SECONDS or chunk_seconds % ROLLUP_BUCKET_SECONDS:
             raise ValueError(f"chunk_seconds must be a whole number of minutes, got {chunk_seconds}")
@@ -149,6 +164,7 @@ class RollupJob:
         self._lookback_seconds = lookback_seconds
         self._chunk_seconds = chunk_seconds
         self._backlog_batch = backlog_batch
+        self._skipped = skipped if skipped is not None else SkippedRows(Job.ROLLUPS)
         upsert = insert_for(engine, rollups_1m)
         values = [c.name for c in rollups_1m.columns if c.name not in ROLLUP_KEY]
         self._upsert = upsert.on_conflict_do_update(
@@ -209,7 +225,7 @@ class RollupJob:
             low = max(cursor, bucket_start(first))
             high = min(low + self._chunk_seconds, end)
             with self._engine.begin() as conn:
-                rows = rollup_rows(read_raw(conn, and_(samples.c.ts >= low, samples.c.ts < high)))
+                rows = rollup_rows(read_raw(conn, and_(samples.c.ts >= low, samples.c.ts < high)), self._skipped)
                 if rows:
                     conn.execute(self._upsert, rows)
                 if stored is None or high > stored:
@@ -265,7 +281,7 @@ class RollupJob:
             )
         )
         # A minute whose samples retention already removed yields no rows: its old rollup stays as it was.
-        rows = rollup_rows(read_raw(conn, in_pairs))
+        rows = rollup_rows(read_raw(conn, in_pairs), self._skipped)
         if rows:
             conn.execute(self._upsert, rows)
         return len(rows)

@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 class RejectReason(StrEnum):
     INVALID = "invalid"
+    TOO_MANY_POOLS = "too_many_pools"  # samples naming pools past ingest_max_pools_per_node
     TOO_LARGE = "too_large"
     UNAUTHORIZED = "unauthorized"
     FORBIDDEN = "forbidden"

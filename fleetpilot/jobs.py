@@ -23,6 +23,7 @@ from alerting.target_address import AddressPolicy
 from autoscaler.controller import Controller, ControllerSettings
 from collector.retention import RetentionJob
 from collector.rollups import RollupJob
+from collector.skipped_rows import Job, SkippedRows, skipped_rows_counter
 from isolation.enforcer import Enforcer, EnforcerLoopSettings
 from isolation.noisy import EnforcerSettings
 from predictor.loop import ForecastJob, ForecastSettings
@@ -49,7 +50,12 @@ class Jobs:
 
 def start_jobs(services: AppServices) -> Jobs:
     settings = services.settings
-    rollups = RollupJob(services.engine, lookback_seconds=settings.rollup_lookback_seconds)
+    skipped = skipped_rows_counter(services.registry)
+    rollups = RollupJob(
+        services.engine,
+        lookback_seconds=settings.rollup_lookback_seconds,
+        skipped=SkippedRows(Job.ROLLUPS, skipped),
+    )
     retention = RetentionJob(
         services.engine,
         raw_retention_seconds=settings.raw_retention_hours * 3600,
@@ -58,7 +64,12 @@ def start_jobs(services: AppServices) -> Jobs:
     scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30})
     _every(scheduler, "rollups", settings.rollup_interval_seconds, rollups.run)
     _every(scheduler, "retention", settings.retention_interval_seconds, retention.run)
-    forecasts = ForecastJob(services.engine, forecast_settings(services), telemetry=services.forecast_telemetry)
+    forecasts = ForecastJob(
+        services.engine,
+        forecast_settings(services),
+        telemetry=services.forecast_telemetry,
+        skipped=SkippedRows(Job.FORECASTS, skipped),
+    )
     _every(scheduler, "forecasts", settings.forecast_interval_seconds, forecasts.run)
     holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     controller = Controller(
@@ -74,10 +85,15 @@ def start_jobs(services: AppServices) -> Jobs:
         services.actuator,
         holder=holder,
         telemetry=services.autoscaler_telemetry,
+        skipped=SkippedRows(Job.AUTOSCALER, skipped),
     )
     _every(scheduler, "autoscaler", settings.autoscale_interval_seconds, controller.run)
     enforcer = Enforcer(
-        services.engine, enforcer_settings(services), holder=holder, telemetry=services.enforcer_telemetry
+        services.engine,
+        enforcer_settings(services),
+        holder=holder,
+        telemetry=services.enforcer_telemetry,
+        skipped=SkippedRows(Job.ENFORCER, skipped),
     )
     _every(scheduler, "enforcer", settings.enforce_interval_seconds, enforcer.run)
     outbox = Outbox(
@@ -95,6 +111,7 @@ def start_jobs(services: AppServices) -> Jobs:
         holder=holder,
         telemetry=services.alerting_telemetry,
         on_notify=outbox.kick,
+        skipped=SkippedRows(Job.ALERTS, skipped),
     )
     _every(scheduler, "alerts", settings.alert_evaluation_interval_seconds, evaluator.run)
     _every(scheduler, "webhooks", settings.webhook_poll_seconds, outbox.run)

@@ -27,6 +27,7 @@ from sqlalchemy import Engine
 from autoscaler.lease import Lease
 from autoscaler.pools import PoolStore
 from collector.registry import LatestSeries, NodeStatus, node_statuses, read_latest
+from collector.skipped_rows import Job, SkippedRows
 from isolation.events import EnforcementEvent, EnforcementStore
 from isolation.noisy import (
     Action,
@@ -93,11 +94,13 @@ class Enforcer:
         *,
         holder: str,
         telemetry: EnforcerTelemetry | None = None,
+        skipped: SkippedRows | None = None,
     ) -> None:
         self.engine = engine
         self.settings = settings
         self.store = EnforcementStore(engine)
         self.telemetry = telemetry
+        self.skipped = skipped if skipped is not None else SkippedRows(Job.ENFORCER)
         self.lease = Lease(engine, LEASE_NAME, holder, settings.lease_seconds)
         self._state: EnforcerState | None = None  # None: not leading, or not yet loaded from the stored levels
 
@@ -145,38 +148,45 @@ class Enforcer:
             series = read_latest(conn, up, pools_only=True)
         fresh = [s for s in series if s.pool is not None and now - s.ts <= self.settings.stale_after_seconds]
         slo = {pool.name: pool.spec.slo_p99_seconds for pool in PoolStore(self.engine).list()}
-        return observe(fresh, tenants, slo)
+        return observe(fresh, tenants, slo, self.skipped)
 
 
 def observe(
-    readings: Sequence[LatestSeries], tenants: Sequence[Tenant], slo_p99_seconds: Mapping[str, float]
+    readings: Sequence[LatestSeries],
+    tenants: Sequence[Tenant],
+    slo_p99_seconds: Mapping[str, float],
+    skipped: SkippedRows | None = None,
 ) -> list[ScopeObservation]:
-    """One observation per pool reading that carries per-tenant usage; a reading without it is not observed.
+    """One observation per pool reading that carries per-tenant usage; a reading without it is not observed, and
+    one whose figures cannot be read (a 400-digit integer) is left out to ``skipped``.
 
     A tenant's compute share is its part of the pool's generated tokens/s when the pool generates text (its reading
     has ``token_throughput_per_second``), else of its requests/s: 90 and 10 tokens/s → 0.9 and 0.1. A tenant whose
     figure is missing gets no share (``decide`` then holds the scope); when nobody sent anything every share is 0.
     """
     by_name = {t.name: t for t in tenants}
-    found = []
-    for reading in readings:
-        usage = (reading.extra or {}).get("tenants")
-        if reading.pool is None or not isinstance(usage, Mapping):
-            continue
-        measure = "tokens_per_second" if "token_throughput_per_second" in reading.metrics else "requests_per_second"
-        amounts = {name: _number(body, measure) for name, body in usage.items()}
-        total = sum(v for v in amounts.values() if v is not None)
-        slo = slo_p99_seconds.get(reading.pool)
-        found.append(
-            ScopeObservation(
-                scope_of(reading.node_id, reading.pool),
-                tuple(
-                    _usage(name, usage[name], by_name.get(name), reading.pool, amount, total, slo)
-                    for name, amount in sorted(amounts.items())
-                ),
-            )
-        )
-    return found
+    observed = [r for r in readings if r.pool is not None and isinstance((r.extra or {}).get("tenants"), Mapping)]
+    skipped = skipped if skipped is not None else SkippedRows(Job.ENFORCER)
+    return skipped.each(
+        observed,
+        lambda r: f"node {r.node_id} pool {r.pool}",
+        lambda r: _observation(r, by_name, slo_p99_seconds.get(r.pool or "")),
+    )
+
+
+def _observation(reading: LatestSeries, by_name: Mapping[str, Tenant], slo: float | None) -> ScopeObservation:
+    usage: Mapping[str, Any] = (reading.extra or {})["tenants"]
+    pool = reading.pool or ""
+    measure = "tokens_per_second" if "token_throughput_per_second" in reading.metrics else "requests_per_second"
+    amounts = {name: _number(body, measure) for name, body in usage.items()}
+    total = sum(v for v in amounts.values() if v is not None)
+    return ScopeObservation(
+        scope_of(reading.node_id, pool),
+        tuple(
+            _usage(name, usage[name], by_name.get(name), pool, amount, total, slo)
+            for name, amount in sorted(amounts.items())
+        ),
+    )
 
 
 def _usage(

@@ -30,6 +30,7 @@ from sqlalchemy import Engine
 
 from autoscaler.pools import Pool, PoolSpec, PoolStore
 from collector.registry import pool_replicas
+from collector.skipped_rows import Job, SkippedRows
 from predictor import inputs
 from predictor.backtest import horizon_steps
 from predictor.base import Forecast, ForecastError, History
@@ -92,10 +93,12 @@ class ForecastJob:
         *,
         telemetry: ForecastTelemetry | None = None,
         cycle: Cycle = forecast_cycle,
+        skipped: SkippedRows | None = None,
     ) -> None:
         self.engine = engine
         self.cycle = cycle
         self.settings = settings
+        self.skipped = skipped if skipped is not None else SkippedRows(Job.FORECASTS)
         self.store = ForecastStore(engine)
         self.pools = PoolStore(engine)
         self.telemetry = telemetry
@@ -123,13 +126,15 @@ class ForecastJob:
         except FutureTimeout:
             self._fail_all(subjects, f"forecast cycle timed out after {self.settings.timeout_seconds:g} s", now)
             return CycleReport(0, len(subjects), time.monotonic() - started)
-        good, failures = [], []
-        for key, subject in subjects.items():
-            result = results.get(_key_name(key))
-            if isinstance(result, Forecast):
-                good.append(self._good(key, subject, result, now))
-            else:
-                failures.append((*key, str(result) if result is not None else "no forecast returned"))
+        forecasts = {k: r for k in subjects if isinstance(r := results.get(_key_name(k)), Forecast)}
+        good = self.skipped.each(
+            forecasts.items(),
+            lambda kf: f"{kf[0][0].value} {kf[0][1]}",
+            lambda kf: self._good(kf[0], subjects[kf[0]], kf[1], now),
+        )
+        failures = [
+            (*key, str(results.get(_key_name(key), "no forecast returned"))) for key in subjects if key not in forecasts
+        ]
         self.store.save(good)
         self.store.mark_failed(failures, attempted_at=now)
         report = CycleReport(len(good), len(failures), time.monotonic() - started)
@@ -146,15 +151,14 @@ class ForecastJob:
                 return subjects
             configured = {p.name: p for p in self.pools.list()}
             replicas = pool_replicas(conn, now=now, down_after_seconds=s.node_down_after_seconds)
-            for name in sorted(set(configured) | inputs.pools_seen(conn, pool_window)):
-                spec = configured[name].spec if name in configured else PoolSpec()
-                metric = spec.demand_metric.value
-                history = inputs.pool_demand(conn, name, metric, pool_window)
-                per_replica, source = self._per_replica(conn, configured.get(name), name, spec, now)
-                ready = replicas.get(name, 0)
-                capacity = ready * per_replica if per_replica is not None and ready > 0 else None
-                context = {"replicas": ready, "per_replica_capacity": per_replica, "capacity_source": source}
-                subjects[(SubjectKind.POOL, name, metric)] = Subject(history, capacity, context)
+            names = sorted(set(configured) | inputs.pools_seen(conn, pool_window))
+            subjects.update(
+                self.skipped.each(
+                    names,
+                    lambda name: f"pool {name}",
+                    lambda name: self._pool_subject(conn, name, configured.get(name), replicas, pool_window, now),
+                )
+            )
             node_window = inputs.Window(
                 max(pool_window.start, pool_window.end - s.node_history_seconds), pool_window.end
             )
@@ -166,6 +170,19 @@ class ForecastJob:
                 key = (SubjectKind.REPLICAS, f"{node_id}/{pool}", "kv_cache_utilization_ratio")
                 subjects[key] = Subject(history, s.exhaustion_ratio, {"exhaustion_ratio": s.exhaustion_ratio})
         return subjects
+
+    def _pool_subject(
+        self, conn: Any, name: str, pool: Pool | None, replicas: Mapping[str, int], window: inputs.Window, now: float
+    ) -> tuple[Key, Subject]:
+        """A pool's demand history and capacity: its ready replicas times what one replica serves."""
+        spec = pool.spec if pool is not None else PoolSpec()
+        metric = spec.demand_metric.value
+        history = inputs.pool_demand(conn, name, metric, window)
+        per_replica, source = self._per_replica(conn, pool, name, spec, now)
+        ready = replicas.get(name, 0)
+        capacity = ready * per_replica if per_replica is not None and ready > 0 else None
+        context = {"replicas": ready, "per_replica_capacity": per_replica, "capacity_source": source}
+        return (SubjectKind.POOL, name, metric), Subject(history, capacity, context)
 
     def _per_replica(
         self, conn: Any, pool: Pool | None, name: str, spec: PoolSpec, now: float

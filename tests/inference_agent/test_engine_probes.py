@@ -323,5 +323,5 @@ def test_readings_pass_the_collectors_ingest_validation(kind: str, scrapes: list
         for seq, reading in enumerate(readings(kind, [fixture(name) for name in scrapes]), start=1)
     ]
     body = json.dumps({"node_id": "node-a", "samples": samples}).encode()
-    batch = parse_batch(body, now=1_764_424_900.0, max_samples=100, max_future_seconds=300)
+    batch = parse_batch(body, now=1_764_424_900.0, max_samples=100, max_future_seconds=300, max_replicas=256)
     assert len(batch.samples) == len(scrapes)

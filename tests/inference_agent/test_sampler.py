@@ -78,7 +78,9 @@ def test_one_tick_spools_wire_samples_the_collector_accepts(tmp_path: Path) -> N
     batch = spool.read(10)
     assert batch is not None
     body = {"node_id": "node-a", "samples": batch.samples}
-    parsed = parse_batch(json.dumps(body).encode(), now=1_764_424_800.0, max_samples=100, max_future_seconds=300)
+    parsed = parse_batch(
+        json.dumps(body).encode(), now=1_764_424_800.0, max_samples=100, max_future_seconds=300, max_replicas=256
+    )
     assert len(parsed.samples) == 3
     assert telemetry.probe_errors.labels("two-gpus")._value.get() == 1
 
