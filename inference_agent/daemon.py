@@ -14,9 +14,11 @@ import httpx
 from prometheus_client import CollectorRegistry
 
 from inference_agent.endpoint import AgentEndpoint
+from inference_agent.http_server import ConnectionLimits
 from inference_agent.probes.base import GpuInfo, GpuProbe, Probe, ProbeUnavailable
 from inference_agent.pusher import Pusher, inventory_body
 from inference_agent.sampler import Sampler
+from inference_agent.serving.pools import desired_refusal
 from inference_agent.settings import AgentSettings
 from inference_agent.spool import Spool
 from inference_agent.stop_signals import stop_on_signals
@@ -56,6 +58,7 @@ class Agent:
         self.registry = CollectorRegistry()
         self.telemetry = AgentTelemetry(self.registry)
         self.desired: dict[str, Any] | None = None
+        self._refused: dict[str, Any] | None = None  # the last desired state refused, so it is logged once
         self.spool = Spool(
             settings.spool_dir / "samples",
             segment_seconds=SPOOL_SEGMENT_SECONDS,
@@ -79,7 +82,9 @@ class Agent:
             on_desired=self._on_desired,
             max_batch=settings.push_max_samples,
             rejected_dir=settings.spool_dir / "rejected",
+            max_retry_after_s=settings.push_max_retry_after_seconds,
         )
+        self.telemetry.watch_pusher(self.pusher.problem, self.pusher.since_progress_s)
         self.sampler = Sampler(
             self.spool,
             self.telemetry,
@@ -87,7 +92,9 @@ class Agent:
             probes=probes.others,
             network_latency=self.pusher.network_latency,
         )
-        self.endpoint = AgentEndpoint(settings.metrics_host, settings.metrics_port, self.registry, self.health)
+        self.endpoint = AgentEndpoint(
+            settings.metrics_host, settings.metrics_port, self.registry, self.health, limits=http_limits(settings)
+        )
         self._last_tick = time.monotonic()
 
     def _report_gpu_probe(self) -> None:
@@ -112,15 +119,30 @@ class Agent:
         return workload
 
     def _on_desired(self, desired: dict[str, Any]) -> None:
+        """Take the ingest answer's desired state, unless it asks more than this node runs: then it is refused as a
+        whole and the node keeps what it runs (``pools.py`` says why refusing beats trimming)."""
+        refusal = desired_refusal(desired, self.settings.max_replicas)
+        if refusal is not None:
+            if desired != self._refused:  # one line and one count per state, not one per push (1 a second)
+                log.error(
+                    "desired state refused (%s): %s; the node keeps running what it runs", refusal.reason, refusal
+                )
+                self.telemetry.desired_refused.labels(refusal.reason.value).inc()
+            self._refused = desired
+            return
+        self._refused = None
         if desired != self.desired:
-            log.info("desired state from the control plane: %s", desired)
+            log.info("desired state from the control plane: %.2000s", desired)
         self.desired = desired
         if self.workload is not None:
             self.workload.on_desired(desired)
 
     def health(self) -> dict[str, Any]:
+        """``status`` ok (``/healthz`` 200), or stopping, or degraded with the ``reason`` (the pusher's)."""
+        problem = self.pusher.problem()
         return {
-            "status": "ok" if not self.stop_event.is_set() else "stopping",
+            "status": "stopping" if self.stop_event.is_set() else "degraded" if problem else "ok",
+            **({"reason": problem} if problem else {}),
             "node_id": self.settings.node_id,
             "spool_pending_samples": self.spool.pending,
             "gpu_probe": self.probes.gpu.name if self.probes.gpu else None,
@@ -166,6 +188,11 @@ class Agent:
         self.endpoint.close()
         self.probes.close()
         self.client.close()
+
+
+def http_limits(settings: AgentSettings) -> ConnectionLimits:
+    """What bounds each of the agent's HTTP servers."""
+    return ConnectionLimits(settings.http_max_connections, settings.http_socket_timeout_seconds)
 
 
 def open_probes(settings: AgentSettings) -> Probes:

@@ -1,4 +1,5 @@
-"""The agent's own HTTP endpoint: ``/metrics`` (its health in Prometheus form) and ``/healthz``."""
+"""The agent's own HTTP endpoint: ``/metrics`` (its health in Prometheus form) and ``/healthz`` (200 while the
+health says ``ok``; 503 with the state, and its ``reason``, while the agent stops or its pusher is stopped or stale)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,20 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from inference_agent.http_server import JsonHandler, Server
+from inference_agent.http_server import ConnectionLimits, JsonHandler, Server
 
 
 class AgentEndpoint:
-    def __init__(self, host: str, port: int, registry: CollectorRegistry, health: Callable[[], dict[str, Any]]) -> None:
-        self._server = Server(host, port, _handler(registry, health), "agent-endpoint")
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        registry: CollectorRegistry,
+        health: Callable[[], dict[str, Any]],
+        *,
+        limits: ConnectionLimits,
+    ) -> None:
+        self._server = Server(host, port, _handler(registry, health), "agent-endpoint", limits=limits)
 
     @property
     def port(self) -> int:

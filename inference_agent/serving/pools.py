@@ -12,6 +12,11 @@ quotas (a change replaces the pool's replicas: a running MPS client keeps the li
 ``cpu_share`` is each replica's CPU cap as a fraction of the node's cores, changed in place: 0.125 on 2 cores →
 250 millicores (at least 10: the kernel's smallest quota, 1 ms of each 100 ms period). A pool absent from
 ``pool_limits`` is not limited.
+
+Every count is bounded where the desired state enters (``desired_refusal``): at most ``MAX_POOLS`` pools and
+``max_replicas`` replicas in all. A state past a bound is refused as a whole, and the node keeps running what it
+runs: trimming it (which 64 of 64,000 replicas?) would run a state nobody asked for, while the control plane believes
+its own, so the operator gets one clear line and a counted refusal instead.
 """
 
 from __future__ import annotations
@@ -19,14 +24,30 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from typing import Any
 
 from inference_agent.serving.placement import GpuQuota
 
 KINDS = ("text", "classify")
 POOL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
-MAX_REPLICAS_PER_NODE = 64
+MAX_REPLICAS_PER_NODE = 64  # the agent's max_replicas setting, by default
+# A pool costs a route, a queue and 6 series in /metrics even at 0 replicas: 256 pools → 1,536 series at most.
+MAX_POOLS = 256
 MIN_CPU_MILLICORES = 10
+
+
+class Refusal(StrEnum):
+    """Why a desired state was refused as a whole (a metric label)."""
+
+    TOO_MANY_POOLS = "TooManyPools"
+    TOO_MANY_REPLICAS = "TooManyReplicas"
+
+
+class DesiredRefused(ValueError):
+    def __init__(self, reason: Refusal, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -59,12 +80,37 @@ def parse_pools(text: str) -> dict[str, PoolSpec]:
             )
         if name in pools:
             raise ValueError(f"pool {name!r} named twice")
-        pools[name] = PoolSpec(_replicas(f"pools.{name}", int(replicas)), kind)
+        pools[name] = PoolSpec(_replicas(f"pools.{name}", int(replicas), MAX_REPLICAS_PER_NODE), kind)
     return pools
 
 
-def pools_from_desired(desired: Mapping[str, Any], current: Mapping[str, PoolSpec]) -> dict[str, PoolSpec] | None:
-    """The pools ``desired`` asks for, or None when it says nothing about pools; ValueError names a bad field."""
+def desired_refusal(desired: Mapping[str, Any], max_replicas: int) -> DesiredRefused | None:
+    """Why ``desired`` asks more than a node runs, or None: 1,000 pools → TooManyPools; 2 pools × 40 replicas with
+    ``max_replicas`` 64 → TooManyReplicas (80 > 64). Counts only; the shape is checked by the readers below."""
+    pools = desired.get("pools")
+    if not isinstance(pools, Mapping):
+        pools = {}
+    limits = desired.get("pool_limits")
+    for field_name, body in (("pools", pools), ("pool_limits", limits)):
+        if isinstance(body, Mapping) and len(body) > MAX_POOLS:
+            return DesiredRefused(Refusal.TOO_MANY_POOLS, f"{field_name}: {len(body)} pools, at most {MAX_POOLS}")
+    replicas = [spec.get("replicas") for spec in pools.values() if isinstance(spec, Mapping)]
+    total = sum(r for r in replicas if isinstance(r, int) and not isinstance(r, bool) and r > 0)
+    if total > max_replicas:
+        return DesiredRefused(
+            Refusal.TOO_MANY_REPLICAS, f"pools: {total} replicas in all, this node runs at most {max_replicas}"
+        )
+    return None
+
+
+def pools_from_desired(
+    desired: Mapping[str, Any], current: Mapping[str, PoolSpec], max_replicas: int = MAX_REPLICAS_PER_NODE
+) -> dict[str, PoolSpec] | None:
+    """The pools ``desired`` asks for, or None when it says nothing about pools; ValueError names a bad field, and
+    DesiredRefused a count past the node's bounds."""
+    refusal = desired_refusal(desired, max_replicas)
+    if refusal is not None:
+        raise refusal
     body = desired.get("pools")
     if body is None:
         return None
@@ -83,12 +129,13 @@ def pools_from_desired(desired: Mapping[str, Any], current: Mapping[str, PoolSpe
         kind = spec.get("kind", current[name].kind if name in current else "text")
         if kind not in KINDS:
             raise ValueError(f"{where}.kind: one of {', '.join(KINDS)}")
-        pools[name] = PoolSpec(_replicas(where, replicas), kind)
+        pools[name] = PoolSpec(_replicas(where, replicas, max_replicas), kind)
     return pools
 
 
 def limits_from_desired(desired: Mapping[str, Any]) -> dict[str, PoolLimits]:
-    """Each pool's limits in ``desired["pool_limits"]`` (none when absent); ValueError names a bad field."""
+    """Each pool's limits in ``desired["pool_limits"]`` (none when absent); ValueError names a bad field. Read after
+    ``pools_from_desired``, which refuses more than ``MAX_POOLS`` of them."""
     body = desired.get("pool_limits") or {}
     if not isinstance(body, Mapping):
         raise ValueError("pool_limits: expected an object of pool name → limits")
@@ -118,9 +165,9 @@ def with_limits(pools: Mapping[str, PoolSpec], limits: Mapping[str, PoolLimits],
     return out
 
 
-def _replicas(where: str, value: int) -> int:
-    if not 0 <= value <= MAX_REPLICAS_PER_NODE:
-        raise ValueError(f"{where}.replicas: from 0 to {MAX_REPLICAS_PER_NODE}")
+def _replicas(where: str, value: int, most: int) -> int:
+    if not 0 <= value <= most:
+        raise ValueError(f"{where}.replicas: from 0 to {most}")
     return value
 
 

@@ -28,7 +28,14 @@ from inference_agent.isolation.cpu import CpuLimits
 from inference_agent.isolation.limits import IsolationError, LimitApplier, ReplicaLimits
 from inference_agent.serving.launcher import Launcher, LaunchSpec, ReplicaProcess, free_port
 from inference_agent.serving.placement import GpuQuota, cpu_share, replica_environment
-from inference_agent.serving.pools import PoolSpec, limits_from_desired, pools_from_desired, with_limits
+from inference_agent.serving.pools import (
+    MAX_REPLICAS_PER_NODE,
+    DesiredRefused,
+    PoolSpec,
+    limits_from_desired,
+    pools_from_desired,
+    with_limits,
+)
 from inference_agent.serving.reconcile import (
     Action,
     Phase,
@@ -98,8 +105,12 @@ class Supervisor:
     gpu_limits: LimitApplier | None = None  # MpsControl where an MPS daemon serves the replicas
     clock: Callable[[], float] = time.monotonic
     client: httpx.Client = field(default_factory=lambda: httpx.Client(timeout=httpx.Timeout(2.0, connect=0.5)))
+    max_replicas: int = MAX_REPLICAS_PER_NODE  # in all pools together, whatever a desired state asks
 
     def __post_init__(self) -> None:
+        configured = sum(spec.replicas for spec in self.configured.values())
+        if configured > self.max_replicas:
+            raise ValueError(f"pools: {configured} replicas in all, this node runs at most {self.max_replicas}")
         self._pools: dict[str, PoolSpec] = dict(self.configured)
         self._target: dict[str, PoolSpec] = dict(self.configured)
         self._replicas: list[_Replica] = []
@@ -117,10 +128,15 @@ class Supervisor:
         return dict(self._target)
 
     def set_desired(self, desired: Mapping[str, Any]) -> None:
-        """Take the control plane's pools and limits; a malformed ``desired`` is logged and the target kept."""
+        """Take the control plane's pools and limits; a malformed ``desired``, or one asking more than
+        ``max_replicas``, is refused as a whole: logged, and the target kept."""
         try:
-            pools = pools_from_desired(desired, self._pools)
+            pools = pools_from_desired(desired, self._pools, self.max_replicas)
             limits = limits_from_desired(desired)
+        except DesiredRefused as exc:
+            running = sum(spec.replicas for spec in self._target.values())
+            log.error("desired state refused (%s): %s; keeping the %d replicas targeted now", exc.reason, exc, running)
+            return
         except ValueError as exc:
             log.error("desired state ignored: %s", exc)
             return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,6 +43,31 @@ def test_healthz_reports_the_spool(agent: Agent) -> None:
     assert answer.status_code == 200
     assert answer.json()["gpu_absent_reason"] == "no NVIDIA driver on this machine"
     assert httpx.get(f"http://127.0.0.1:{agent.endpoint.port}/nope").status_code == 404
+
+
+def test_healthz_is_503_with_the_reason_once_the_pusher_stopped(agent: Agent) -> None:
+    stopped = threading.Event()
+    stopped.set()
+    agent.pusher.run(stopped, interval_s=1.0)  # its loop ends at once, as a thread that died would
+    answer = httpx.get(f"http://127.0.0.1:{agent.endpoint.port}/healthz")
+    assert answer.status_code == 503
+    assert answer.json()["status"] == "degraded"
+    assert "the pusher has stopped" in answer.json()["reason"]
+    assert "fleetpilot_agent_pusher_up 0.0" in httpx.get(f"http://127.0.0.1:{agent.endpoint.port}/metrics").text
+
+
+def test_the_pusher_is_up_until_then(agent: Agent) -> None:
+    assert "fleetpilot_agent_pusher_up 1.0" in httpx.get(f"http://127.0.0.1:{agent.endpoint.port}/metrics").text
+
+
+def test_a_desired_state_past_max_replicas_is_refused_once_and_counted(agent: Agent) -> None:
+    agent._on_desired({"pools": {"a": {"replicas": 1}}})
+    huge = {"pools": {f"p{i}": {"replicas": 64} for i in range(1000)}}
+    for _ in range(3):  # one answer a second carries it: one line, one count
+        agent._on_desired(huge)
+    assert agent.desired == {"pools": {"a": {"replicas": 1}}}
+    text = httpx.get(f"http://127.0.0.1:{agent.endpoint.port}/metrics").text
+    assert 'fleetpilot_agent_desired_refused_total{reason="TooManyPools"} 1.0' in text
 
 
 def test_without_a_gpu_auto_leaves_gpu_metrics_absent_with_the_reason(tmp_path: Path) -> None:

@@ -1,13 +1,19 @@
-"""Supervisor decisions as pure functions: scale up and down, drain, crash back-off, kind changes; placement; pools."""
+"""Supervisor decisions as pure functions: scale up and down, drain, crash back-off, kind changes; placement; pools
+and their bounds."""
 
 from __future__ import annotations
 
 import pytest
 
+from inference_agent.serving.launcher import LaunchSpec, ReplicaProcess
 from inference_agent.serving.placement import GpuQuota, cpu_share, mps_daemon_running, replica_environment
 from inference_agent.serving.pools import (
+    MAX_POOLS,
+    DesiredRefused,
     PoolLimits,
     PoolSpec,
+    Refusal,
+    desired_refusal,
     limits_from_desired,
     parse_pools,
     pools_from_desired,
@@ -23,6 +29,7 @@ from inference_agent.serving.reconcile import (
     decide,
     settled,
 )
+from inference_agent.serving.supervisor import Supervisor
 
 T = Timing(drain_deadline_s=20, startup_timeout_s=60, backoff_base_s=1, backoff_cap_s=60, stable_after_s=60)
 
@@ -151,6 +158,58 @@ def test_pools_from_desired() -> None:
         pools_from_desired({"pools": {"t": {"replicas": "2"}}}, current)
     with pytest.raises(ValueError, match=r"pools\.t\.kind"):
         pools_from_desired({"pools": {"t": {"replicas": 2, "kind": "video"}}}, current)
+
+
+def pools_of(count: int, replicas: object) -> dict[str, object]:
+    return {"pools": {f"p{i}": {"replicas": replicas} for i in range(count)}}
+
+
+@pytest.mark.parametrize(
+    ("desired", "refusal"),
+    [
+        ({}, None),
+        (pools_of(2, 32), None),  # 64 in all: the bound itself
+        (pools_of(MAX_POOLS, 0), None),  # many pools scaled to zero
+        (pools_of(1000, 64), Refusal.TOO_MANY_POOLS),  # the attack: 64,000 starts
+        (pools_of(2, 40), Refusal.TOO_MANY_REPLICAS),  # 80 > 64
+        (pools_of(1, 10**12), Refusal.TOO_MANY_REPLICAS),
+        ({"pool_limits": {f"p{i}": {} for i in range(MAX_POOLS + 1)}}, Refusal.TOO_MANY_POOLS),
+        (pools_of(2, "many"), None),  # the shape is the readers' to refuse, with the field named
+    ],
+)
+def test_desired_counts_are_bounded(desired: dict[str, object], refusal: Refusal | None) -> None:
+    got = desired_refusal(desired, max_replicas=64)
+    assert (got.reason if got else None) == refusal
+
+
+def test_pools_from_desired_refuses_more_replicas_than_the_node_runs() -> None:
+    with pytest.raises(DesiredRefused, match="80 replicas in all"):
+        pools_from_desired(pools_of(2, 40), {})
+    assert pools_from_desired(pools_of(2, 40), {}, max_replicas=80) == {"p0": PoolSpec(40), "p1": PoolSpec(40)}
+
+
+class RefusingLauncher:
+    """A launcher no test here should reach."""
+
+    def launch(self, spec: LaunchSpec) -> ReplicaProcess:
+        raise AssertionError(f"launched {spec.replica_id}")
+
+    def log_tail(self, replica_id: str, lines: int = 20) -> str:
+        return ""
+
+
+def test_a_desired_state_past_max_replicas_is_refused_whole(caplog: pytest.LogCaptureFixture) -> None:
+    supervisor = Supervisor({"a": PoolSpec(0)}, RefusingLauncher(), max_replicas=8)
+    supervisor.set_desired({"pools": {"a": {"replicas": 5}, "b": {"replicas": 4}}})  # 9 > 8
+    assert supervisor.target() == {"a": PoolSpec(0)}
+    assert "desired state refused (TooManyReplicas): pools: 9 replicas in all" in caplog.text
+    supervisor.set_desired({"pools": {"a": {"replicas": 4}, "b": {"replicas": 4}}})
+    assert supervisor.target() == {"a": PoolSpec(4), "b": PoolSpec(4)}
+
+
+def test_configured_pools_past_max_replicas_are_refused_at_start() -> None:
+    with pytest.raises(ValueError, match="9 replicas in all"):
+        Supervisor({"a": PoolSpec(9)}, RefusingLauncher(), max_replicas=8)
 
 
 def test_pool_limits_from_desired_apply_to_the_pools_with_the_nodes_cores() -> None:
