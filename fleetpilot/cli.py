@@ -205,11 +205,14 @@ def _settings_errors(exc: ValidationError) -> str:
 
 
 def run_db_upgrade(args: argparse.Namespace) -> int:
+    from sqlalchemy.engine import make_url
+
     from migrations import runner
 
     settings = _settings(args)
     runner.upgrade(settings.database_url)
-    print(f"database at head: {settings.database_url}")
+    # postgresql://fp:s3cret@db/fp is shown as postgresql://fp:***@db/fp: terminals and CI logs are kept
+    print(f"database at head: {make_url(settings.database_url).render_as_string(hide_password=True)}")
     return 0
 
 
@@ -245,7 +248,9 @@ def run_server(args: argparse.Namespace) -> int:
     print(f"fleetpilot server on http://{settings.host}:{settings.port}/ (API docs at /docs)", flush=True)
     if admin_token is not None:
         print(f"First start: created an admin token; it is shown only once.\nAdmin token: {admin_token}", flush=True)
-    uvicorn.run(server_app(services), host=settings.host, port=settings.port, log_level="warning")
+    # proxy_headers off: uvicorn would take X-Forwarded-For from any loopback peer as the client's address, which
+    # let one caller pose as endless clients; web.client_address reads it from settings.trusted_proxies only.
+    uvicorn.run(server_app(services), host=settings.host, port=settings.port, log_level="warning", proxy_headers=False)
     return 0
 
 

@@ -118,12 +118,16 @@ def prepare_database(settings: ServerSettings) -> None:
 
 
 def bootstrap_admin(services: AppServices) -> str | None:
-    """On a first start, create the admin token (from settings, or a new one) and return it to print once."""
+    """On a first start, create the admin token; return it to print once only when it was generated here. One given
+    in ``admin_token`` (``FLEETPILOT_ADMIN_TOKEN``, from a secret store) is installed and never printed: whoever
+    set it knows it, and a log is no place for it."""
     if services.tokens.has_admin():
         return None
-    _info, clear = services.tokens.create(
-        Role.ADMIN, now=time.time(), name="bootstrap-admin", secret=services.settings.admin_token
-    )
+    given = services.settings.admin_token
+    info, clear = services.tokens.create(Role.ADMIN, now=time.time(), name="bootstrap-admin", secret=given)
+    if given is not None:
+        log.warning("first start: installed the admin token from FLEETPILOT_ADMIN_TOKEN as token %s", info.id)
+        return None
     return clear
 
 

@@ -6,14 +6,16 @@ from a module global.
 
 from __future__ import annotations
 
+import ipaddress
 from enum import StrEnum
 from pathlib import Path
 
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from fleetpilot.secret_strength import weak_secret_problem
+
 DEFAULT_DATABASE_URL = "sqlite:///./.fleetpilot/fleetpilot.db"
-MIN_TOKEN_LENGTH = 32
 
 
 class Environment(StrEnum):
@@ -152,10 +154,15 @@ class ServerSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _refuse_insecure(self) -> ServerSettings:
-        if self.admin_token is not None and len(self.admin_token) < MIN_TOKEN_LENGTH:
-            raise ValueError(f"admin_token must be at least {MIN_TOKEN_LENGTH} characters")
-        if self.session_secret is not None and len(self.session_secret) < MIN_TOKEN_LENGTH:
-            raise ValueError(f"session_secret must be at least {MIN_TOKEN_LENGTH} characters")
+        for name in ("admin_token", "session_secret", "scrape_token"):
+            problem = weak_secret_problem(getattr(self, name))
+            if problem is not None:
+                raise ValueError(f"{name}: {problem}")
+        for entry in self.trusted_proxies:  # parsed again by web.client_address; here a typo stops the start
+            try:
+                ipaddress.ip_network(entry.strip(), strict=False)
+            except ValueError:
+                raise ValueError(f"trusted_proxies: {entry!r} is no address or CIDR") from None
         if self.environment is Environment.PRODUCTION and self.database_url == DEFAULT_DATABASE_URL:
             raise ValueError(
                 "production needs an explicit FLEETPILOT_DATABASE_URL (the default is a file in the working directory)"

@@ -8,6 +8,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from fastapi import FastAPI
 
 from web.auth import install_auth_limit
+from web.body_limit import BodyLimitMiddleware
 from web.dashboard.mount import mount_dashboard
 from web.docs import install_docs
 from web.errors import install_error_handlers
@@ -49,12 +50,14 @@ def create_app(services: AppServices, *, lifespan: Lifespan = _no_background) ->
         summary="Control plane for GPU inference fleets: metrics, forecasts, autoscaling, isolation, alerting.",
         version="0.1.0",
         lifespan=lifespan,
-        docs_url=None,  # served offline by install_docs
+        docs_url=None,  # both served by install_docs: offline, and behind the scrape token when one is set
+        openapi_url=None,
         redoc_url=None,
     )
     app.state.services = services
     install_error_handlers(app)
     install_auth_limit(app, services.settings)
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=services.settings.api_max_body_bytes)
     app.add_middleware(RequestIdMiddleware)
     for router in (
         ingest.router,
@@ -77,5 +80,5 @@ def create_app(services: AppServices, *, lifespan: Lifespan = _no_background) ->
     app.include_router(health.router)
     app.include_router(metrics.router)
     install_docs(app)
-    mount_dashboard(app, services.settings)
+    mount_dashboard(app, services)
     return app

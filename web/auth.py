@@ -1,10 +1,12 @@
 """Bearer-token authentication and role checks, as FastAPI dependencies declared once: every API route states its
 role with ``ViewerToken``, ``OperatorToken``, ``AdminToken`` (or ``require(Role.AGENT)`` through ``authenticate``).
 
-Failed authentication (no token, an unknown one) is counted per client address: past
-``auth_max_failures`` within ``auth_failure_window_seconds`` the address is answered 429 with ``Retry-After`` until
-its oldest failure leaves the window — even with a good token, or the limit would not slow a guesser. Each failure
-is logged with the address and path, never the token.
+A valid token is always served: the token is checked first, and only a failure (no token, an unknown one) counts
+against the caller's address (``web.client_address``). Past ``auth_max_failures`` within
+``auth_failure_window_seconds`` that address's failures are answered 429 with ``Retry-After`` instead of 401, so a
+guesser learns nothing more until its oldest failure leaves the window, while an agent or an admin behind the same
+address keeps working (21 bad guesses from one ingress no longer lock out the fleet). Each failure is logged with
+the address and path, never the token.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from fleetpilot.settings import ServerSettings
 from web.auth_limit import FailedLogins
+from web.client_address import TrustedProxies, client_address
 from web.errors import ApiError
 from web.services import AppServices
 from web.tokens import Role, TokenInfo
@@ -36,10 +39,12 @@ ServicesDep = Annotated[AppServices, Depends(get_services)]
 
 
 def install_auth_limit(app: FastAPI, settings: ServerSettings) -> None:
-    """The per-process counter of failed authentications (one per app, so each test's app starts clean)."""
+    """The per-process counter of failed authentications (one per app, so each test's app starts clean) and the
+    proxies whose ``X-Forwarded-For`` names the client it counts."""
     app.state.auth_failures = FailedLogins(
         max_failures=settings.auth_max_failures, window_seconds=settings.auth_failure_window_seconds
     )
+    app.state.trusted_proxies = TrustedProxies.parse(settings.trusted_proxies)
 
 
 def _failures(request: Request) -> FailedLogins:
@@ -49,36 +54,45 @@ def _failures(request: Request) -> FailedLogins:
     return found
 
 
-def _client_address(request: Request) -> str:
-    return request.client.host if request.client is not None else "unknown"
-
-
 def _refuse(request: Request, failures: FailedLogins, now: float, why: str) -> ApiError:
-    address = _client_address(request)
+    """401 for a failed authentication, counted; 429 instead once the address is over the limit."""
+    address = client_address(request)
+    wait_s = failures.retry_after_seconds(address, now=now)
+    if wait_s > 0:
+        log.warning("authentication refused from %s on %s: over the failure limit", address, request.url.path)
+        return ApiError(
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            f"too many failed authentications from this address; retry in {math.ceil(wait_s)} s",
+            headers={"Retry-After": str(math.ceil(wait_s))},
+        )
     failures.record_failure(address, now=now)
     log.warning("authentication failed from %s on %s %s: %s", address, request.method, request.url.path, why)
     return ApiError(status.HTTP_401_UNAUTHORIZED, why, headers=UNAUTHORIZED_HEADERS)
 
 
-def authenticate(services: AppServices, request: Request, needed: Role) -> TokenInfo:
-    """The caller's token if it may act as ``needed``: 429 while its address is over the failure limit, 401 when the
-    token is missing or unknown, 403 when it is of another role. The accepted token is kept on the request for the
-    audit log."""
-    now = services.clock()
-    failures = _failures(request)
-    wait_s = failures.retry_after_seconds(_client_address(request), now=now)
-    if wait_s > 0:
-        raise ApiError(
-            status.HTTP_429_TOO_MANY_REQUESTS,
-            f"too many failed authentications from this address; retry in {math.ceil(wait_s)} s",
-            headers={"Retry-After": str(math.ceil(wait_s))},
-        )
+def bearer_token(request: Request) -> str | None:
+    """The clear token of ``Authorization: Bearer <token>``, None when there is none."""
     scheme, _, clear = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not clear.strip():
-        raise _refuse(request, failures, now, "missing bearer token (Authorization: Bearer <token>)")
-    info = services.tokens.verify(clear.strip(), now=now)
+    return clear.strip() if scheme.lower() == "bearer" and clear.strip() else None
+
+
+def identify(services: AppServices, request: Request) -> TokenInfo:
+    """The caller's token, whatever its role: 401 when it is missing or unknown (429 from an address over the
+    failure limit). Runs in a worker thread (the token lookup reads the database)."""
+    now = services.clock()
+    clear = bearer_token(request)
+    if clear is None:
+        raise _refuse(request, _failures(request), now, "missing bearer token (Authorization: Bearer <token>)")
+    info = services.tokens.verify(clear, now=now)
     if info is None:
-        raise _refuse(request, failures, now, "unknown token")
+        raise _refuse(request, _failures(request), now, "unknown token")
+    return info
+
+
+def authenticate(services: AppServices, request: Request, needed: Role) -> TokenInfo:
+    """The caller's token if it may act as ``needed`` (see :func:`identify`); 403 when it is of another role. The
+    accepted token is kept on the request for the audit log."""
+    info = identify(services, request)
     if not info.can_act_as(needed):
         raise ApiError(status.HTTP_403_FORBIDDEN, f"a {info.role.value} token may not do this; needs {needed}")
     request.state.caller = info

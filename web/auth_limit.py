@@ -1,6 +1,8 @@
 """Failed authentication, counted per client address (API bearer tokens and dashboard logins alike): past
-``max_failures`` within ``window_seconds`` the address waits until its oldest failure leaves the window. Pure given
-``now``; one instance per server process."""
+``max_failures`` within ``window_seconds`` the address's next failures wait until its oldest failure leaves the
+window. Only failures are counted and only failures wait: a success neither clears the count (a guesser sharing an
+address with a real user would be reset at each of the user's logins) nor is ever held back. Pure given ``now``;
+one instance per server process."""
 
 from __future__ import annotations
 
@@ -29,11 +31,6 @@ class FailedLogins:
             if len(self._failures) >= self.max_addresses and address not in self._failures:
                 self._forget_quiet(now)
             self._recent(address, now).append(now)
-
-    def clear(self, address: str) -> None:
-        """A successful login forgets the address's failures."""
-        with self._lock:
-            self._failures.pop(address, None)
 
     def _recent(self, address: str, now: float) -> deque[float]:
         failures = self._failures.setdefault(address, deque())

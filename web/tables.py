@@ -1,4 +1,5 @@
-"""Tables the web layer owns: API tokens (stored as SHA-256 digests, never in the clear)."""
+"""Tables the web layer owns: API tokens and dashboard sessions (both stored as SHA-256 digests, never in the
+clear, so a read of the database gives no usable credential)."""
 
 from __future__ import annotations
 
@@ -15,4 +16,17 @@ api_tokens = Table(
     Column("node_id", String(128), nullable=True),
     Column("token_hash", String(64), nullable=False, unique=True),
     Column("created_at", Double, nullable=False),
+)
+
+# One row per signed-in browser; every server sharing the database sees a logout at once.
+dashboard_sessions = Table(
+    "dashboard_sessions",
+    metadata,
+    Column("id_hash", String(64), primary_key=True),
+    Column("token_id", String(32), nullable=False),
+    Column("name", String(255), nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("nonce", String(64), nullable=False),
+    Column("created_at", Double, nullable=False),
+    Column("expires_at", Double, nullable=False, index=True),
 )

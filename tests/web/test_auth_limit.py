@@ -15,15 +15,6 @@ def test_the_sixth_try_within_the_window_waits_for_the_oldest_failure_to_leave()
     assert limit.retry_after_seconds("10.0.0.1", now=60.0) == 0  # the failure at t=0 has left the window
 
 
-def test_a_success_forgets_the_failures() -> None:
-    limit = FailedLogins(max_failures=2, window_seconds=60)
-    limit.record_failure("a", now=0.0)
-    limit.record_failure("a", now=1.0)
-    assert limit.retry_after_seconds("a", now=2.0) > 0
-    limit.clear("a")
-    assert limit.retry_after_seconds("a", now=2.0) == 0
-
-
 def test_memory_stays_bounded_under_many_addresses() -> None:
     limit = FailedLogins(max_failures=5, window_seconds=60, max_addresses=100)
     for i in range(1000):

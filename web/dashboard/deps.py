@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 
 from web.auth import ServicesDep
@@ -113,7 +114,7 @@ Admin = Annotated[DashboardUser, Depends(signed_in(Role.ADMIN))]
 
 async def csrf_form(request: Request, state: StateDep, services: ServicesDep) -> FormData:
     form = await request.form()
-    session = state.sessions.read(request.cookies.get(SESSION_COOKIE), now=services.clock())
+    session = await run_in_threadpool(state.sessions.read, request.cookies.get(SESSION_COOKIE), now=services.clock())
     nonce = session.nonce if session is not None else request.cookies.get(LOGIN_COOKIE)
     posted = form.get("csrf_token")
     if not state.sessions.csrf_valid(nonce, posted if isinstance(posted, str) else None):

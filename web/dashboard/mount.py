@@ -7,15 +7,15 @@ from urllib.parse import urlencode
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from fleetpilot.settings import ServerSettings
 from web.dashboard.deps import CsrfRefused, LoginRequired, PageNotFound, RoleTooLow, get_state
 from web.dashboard.pages import alerts, assets, fleet, health, login, nodes, pools, settings, tenants
 from web.dashboard.security import secure
 from web.dashboard.state import build_state
+from web.services import AppServices
 
 
-def mount_dashboard(app: FastAPI, server_settings: ServerSettings) -> None:
-    app.state.dashboard = build_state(server_settings)
+def mount_dashboard(app: FastAPI, services: AppServices) -> None:
+    app.state.dashboard = build_state(services.settings, services.engine)
     for module in (login, fleet, nodes, pools, tenants, alerts, health, settings, assets):
         app.include_router(module.router, include_in_schema=False)
 

@@ -1,12 +1,13 @@
-"""The dashboard session: an HMAC-signed, expiring cookie carrying the signed-in token's id and role.
+"""The dashboard session: a random id in the cookie, its row in the database, checked on every request.
 
-Why signed rather than stored: the server keeps no session table (no migration, nothing to clean up), and servers
-sharing ``session_secret`` behind one load balancer all accept it. What a stateless cookie cannot do by itself —
-end early — is covered two ways: it expires after ``session_lifetime_seconds``, and every request re-reads its token,
-so revoking the token ends every session made with it. The clear token is never in the cookie.
+Why stored rather than signed: a signed cookie cannot be taken back — after logout the copied cookie still opened
+``/settings`` for its whole 8 h. Here logout deletes the row, and since servers behind one load balancer share the
+database, every server refuses the cookie at once. The row keeps the id's SHA-256 digest only (a read of the table
+gives no usable cookie), the signed-in token's id and role (every request re-reads the token, so revoking it ends
+its sessions), and expires after ``session_lifetime_seconds``; expired rows are swept at each login.
 
 The CSRF token of a form is HMAC(secret, "csrf:" + nonce), where the nonce is the session's (or, on the login form,
-the pre-login cookie's): a synchronizer token that needs no storage and that another site cannot compute.
+the pre-login cookie's): a synchronizer token another site cannot compute.
 """
 
 from __future__ import annotations
@@ -14,11 +15,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
 import secrets
 from dataclasses import dataclass
 
-from web.tokens import Role, TokenInfo
+from sqlalchemy import Engine, delete, insert, select
+
+from web.tables import dashboard_sessions
+from web.tokens import Role, TokenInfo, digest
+
+MAX_COOKIE_CHARS = 64  # token_urlsafe(32) is 43; anything longer is no session and costs no query
 
 
 @dataclass(frozen=True)
@@ -30,60 +35,56 @@ class Session:
     nonce: str
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+class SessionStore:
+    """Issues, reads and ends sessions, and makes the CSRF tokens bound to them; pure given ``now`` and the table."""
 
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-class SessionCodec:
-    """Issues and reads session cookies and the CSRF tokens bound to them; pure given ``now``."""
-
-    def __init__(self, secret: bytes, *, lifetime_seconds: float) -> None:
+    def __init__(self, engine: Engine, secret: bytes, *, lifetime_seconds: float) -> None:
         if len(secret) < 32:
             raise ValueError("session secret: at least 32 bytes")
+        self._engine = engine
         self._secret = secret
         self.lifetime_seconds = lifetime_seconds
 
-    def _sign(self, purpose: str, data: bytes) -> bytes:
-        return hmac.new(self._secret, purpose.encode() + b":" + data, hashlib.sha256).digest()
-
     def issue(self, token: TokenInfo, *, now: float) -> tuple[str, Session]:
         """A new session for ``token`` (with a fresh nonce, so a new login never reuses old CSRF tokens)."""
+        cookie = secrets.token_urlsafe(32)
         session = Session(token.id, token.name, token.role, now + self.lifetime_seconds, secrets.token_urlsafe(16))
-        body = json.dumps(
-            {
-                "t": session.token_id,
-                "n": session.name,
-                "r": session.role.value,
-                "e": session.expires_at,
-                "x": session.nonce,
-            },
-            separators=(",", ":"),
-        ).encode()
-        return f"{_b64(body)}.{_b64(self._sign('session', body))}", session
+        with self._engine.begin() as conn:
+            conn.execute(delete(dashboard_sessions).where(dashboard_sessions.c.expires_at <= now))
+            conn.execute(
+                insert(dashboard_sessions).values(
+                    id_hash=digest(cookie),
+                    token_id=session.token_id,
+                    name=session.name,
+                    role=session.role.value,
+                    nonce=session.nonce,
+                    created_at=now,
+                    expires_at=session.expires_at,
+                )
+            )
+        return cookie, session
 
     def read(self, cookie: str | None, *, now: float) -> Session | None:
-        """The session a cookie carries; None when absent, forged, malformed or expired."""
-        if not cookie or cookie.count(".") != 1:
+        """The session a cookie names; None when absent, unknown, ended or expired."""
+        if not cookie or len(cookie) > MAX_COOKIE_CHARS:
             return None
-        body_text, signature_text = cookie.split(".")
-        try:
-            body, signature = _unb64(body_text), _unb64(signature_text)
-            if not hmac.compare_digest(signature, self._sign("session", body)):
-                return None
-            fields = json.loads(body)
-            session = Session(
-                str(fields["t"]), str(fields["n"]), Role(fields["r"]), float(fields["e"]), str(fields["x"])
-            )
-        except (ValueError, KeyError, TypeError):
+        table = dashboard_sessions
+        with self._engine.connect() as conn:
+            row = conn.execute(select(table).where(table.c.id_hash == digest(cookie), table.c.expires_at > now)).first()
+        if row is None:
             return None
-        return session if now < session.expires_at else None
+        m = row._mapping
+        return Session(m["token_id"], m["name"], Role(m["role"]), m["expires_at"], m["nonce"])
+
+    def end(self, cookie: str | None) -> None:
+        """Logout: the cookie opens nothing from now on, on any server."""
+        if cookie and len(cookie) <= MAX_COOKIE_CHARS:
+            with self._engine.begin() as conn:
+                conn.execute(delete(dashboard_sessions).where(dashboard_sessions.c.id_hash == digest(cookie)))
 
     def csrf_token(self, nonce: str) -> str:
-        return _b64(self._sign("csrf", nonce.encode()))
+        mac = hmac.new(self._secret, b"csrf:" + nonce.encode(), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
 
     def csrf_valid(self, nonce: str | None, token: str | None) -> bool:
         if not nonce or not token:

@@ -1,4 +1,4 @@
-"""What the dashboard keeps per server process: the session codec, the failed-login counter and the templates."""
+"""What the dashboard keeps per server process: the session store, the failed-login counter and the templates."""
 
 from __future__ import annotations
 
@@ -7,18 +7,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from fastapi.templating import Jinja2Templates
+from sqlalchemy import Engine
 
 from fleetpilot.settings import ServerSettings
 from web.auth_limit import FailedLogins
 from web.dashboard import units
-from web.dashboard.session import SessionCodec
+from web.dashboard.session import SessionStore
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 
 
 @dataclass
 class DashboardState:
-    sessions: SessionCodec
+    sessions: SessionStore
     failed_logins: FailedLogins
     templates: Jinja2Templates
 
@@ -38,11 +39,11 @@ def templates() -> Jinja2Templates:
     return found
 
 
-def build_state(settings: ServerSettings) -> DashboardState:
-    """A random per-process key when ``session_secret`` is unset: sessions then end at a restart."""
+def build_state(settings: ServerSettings, engine: Engine) -> DashboardState:
+    """A random per-process CSRF key when ``session_secret`` is unset: forms then fail across servers and restarts."""
     secret = (settings.session_secret or secrets.token_urlsafe(48)).encode()
     return DashboardState(
-        sessions=SessionCodec(secret, lifetime_seconds=settings.session_lifetime_seconds),
+        sessions=SessionStore(engine, secret, lifetime_seconds=settings.session_lifetime_seconds),
         failed_logins=FailedLogins(),
         templates=templates(),
     )

@@ -1,8 +1,11 @@
 """``GET/POST /login`` and ``POST /logout``: an API token in, a session cookie out.
 
 The login form's CSRF token is bound to a pre-login cookie, so another site cannot log a browser in under its own
-token. Failed logins are counted per client address (429 past the limit) and logged with the address, never the
-token. Agent tokens may not sign in: they ingest, nothing else.
+token. A valid token always signs in; failed logins are counted per client address (``web.client_address``), answered
+429 instead of 401 past the limit, and logged with the address, never the token. Agent tokens may not sign in: they
+ingest, nothing else. Logout deletes the session, so the cookie opens nothing afterwards, on any server. Both cookies
+are ``Secure`` per ``cookie_secure`` (unset: everywhere but in development), not per the scheme this process sees —
+behind a TLS-terminating ingress that is plain http.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from fleetpilot.settings import Environment, ServerSettings
 from web.auth import ServicesDep
+from web.client_address import client_address
 from web.dashboard.deps import LOGIN_COOKIE, SESSION_COOKIE, CsrfForm, StateDep, current_session, field
 from web.dashboard.render import page
 from web.dashboard.security import DashboardRoute
@@ -32,11 +37,15 @@ def _safe_next(target: str) -> str:
     return target
 
 
-def _client(request: Request) -> str:
-    return request.client.host if request.client else "unknown"
+def cookie_secure(settings: ServerSettings) -> bool:
+    if settings.cookie_secure is not None:
+        return settings.cookie_secure
+    return settings.environment is not Environment.DEVELOPMENT
 
 
-def _login_page(request: Request, state: StateDep, *, error: str = "", status_code: int = 200) -> Response:
+def _login_page(
+    request: Request, state: StateDep, services: ServicesDep, *, error: str = "", status_code: int = 200
+) -> Response:
     nonce = request.cookies.get(LOGIN_COOKIE) or secrets.token_urlsafe(16)
     response = page(
         request,
@@ -47,7 +56,10 @@ def _login_page(request: Request, state: StateDep, *, error: str = "", status_co
         next_path=_safe_next(request.query_params.get("next", "/")),
         error=error,
     )
-    response.set_cookie(LOGIN_COOKIE, nonce, httponly=True, samesite="strict", path="/login", max_age=3600)
+    secure = cookie_secure(services.settings)
+    response.set_cookie(
+        LOGIN_COOKIE, nonce, httponly=True, samesite="strict", secure=secure, path="/login", max_age=3600
+    )
     return response
 
 
@@ -55,27 +67,15 @@ def _login_page(request: Request, state: StateDep, *, error: str = "", status_co
 def login_form(request: Request, state: StateDep, services: ServicesDep) -> Response:
     if current_session(request, state, services) is not None:
         return RedirectResponse(_safe_next(request.query_params.get("next", "/")), status_code=303)
-    return _login_page(request, state)
+    return _login_page(request, state, services)
 
 
 @router.post("/login", response_class=HTMLResponse)
 def login(request: Request, form: CsrfForm, state: StateDep, services: ServicesDep) -> Response:
-    now, address = services.clock(), _client(request)
-    wait = state.failed_logins.retry_after_seconds(address, now=now)
-    if wait > 0:
-        log.warning("dashboard login refused for %s: too many failures, retry in %.0f s", address, wait)
-        response = _login_page(
-            request, state, error=f"Too many failed logins: try again in {wait:.0f} s.", status_code=429
-        )
-        response.headers["Retry-After"] = str(max(1, round(wait)))
-        return response
+    now, address = services.clock(), client_address(request)
     token = services.tokens.verify(field(form, "token"), now=now)
     if token is None or token.role is Role.AGENT:
-        state.failed_logins.record_failure(address, now=now)
-        log.warning("dashboard login failed from %s: %s", address, "an agent token" if token else "unknown token")
-        error = "Agent tokens cannot sign in to the dashboard." if token else "That token is not valid."
-        return _login_page(request, state, error=error, status_code=401)
-    state.failed_logins.clear(address)
+        return _refused(request, state, services, address, agent=token is not None)
     cookie, _session = state.sessions.issue(token, now=now)
     log.info("dashboard login: token %s (%s) from %s", token.id, token.role.value, address)
     response = RedirectResponse(_safe_next(field(form, "next") or "/"), status_code=303)
@@ -85,15 +85,33 @@ def login(request: Request, form: CsrfForm, state: StateDep, services: ServicesD
         max_age=int(state.sessions.lifetime_seconds),
         httponly=True,
         samesite="strict",
-        secure=request.url.scheme == "https",
+        secure=cookie_secure(services.settings),
         path="/",
     )
     response.delete_cookie(LOGIN_COOKIE, path="/login")
     return response
 
 
+def _refused(request: Request, state: StateDep, services: ServicesDep, address: str, *, agent: bool) -> Response:
+    """401 for a failed login, counted; 429 instead once the address is over the limit."""
+    now = services.clock()
+    wait = state.failed_logins.retry_after_seconds(address, now=now)
+    if wait > 0:
+        log.warning("dashboard login refused for %s: too many failures, retry in %.0f s", address, wait)
+        error = f"Too many failed logins: try again in {wait:.0f} s."
+        response = _login_page(request, state, services, error=error, status_code=429)
+        response.headers["Retry-After"] = str(max(1, round(wait)))
+        return response
+    state.failed_logins.record_failure(address, now=now)
+    log.warning("dashboard login failed from %s: %s", address, "an agent token" if agent else "unknown token")
+    error = "Agent tokens cannot sign in to the dashboard." if agent else "That token is not valid."
+    return _login_page(request, state, services, error=error, status_code=401)
+
+
 @router.post("/logout")
-def logout(_form: CsrfForm) -> Response:
+def logout(request: Request, _form: CsrfForm, state: StateDep, services: ServicesDep) -> Response:
+    state.sessions.end(request.cookies.get(SESSION_COOKIE))
     response = RedirectResponse("/login", status_code=303)
-    response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
+    secure = cookie_secure(services.settings)
+    response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict", secure=secure)
     return response

@@ -17,7 +17,7 @@ from collector.catalog import BY_NAME, METRIC_NAMES, Scope
 from collector.registry import NodeView, get_node
 from collector.series import series_rollups
 from web.auth import ServicesDep
-from web.dashboard.deps import PageNotFound, Viewer
+from web.dashboard.deps import PageNotFound, Viewer, get_state, session_token
 from web.dashboard.render import page, script_json
 from web.dashboard.security import DashboardRoute
 from web.dashboard.tiles import SHORT_NAMES
@@ -27,6 +27,8 @@ from web.services import AppServices
 router = APIRouter(route_class=DashboardRoute)
 HISTORY_SECONDS = 3600.0
 LIVE_INTERVAL_SECONDS = 0.5
+# A stream outlives the request that checked its session: 5 s → one session read per 10 events.
+SESSION_RECHECK_SECONDS = 5.0
 
 
 def series_key(device: int | None, pool: str | None) -> str:
@@ -128,12 +130,14 @@ async def node_live(
     services: ServicesDep,
     events: Annotated[int | None, Query(ge=1, le=100_000, description="stop after this many events")] = None,
 ) -> StreamingResponse:
-    """``text/event-stream``: the node's latest values every 500 ms until the browser goes away."""
+    """``text/event-stream``: the node's latest values every 500 ms until the browser goes away or the session
+    ends (re-checked every ``SESSION_RECHECK_SECONDS``: a logout or a revoked token stops the stream within 5 s)."""
     if await run_in_threadpool(_read, services, node_id) is None:
         raise PageNotFound(f"no node {node_id!r}")
+    state = get_state(request)
 
     async def stream() -> AsyncIterator[str]:
-        sent = 0
+        sent, checked_at = 0, services.clock()
         while events is None or sent < events:
             view = await run_in_threadpool(_read, services, node_id)
             if view is not None:
@@ -142,5 +146,9 @@ async def node_live(
             if await request.is_disconnected() or (events is not None and sent >= events):
                 return
             await asyncio.sleep(LIVE_INTERVAL_SECONDS)
+            if services.clock() - checked_at >= SESSION_RECHECK_SECONDS:
+                if await run_in_threadpool(session_token, request, state, services) is None:
+                    return
+                checked_at = services.clock()
 
     return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
