@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from inference_agent.http_server import ConnectionLimits
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
@@ -50,13 +52,15 @@ class Launcher(Protocol):
 
 @dataclass(frozen=True)
 class ProcessLauncher:
-    """Replica processes of ``engine`` (torch or fake) on ``device``; ``drain_timeout_s`` is what SIGTERM waits."""
+    """Replica processes of ``engine`` (torch or fake) on ``device``; ``drain_timeout_s`` is what SIGTERM waits, and
+    ``http`` bounds each replica's HTTP server."""
 
     log_dir: Path
     engine: str = "torch"
     device: str = "cpu"
     seed: int = 0
     drain_timeout_s: float = 5.0
+    http: ConnectionLimits = field(default_factory=ConnectionLimits)
     extra_args: tuple[str, ...] = ()
 
     def launch(self, spec: LaunchSpec) -> ReplicaProcess:
@@ -68,6 +72,8 @@ class ProcessLauncher:
             *("--pool", spec.pool, "--kind", spec.kind, "--port", str(spec.port)),
             *("--engine", self.engine, "--device", self.device, "--seed", str(self.seed)),
             *("--drain-timeout-s", str(self.drain_timeout_s)),
+            *("--http-max-connections", str(self.http.max_connections)),
+            *("--http-socket-timeout-s", str(self.http.socket_timeout_s)),
             *self.extra_args,
         ]
         with (self.log_dir / f"{spec.replica_id}.log").open("ab") as log:

@@ -1,11 +1,12 @@
 """One replica: its own process running one engine of one pool, answering on a loopback port.
 
 ``python -m inference_agent.serving.replica --pool NAME --kind text|classify --port P [--seed S] [--device cpu|cuda]
-[--engine torch|fake]``. It listens at once (``/healthz`` answers 503 "warming"), builds and warms its engine, then
-answers ``/healthz`` 200 ("ready"). Routes: ``POST /v1/completions`` (OpenAI shape, SSE with ``"stream": true``),
-``POST /v1/classify``, ``GET /stats`` (EngineStats plus the replica's request ledger), ``POST /drain`` (stop
-admitting; in-flight requests finish). SIGTERM drains, waits for in-flight work up to ``--drain-timeout-s``, aborts
-what is left, and exits 0. torch is imported only here, and only for ``--engine torch``.
+[--engine torch|fake] [--http-max-connections N] [--http-socket-timeout-s S]``. It listens at once (``/healthz``
+answers 503 "warming"), builds and warms its engine, then answers ``/healthz`` 200 ("ready"). Routes: ``POST
+/v1/completions`` (OpenAI shape, SSE with ``"stream": true``), ``POST /v1/classify``, ``GET /stats`` (EngineStats
+plus the replica's request ledger), ``POST /drain`` (stop admitting; in-flight requests finish). SIGTERM drains,
+waits for in-flight work up to ``--drain-timeout-s``, aborts what is left, and exits 0. torch is imported only here,
+and only for ``--engine torch``.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--engine", default="torch", choices=["torch", "fake"], help="fake: no torch, for tests")
     parser.add_argument("--token-delay-s", type=float, default=0.002, help="per-token delay of the fake engine")
     parser.add_argument("--drain-timeout-s", type=float, default=30.0, help="how long SIGTERM waits for in-flight work")
+    parser.add_argument("--http-max-connections", type=int, default=256, help="connections served at once")
+    parser.add_argument("--http-socket-timeout-s", type=float, default=30.0, help="a connection's idle timeout")
     return parser.parse_args(argv)
 
 
@@ -47,9 +50,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s replica {args.pool}: %(message)s")
     threads = pin_to_quota()
     app = ReplicaApp(args.pool, args.kind)
-    from inference_agent.http_server import Server
+    from inference_agent.http_server import ConnectionLimits, Server
 
-    server = Server(args.host, args.port, handler_for(app), name="replica-http")
+    limits = ConnectionLimits(args.http_max_connections, args.http_socket_timeout_s)
+    server = Server(args.host, args.port, handler_for(app), name="replica-http", limits=limits)
     server.start()
     stop = threading.Event()
 

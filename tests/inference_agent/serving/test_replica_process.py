@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest
 
-from inference_agent.serving.launcher import free_port
+from inference_agent.http_server import ConnectionLimits
+from inference_agent.serving.launcher import LaunchSpec, ProcessLauncher, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -86,6 +89,30 @@ def test_completions_streams_and_422s(text_replica: Replica) -> None:
     stats = httpx.get(f"{text_replica.url}/stats").json()
     assert stats["requests"]["arrived"] == 2 and stats["engine"]["generated_tokens"] >= 6
     assert len(stats["latency"]["samples_seconds"]) == 2
+
+
+def test_a_launched_replica_takes_the_http_limits(tmp_path: Path) -> None:
+    launcher = ProcessLauncher(tmp_path, engine="fake", http=ConnectionLimits(4, 0.3))
+    port = free_port()
+    process = launcher.launch(LaunchSpec("p-1", "p", "text", port))
+    try:
+        deadline = time.monotonic() + 20
+        while not answers(f"http://127.0.0.1:{port}/healthz"):
+            assert process.poll() is None and time.monotonic() < deadline, launcher.log_tail("p-1")
+            time.sleep(0.05)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as idle:
+            started = time.monotonic()
+            assert idle.recv(1) == b""  # closed by the replica after its 0.3 s, not by our 5 s
+            assert time.monotonic() - started < 3.0
+    finally:
+        process.kill()
+
+
+def answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1.0).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def test_drain_finishes_in_flight_work_refuses_new_and_sigterm_exits(text_replica: Replica) -> None:
