@@ -15,6 +15,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from inference_agent.http_server import ConnectionLimits
 from inference_agent.isolation.cpu import CpuLimits
 from inference_agent.isolation.mps import MpsControl
 from inference_agent.probes.builtin import BuiltinEngineProbe
@@ -45,7 +46,10 @@ class BuiltinWorkload:
         telemetry = ServingTelemetry(registry)
         device = settings.replica_device if settings.replica_device != "auto" else ("cuda" if gpus else "cpu")
         launcher = launcher or ProcessLauncher(
-            settings.spool_dir / "replica-logs", engine=settings.replica_engine, device=device
+            settings.spool_dir / "replica-logs",
+            engine=settings.replica_engine,
+            device=device,
+            http=ConnectionLimits(settings.http_max_connections, settings.http_socket_timeout_seconds),
         )
         timing = Timing(
             drain_deadline_s=settings.replica_drain_seconds,
@@ -63,6 +67,7 @@ class BuiltinWorkload:
             load=lambda replica_id: frontend_box[0].dispatcher.in_flight(replica_id) if frontend_box else 0,
             cpu_limits=CpuLimits(settings.replica_cgroup_root, settings.replica_cgroup_v1_root),
             gpu_limits=MpsControl() if mps else None,
+            max_replicas=settings.max_replicas,
         )
         limits = FrontendLimits(
             settings.replica_max_in_flight, settings.serve_queue_limit, settings.serve_queue_timeout_seconds
