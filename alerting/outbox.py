@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -245,6 +246,25 @@ def delivery_log(
     if before is not None:
         query = query.where(deliveries.c.id < before)
     with engine.connect() as conn:
-        return [
-            DeliveryRecord(**{k: v for k, v in r._mapping.items() if k != "webhook_id"}) for r in conn.execute(query)
-        ]
+        rows = conn.execute(query).mappings().all()
+    return [
+        DeliveryRecord(
+            **{**{k: v for k, v in r.items() if k != "webhook_id"}, "error": shown_error(r["error"], r["status_code"])}
+        )
+        for r in rows
+    ]
+
+
+# What a sender keeps of a failure without an answer: "ReadTimeout", "AddressRefused: loopback" (failure_reason).
+_FIXED_REASON = re.compile(r"[A-Z]\w*(: [a-z-]+)?")
+
+
+def shown_error(error: str | None, status_code: int | None) -> str | None:
+    """A stored error as viewers may read it, the same for rows written before senders kept only fixed reasons: an
+    answered attempt shows ``HTTP 500`` (old rows hold the target's answer there, "<html>... token=..."), an
+    unanswered one its exception class ("ConnectError: [Errno 111] ... 10.0.0.7" → "ConnectError")."""
+    if error is None:
+        return None
+    if status_code is not None:
+        return f"HTTP {status_code}"
+    return error if _FIXED_REASON.fullmatch(error) else error.split(":", 1)[0]
