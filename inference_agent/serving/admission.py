@@ -3,7 +3,9 @@ a concurrency cap, and the tenant's SLO class.
 
 Pure: time is passed in, state is a value. The quotas come from the control plane's ``desired`` state (the isolation
 enforcer fills them); until it says anything every tenant is ``standard`` with an unlimited rate and 64 concurrent
-requests per pool. Shape read from ``desired["tenants"]`` (absent fields keep their defaults)::
+requests per pool — except ``default``, the tenant of every caller without a key, whose callers all share
+``ANONYMOUS_QUOTA`` on each pool unless the control plane gives ``default`` quotas of its own. Shape read from
+``desired["tenants"]`` (absent fields keep their defaults)::
 
     {"tenants": {"acme": {"slo_class": "latency_critical",
                           "quotas": {"text-small": {"rate_rps": 5.0, "burst": 10, "max_concurrency": 4,
@@ -14,6 +16,9 @@ A request's token cost is what it may make the replica process: its prompt and i
 once the bucket holds that cost, or the whole burst when it costs more, and the whole cost is taken — the bucket may
 go below zero, so the tenant's long-run tokens/s holds: 700 tokens at 200 tokens/s with a burst of 200 leaves −500,
 and the next request waits (500 + its cost, at most 200) / 200 s.
+
+A (tenant, pool) state that admits as a fresh one would (nothing in flight, buckets refilled) is idle and can be
+dropped (``prune``): what the front end remembers is bounded by its busy tenants, not by every name it ever saw.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Any
 from inference_agent.engine.api import Priority
 
 DEFAULT_MAX_CONCURRENCY = 64
+DEFAULT_TENANT = "default"  # every caller without a key, and every name the control plane does not know
 
 
 class SloClass(StrEnum):
@@ -55,26 +61,37 @@ class Quota:
     kv_share: float | None = None  # of each replica's KV blocks, when they are contended
 
 
+# What all anonymous callers of a pool share, together: 20 requests/s (bursts of 40), 8 in flight and 2,000 prompt
+# and generated tokens/s — a trickle for trying the API out, not a way around a tenant's quota (with 1,000 clients
+# sharing it, each gets 0.02 requests/s).
+ANONYMOUS_QUOTA = Quota(rate_rps=20.0, burst=40.0, max_concurrency=8, tokens_per_second=2000.0, token_burst=4000.0)
+
+
 @dataclass(frozen=True)
 class TenantPolicy:
     slo_class: SloClass = SloClass.STANDARD
     quotas: Mapping[str, Quota] = field(default_factory=dict)  # by pool
+    fallback: Quota = Quota()  # on a pool without a quota of its own
 
     def quota(self, pool: str) -> Quota:
-        return self.quotas.get(pool, Quota())
+        return self.quotas.get(pool, self.fallback)
 
 
 @dataclass(frozen=True)
 class QuotaBook:
-    """Every tenant's policy; a tenant not named gets the defaults."""
+    """Every tenant's policy; a tenant not named gets the defaults, ``default`` the anonymous quota on each pool."""
 
     tenants: Mapping[str, TenantPolicy] = field(default_factory=dict)
+    anonymous: Quota = ANONYMOUS_QUOTA
 
     def policy(self, tenant: str) -> TenantPolicy:
-        return self.tenants.get(tenant, TenantPolicy())
+        found = self.tenants.get(tenant)
+        if tenant == DEFAULT_TENANT:
+            return replace(found or TenantPolicy(), fallback=self.anonymous)
+        return found or TenantPolicy()
 
     @classmethod
-    def from_desired(cls, desired: Mapping[str, Any]) -> QuotaBook:
+    def from_desired(cls, desired: Mapping[str, Any], anonymous: Quota = ANONYMOUS_QUOTA) -> QuotaBook:
         """The book carried by ``desired["tenants"]``; raises ValueError naming the offending field."""
         tenants: dict[str, TenantPolicy] = {}
         for name, body in (desired.get("tenants") or {}).items():
@@ -87,7 +104,7 @@ class QuotaBook:
                 raise ValueError(f"{where}.slo_class: one of {[s.value for s in SloClass]}") from None
             quotas = {pool: _quota(f"{where}.quotas.{pool}", q) for pool, q in (body.get("quotas") or {}).items()}
             tenants[name] = TenantPolicy(slo, quotas)
-        return cls(tenants)
+        return cls(tenants, anonymous)
 
 
 def _quota(where: str, body: Any) -> Quota:
@@ -198,3 +215,20 @@ def admit(
 def release(state: TenantState) -> TenantState:
     """A request admitted earlier has finished (answered, failed or refused downstream)."""
     return replace(state, in_flight=max(0, state.in_flight - 1))
+
+
+def idle(state: TenantState, quota: Quota, now: float) -> bool:
+    """Whether ``state`` admits exactly as a fresh one: nothing in flight and both buckets back at their burst (a
+    bucket at 3 of 10 tokens refilling 1/s is idle 7 s later)."""
+    if state.in_flight:
+        return False
+    request = refill(state.bucket, quota.rate_rps, quota.burst, now)
+    tokens = refill(state.token_bucket, quota.tokens_per_second, quota.token_burst, now)
+    return request.tokens >= quota.burst and tokens.tokens >= quota.token_burst
+
+
+def prune(
+    states: Mapping[tuple[str, str], TenantState], book: QuotaBook, now: float
+) -> dict[tuple[str, str], TenantState]:
+    """The (tenant, pool) states that are not idle: dropping the others changes no decision."""
+    return {key: s for key, s in states.items() if not idle(s, book.policy(key[0]).quota(key[1]), now)}

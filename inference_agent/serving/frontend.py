@@ -1,7 +1,9 @@
 """The agent's serving API on ``--serve-port`` (CONTRACT section 11): admit, queue, route, proxy.
 
-A request names its pool in ``model`` and its tenant in ``X-Tenant`` (default ``default``). Order of checks: a body
-without a valid ``model`` → 422; an unknown pool → 404; the rest of the body → 422; the tenant over its quota →
+A request names its pool in ``model``; its tenant is named by its key, ``Authorization: Bearer <tenant key>``, checked
+against the key digests of the control plane's desired state (``tenant_identity.py``: a trusted gateway may name it
+in a header instead; no key is the shared ``default`` tenant). Order of checks: an unknown or revoked key → 401; a
+body without a valid ``model`` → 422; an unknown pool → 404; the rest of the body → 422; the tenant over its quota →
 429 with ``Retry-After``; the front end draining, no ready replica, or the pool's queue full or too slow → 503.
 Admitted requests go to the least-loaded ready replica (``dispatch.py``) over loopback; streams are relayed chunk
 by chunk, and a client that leaves closes the replica's stream, which aborts the generation.
@@ -13,21 +15,33 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import httpx
 
 from inference_agent.engine.api import Priority
 from inference_agent.http_server import ClientGone, JsonHandler, Server
-from inference_agent.serving.admission import QuotaBook, TenantState, Verdict, admit, release
+from inference_agent.serving.admission import (
+    DEFAULT_TENANT,
+    QuotaBook,
+    TenantState,
+    Verdict,
+    admit,
+    prune,
+    release,
+)
 from inference_agent.serving.dispatch import Dispatcher, NoCapacity
 from inference_agent.serving.replica_handler import KV_SHARE_HEADER, PRIORITY_HEADER, QUEUED_HEADER
 from inference_agent.serving.schema import BadRequest, model_of, parse_classify, parse_completion, parse_json
 from inference_agent.serving.supervisor import Endpoint, PoolRoutes
 from inference_agent.serving.telemetry import ServingTelemetry
+from inference_agent.serving.tenant_identity import GatewayTrust, UnknownKey, identify
+from inference_agent.serving.tenant_keys import TenantKeyHashes
 
 log = logging.getLogger(__name__)
 ROUTES = {"/v1/completions": "text", "/v1/classify": "classify"}
+PRUNE_EVERY_S = 10.0  # idle admission states are dropped this often: at 1,000 requests/s, one sweep per 10,000
 
 
 @dataclass(frozen=True)
@@ -45,6 +59,18 @@ class Refusal(Exception):
         self.retry_after = retry_after
 
 
+@dataclass(frozen=True)
+class TenantDirectory:
+    """The tenants the control plane named (their policies and key digests), swapped whole on each desired state."""
+
+    book: QuotaBook
+    keys: TenantKeyHashes
+
+    @property
+    def known(self) -> frozenset[str]:
+        return frozenset(self.book.tenants) | frozenset(self.keys.tenant_keys.values()) | {DEFAULT_TENANT}
+
+
 class Frontend:
     def __init__(
         self,
@@ -54,12 +80,16 @@ class Frontend:
         port: int = 0,
         limits: FrontendLimits = FrontendLimits(),
         quotas: QuotaBook | None = None,
+        keys: TenantKeyHashes | None = None,
+        gateway: GatewayTrust | None = None,
         telemetry: ServingTelemetry | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.routes = routes
         self.limits = limits
-        self.quotas = quotas or QuotaBook()
+        self.gateway = gateway or GatewayTrust()
+        self._directory = TenantDirectory(quotas or QuotaBook(), keys or TenantKeyHashes())
+        self._known = self._directory.known
         self.telemetry = telemetry
         self.clock = clock
         self.dispatcher = Dispatcher(
@@ -71,6 +101,7 @@ class Frontend:
         )
         self.draining = False
         self._tenants: dict[tuple[str, str], TenantState] = {}
+        self._pruned_at = clock()
         self._admission_lock = threading.Lock()
         self._server = Server(host, port, _handler(self), name="serving-frontend")
 
@@ -85,8 +116,38 @@ class Frontend:
         self._server.close()
         self.client.close()
 
-    def set_quotas(self, quotas: QuotaBook) -> None:
-        self.quotas = quotas
+    @property
+    def quotas(self) -> QuotaBook:
+        return self._directory.book
+
+    def apply_desired(self, desired: Mapping[str, Any]) -> None:
+        """Take the tenants' policies and key digests of a desired state (none when absent: every key is refused
+        and every caller is ``default``); ValueError names a bad field and keeps the previous ones."""
+        directory = TenantDirectory(
+            QuotaBook.from_desired(desired, self.quotas.anonymous), TenantKeyHashes.from_desired(desired)
+        )
+        self._directory, self._known = directory, directory.known
+        with self._admission_lock:
+            self._prune(self.clock())
+
+    def tenant_states(self) -> int:
+        """(tenant, pool) admission states held now: bounded by the known tenants (and ``default``) times pools."""
+        return len(self._tenants)
+
+    def identify(self, authorization: str | None, gateway_tenant: str | None, peer: str) -> str:
+        """The request's tenant, or Refusal(401) for a key that names none."""
+        try:
+            return identify(
+                authorization,
+                gateway_tenant,
+                peer,
+                keys=self._directory.keys,
+                known=self._known,
+                trust=self.gateway,
+            )
+        except UnknownKey as exc:
+            hint = f"send Authorization: Bearer <tenant key>, or no key for {DEFAULT_TENANT!r}"
+            raise Refusal(401, f"{exc}: {hint}") from None
 
     def queued(self, pool: str) -> int:
         return self.dispatcher.queued(pool)
@@ -117,16 +178,25 @@ class Frontend:
     def admit(self, tenant: str, pool: str, cost_tokens: int = 0) -> int:
         """Take the tenant's tokens and slot; answers the request's priority or raises Refusal(429)."""
         policy = self.quotas.policy(tenant)
+        now = self.clock()
         with self._admission_lock:
+            if now - self._pruned_at >= PRUNE_EVERY_S:
+                self._prune(now)
             key = (tenant, pool)
             state = self._tenants.get(key, TenantState())
-            decision, self._tenants[key] = admit(state, policy, pool, self.clock(), cost_tokens)
+            decision, self._tenants[key] = admit(state, policy, pool, now, cost_tokens)
         if decision.verdict is not Verdict.ADMIT:
             what = _REFUSED_QUOTA[decision.verdict]
             raise Refusal(
                 429, f"tenant {tenant!r} is over its {what} quota on pool {pool!r}", decision.retry_after_header
             )
         return int(decision.priority)
+
+    def _prune(self, now: float) -> None:
+        """Drop idle states (call with the admission lock held); a tenant no longer known becomes ``default``, so its
+        state goes once its last request leaves."""
+        self._tenants = prune(self._tenants, self.quotas, now)
+        self._pruned_at = now
 
     def leave(self, tenant: str, pool: str) -> None:
         with self._admission_lock:
@@ -164,7 +234,10 @@ def _handler(frontend: Frontend) -> type[JsonHandler]:
                     n: {"kind": r.kind, "ready": len(r.ready), "starting": r.starting}
                     for n, r in frontend.routes().items()
                 }
-                self.answer_json(503 if frontend.draining else 200, {"pools": pools})
+                anonymous = asdict(frontend.quotas.policy(DEFAULT_TENANT).fallback)
+                self.answer_json(
+                    503 if frontend.draining else 200, {"pools": pools, "anonymous_quota_per_pool": anonymous}
+                )
             elif path == "/v1/models":
                 data = [{"id": name, "object": "model", "owned_by": "fleetpilot"} for name in frontend.routes()]
                 self.answer_json(200, {"object": "list", "data": data})
@@ -178,8 +251,8 @@ def _handler(frontend: Frontend) -> type[JsonHandler]:
             pool = "-"
             started = time.monotonic()
             try:
+                tenant = self._tenant()
                 pool, stream, cost = frontend.check(path, raw)
-                tenant = self.headers.get("X-Tenant") or "default"
                 priority = frontend.admit(tenant, pool, cost)
                 try:
                     code = self._route(path, raw, pool, tenant, priority, stream, started)
@@ -190,10 +263,17 @@ def _handler(frontend: Frontend) -> type[JsonHandler]:
                 self.answer_json(code, exc.body())
             except Refusal as exc:
                 code = exc.code
-                headers = {"Retry-After": exc.retry_after} if exc.retry_after else None
-                self.answer_json(code, {"detail": exc.detail}, headers=headers)
+                headers = {"Retry-After": exc.retry_after} if exc.retry_after else {}
+                if code == 401:
+                    headers["WWW-Authenticate"] = "Bearer"
+                self.answer_json(code, {"detail": exc.detail}, headers=headers or None)
             if frontend.telemetry is not None:
                 frontend.telemetry.requests.labels(pool, str(code)).inc()
+
+        def _tenant(self) -> str:
+            header = frontend.gateway.header
+            gateway_tenant = self.headers.get(header) if header else None
+            return frontend.identify(self.headers.get("Authorization"), gateway_tenant, self.client_address[0])
 
         def _route(
             self, path: str, raw: bytes, pool: str, tenant: str, priority: int, stream: bool, started: float

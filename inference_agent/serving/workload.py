@@ -19,13 +19,13 @@ from inference_agent.http_server import ConnectionLimits
 from inference_agent.isolation.cpu import CpuLimits
 from inference_agent.isolation.mps import MpsControl
 from inference_agent.probes.builtin import BuiltinEngineProbe
-from inference_agent.serving.admission import QuotaBook
 from inference_agent.serving.frontend import Frontend, FrontendLimits
 from inference_agent.serving.launcher import Launcher, ProcessLauncher
 from inference_agent.serving.placement import mps_daemon_running
 from inference_agent.serving.reconcile import Timing
 from inference_agent.serving.supervisor import Supervisor
 from inference_agent.serving.telemetry import ServingTelemetry
+from inference_agent.serving.tenant_identity import GatewayTrust
 from inference_agent.settings import AgentSettings
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,12 @@ class BuiltinWorkload:
             settings.replica_max_in_flight, settings.serve_queue_limit, settings.serve_queue_timeout_seconds
         )
         frontend = Frontend(
-            supervisor.routes, host=settings.serve_host, port=settings.serve_port, limits=limits, telemetry=telemetry
+            supervisor.routes,
+            host=settings.serve_host,
+            port=settings.serve_port,
+            limits=limits,
+            gateway=GatewayTrust.parse(settings.serve_tenant_header, settings.serve_trusted_gateways),
+            telemetry=telemetry,
         )
         frontend_box.append(frontend)
         log.info("built-in workload: replicas on %s, serving API on %s:%d", device, settings.serve_host, frontend.port)
@@ -88,11 +93,11 @@ class BuiltinWorkload:
         self._thread.start()
 
     def on_desired(self, desired: Mapping[str, Any]) -> None:
-        """Take the control plane's answer: pools and their limits to the supervisor, tenants to the front end (an
-        answer without ``tenants`` means none: every tenant gets the defaults)."""
+        """Take the control plane's answer: pools and their limits to the supervisor, tenants and their key digests to
+        the front end (an answer without ``tenants`` means none: every tenant gets the defaults)."""
         self.supervisor.set_desired(desired)
         try:
-            self.frontend.set_quotas(QuotaBook.from_desired(desired))
+            self.frontend.apply_desired(desired)
         except ValueError as exc:
             log.error("tenant quotas in the desired state ignored: %s", exc)
 

@@ -6,6 +6,8 @@ import pytest
 
 from inference_agent.engine.api import Priority
 from inference_agent.serving.admission import (
+    ANONYMOUS_QUOTA,
+    DEFAULT_TENANT,
     Bucket,
     Decision,
     Quota,
@@ -15,6 +17,8 @@ from inference_agent.serving.admission import (
     TenantState,
     Verdict,
     admit,
+    idle,
+    prune,
     refill,
     release,
     wait_for_s,
@@ -129,3 +133,36 @@ def test_quotas_from_desired() -> None:
 def test_bad_quotas_name_the_field(tenants: dict[str, object], field: str) -> None:
     with pytest.raises(ValueError, match=field):
         QuotaBook.from_desired({"tenants": tenants})
+
+
+@pytest.mark.parametrize(
+    ("state", "now", "is_idle"),
+    [
+        (TenantState(), 0.0, True),
+        (TenantState(in_flight=1), 100.0, False),  # a request in progress
+        (TenantState(Bucket(0.0, 0.0)), 0.5, False),  # 1 of 2 tokens back at 2 rps
+        (TenantState(Bucket(0.0, 0.0)), 1.0, True),  # refilled: admits as a fresh state would
+    ],
+)
+def test_idle_states_are_those_a_fresh_one_equals(state: TenantState, now: float, is_idle: bool) -> None:
+    assert idle(state, LIMITED.quota("p"), now) is is_idle
+
+
+def test_prune_keeps_only_the_states_that_still_matter() -> None:
+    book = QuotaBook({"a": LIMITED})
+    states = {("a", "p"): TenantState(Bucket(0.0, 0.0)), ("a", "q"): TenantState(), ("b", "p"): TenantState()}
+    assert prune(states, book, now=0.5) == {("a", "p"): TenantState(Bucket(0.0, 0.0))}
+    assert prune(states, book, now=1.0) == {}
+
+
+def test_anonymous_callers_share_the_anonymous_quota_on_every_pool_unless_default_has_its_own() -> None:
+    assert QuotaBook().policy(DEFAULT_TENANT).quota("any-pool") == ANONYMOUS_QUOTA
+    assert QuotaBook().policy("named").quota("any-pool") == Quota()  # a known tenant without a quota: unlimited
+    own = QuotaBook.from_desired({"tenants": {"default": {"quotas": {"p": {"rate_rps": 1.0}}}}})
+    assert own.policy(DEFAULT_TENANT).quota("p").rate_rps == 1.0
+    assert own.policy(DEFAULT_TENANT).quota("q") == ANONYMOUS_QUOTA
+    shared = TenantState()
+    for _ in range(int(ANONYMOUS_QUOTA.burst)):
+        decision, shared = admit(release(shared), QuotaBook().policy(DEFAULT_TENANT), "p", 0.0)
+        assert decision.verdict is Verdict.ADMIT
+    assert admit(release(shared), QuotaBook().policy(DEFAULT_TENANT), "p", 0.0)[0].verdict is Verdict.RATE_LIMITED

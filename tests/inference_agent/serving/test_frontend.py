@@ -15,10 +15,14 @@ from inference_agent.serving.admission import Quota, QuotaBook, SloClass, Tenant
 from inference_agent.serving.dispatch import Dispatcher, NoCapacity, least_loaded
 from inference_agent.serving.frontend import Frontend, FrontendLimits
 from inference_agent.serving.supervisor import Endpoint, PoolRoutes
+from inference_agent.serving.tenant_keys import TenantKeyHashes, key_digest
 
 from .conftest import StartReplica
 
 A, B, C = Endpoint("a", 1), Endpoint("b", 2), Endpoint("c", 3)
+T_KEY = "fp_tenant_the-key-of-t"
+T = {"Authorization": f"Bearer {T_KEY}"}
+KEYS = TenantKeyHashes(tenant_keys={key_digest(T_KEY): "t"})
 
 
 @pytest.mark.parametrize(
@@ -200,13 +204,13 @@ def test_over_quota_is_429_with_retry_after(
     _, a = start_replica("p")
     routes.pools["p"] = PoolRoutes("text", (a,))
     book = QuotaBook({"t": TenantPolicy(SloClass.BATCH, {"p": Quota(rate_rps=0.25, burst=1.0)})})
-    frontend = make_frontend(quotas=book)
+    frontend = make_frontend(quotas=book, keys=KEYS)
     body = {"model": "p", "prompt": "x", "max_tokens": 1}
-    assert httpx.post(url(frontend), json=body, headers={"X-Tenant": "t"}).status_code == 200
-    refused = httpx.post(url(frontend), json=body, headers={"X-Tenant": "t"})
+    assert httpx.post(url(frontend), json=body, headers=T).status_code == 200
+    refused = httpx.post(url(frontend), json=body, headers=T)
     assert refused.status_code == 429
     assert refused.headers["retry-after"] == "4"  # a whole token at 0.25 rps
-    assert httpx.post(url(frontend), json=body).status_code == 200  # the default tenant is not limited
+    assert httpx.post(url(frontend), json=body).status_code == 200  # the anonymous default tenant has its own quota
 
 
 def test_generation_tokens_over_quota_are_429_and_the_kv_share_reaches_the_engine(
@@ -225,10 +229,10 @@ def test_generation_tokens_over_quota_are_429_and_the_kv_share_reaches_the_engin
     engine.submit = recording  # type: ignore[method-assign]
     routes.pools["p"] = PoolRoutes("text", (a,))
     quota = Quota(tokens_per_second=10.0, token_burst=20.0, kv_share=0.25)
-    frontend = make_frontend(quotas=QuotaBook({"t": TenantPolicy(SloClass.BATCH, {"p": quota})}))
+    frontend = make_frontend(quotas=QuotaBook({"t": TenantPolicy(SloClass.BATCH, {"p": quota})}), keys=KEYS)
     body = {"model": "p", "prompt": "abcd", "max_tokens": 16}  # costs 4 + 16 = 20 tokens: the whole burst
-    assert httpx.post(url(frontend), json=body, headers={"X-Tenant": "t"}).status_code == 200
-    refused = httpx.post(url(frontend), json=body, headers={"X-Tenant": "t"})
+    assert httpx.post(url(frontend), json=body, headers=T).status_code == 200
+    refused = httpx.post(url(frontend), json=body, headers=T)
     assert refused.status_code == 429 and "tokens/s" in refused.json()["detail"]
     assert refused.headers["retry-after"] == "2"  # 20 tokens at 10 tokens/s
     assert [(r.tenant, r.kv_share) for r in seen] == [("t", 0.25)]
