@@ -47,7 +47,7 @@ def capped(receive: Receive, max_bytes: int) -> Receive:
         if message["type"] == "http.request":
             received += len(message.get("body", b""))
             if received > max_bytes:
-                raise HTTPException(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, f"body is over {max_bytes} bytes")
+                raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, f"body is over {max_bytes} bytes")
         return message
 
     return receive_capped
@@ -82,6 +82,6 @@ class BodyLimitMiddleware:
         length = declared_length(request.headers)
         if length is not None and length > self.max_body_bytes:
             return ApiError(
-                status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, f"body of {length} bytes is over {self.max_body_bytes}"
+                status.HTTP_413_CONTENT_TOO_LARGE, f"body of {length} bytes is over {self.max_body_bytes}"
             )
         return None
