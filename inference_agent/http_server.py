@@ -77,7 +77,7 @@ class JsonHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:
-        if "Content-Length" in self.headers or "Transfer-Encoding" in self.headers:
+        if self.headers.get("Content-Length", "0").strip() != "0" or "Transfer-Encoding" in self.headers:
             self.close_connection = True  # its body is not read: what follows on the socket is not a request
         self.on_get(self.path.split("?")[0])
 
