@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import secrets
+
 import pytest
 from pydantic import ValidationError
 
@@ -26,6 +28,12 @@ def test_environment_variables_override_defaults_and_flags_override_both(monkeyp
     [
         ({"port": 70000}, "port"),
         ({"admin_token": "short"}, "admin_token"),
+        ({"admin_token": "fp_admin_CHANGE-ME-to-at-least-32-random-characters"}, "admin_token"),
+        ({"admin_token": "an-example-admin-token-of-enough-length"}, "admin_token"),
+        ({"admin_token": "ab" * 20}, "admin_token"),  # 40 characters, 2 distinct
+        ({"session_secret": "x" * 48}, "session_secret"),
+        ({"scrape_token": "scrape-me"}, "scrape_token"),
+        ({"trusted_proxies": ["10.0.0.0/33"]}, "trusted_proxies"),
         ({"raw_retention_hours": 0}, "raw_retention_hours"),
         ({"environment": "production"}, "FLEETPILOT_DATABASE_URL"),
         ({"unknown_knob": 1}, "unknown_knob"),
@@ -34,3 +42,11 @@ def test_environment_variables_override_defaults_and_flags_override_both(monkeyp
 def test_bad_or_insecure_settings_are_refused_naming_the_setting(values: dict[str, object], field: str) -> None:
     with pytest.raises(ValidationError, match=field):
         ServerSettings(**values)  # type: ignore[arg-type]
+
+
+def test_generated_secrets_and_proxy_networks_are_accepted() -> None:
+    fit = secrets.token_urlsafe(32)
+    settings = ServerSettings(
+        admin_token=f"fp_admin_{fit}", session_secret=fit, scrape_token=fit, trusted_proxies=["10.0.0.0/8", "::1"]
+    )
+    assert settings.scrape_token == fit

@@ -76,7 +76,8 @@ def test_failed_logins_are_rate_limited_per_address(
     csrf = csrf_of(anonymous.get("/login").text)
 
     def guess() -> int:
-        return anonymous.post("/login", data={"token": "wrong", "csrf_token": csrf}).status_code
+        status: int = anonymous.post("/login", data={"token": "wrong", "csrf_token": csrf}).status_code
+        return status
 
     assert [guess() for _ in range(6)] == [401] * 5 + [429]  # the guesser waits...
     held = anonymous.post("/login", data={"token": "wrong", "csrf_token": csrf})
