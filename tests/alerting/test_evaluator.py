@@ -8,7 +8,8 @@ import json
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine
+from prometheus_client import CollectorRegistry
+from sqlalchemy import Engine, insert
 
 from alerting.alert_store import AlertStore, SilenceStore
 from alerting.defaults import DEFAULT_RULES
@@ -22,6 +23,8 @@ from alerting.silences import Matcher
 from alerting.webhooks import TargetKind, WebhookStore
 from autoscaler.events import EventStore, ScalingEvent
 from autoscaler.pools import PoolSpec, PoolStore
+from collector.skipped_rows import Job, SkippedRows, skipped_rows_counter
+from collector.tables import NO_POOL, series_latest
 from collector.wire import IngestBatch
 from isolation.events import EnforcementEvent, EnforcementStore
 from predictor.store import ForecastPoint, ForecastStore, GoodForecast, SubjectKind
@@ -206,3 +209,27 @@ def test_alerting_metrics_are_on_the_services_registry(services: AppServices, cl
     assert 'fleetpilot_alerting_alerts{status="firing"} 1.0' in text
     assert 'fleetpilot_alerting_transitions_total{kind="firing"} 1.0' in text
     assert "fleetpilot_alerting_evaluation_duration_seconds_count 1.0" in text
+
+
+def test_a_row_whose_figures_break_the_evaluation_is_skipped_and_counted_and_the_others_are_judged(
+    services: AppServices, clock: FakeClock, harness: Harness
+) -> None:
+    """A 400-digit integer written before ingest refused them: every evaluation used to fail on it (OverflowError)."""
+    registry = CollectorRegistry()
+    harness.evaluator.skipped = SkippedRows(Job.ALERTS, skipped_rows_counter(registry))
+    hot_rule(services)
+    push(services, "node-a", clock(), gpu_temperature_celsius=90)
+    with services.engine.begin() as conn:
+        conn.execute(
+            insert(series_latest).values(
+                node_id="node-b",
+                device=0,
+                pool=NO_POOL,
+                ts=clock(),
+                gpu_temperature_celsius=95.0,
+                extra={"host_cpu_ratio": 10**400},
+            )
+        )
+    assert harness.tick(clock()) == [TransitionKind.FIRING]
+    assert [a.labels["node"] for a in AlertStore(services.engine).list()] == ["node-a"]
+    assert registry.get_sample_value("fleetpilot_jobs_skipped_rows_total", {"job": "alerts"}) == 1

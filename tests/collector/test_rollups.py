@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine, func, select
 
 from collector.catalog import METRIC_NAMES
 from collector.ingest import SampleWriter
 from collector.rollups import RollupJob, bucket_start, rollup_rows
+from collector.skipped_rows import Job, SkippedRows, skipped_rows_counter
 from collector.tables import NO_POOL, job_state, rollup_backlog, rollup_column, rollups_1m
 from collector.wire import IngestBatch
 from tests.conftest import gpu_sample
@@ -214,3 +216,20 @@ def test_nothing_to_roll_leaves_no_watermark(engine: Engine) -> None:
 def test_chunks_must_be_whole_minutes(engine: Engine, chunk_seconds: float) -> None:
     with pytest.raises(ValueError, match="chunk_seconds"):
         RollupJob(engine, chunk_seconds=chunk_seconds)
+
+
+def test_a_minute_that_cannot_be_reduced_is_skipped_and_counted_and_the_others_are_rolled(engine: Engine) -> None:
+    """Two finite samples of 1.7e308 bytes overflow their minute's mean: that failed every run on the same range."""
+    write(engine, gpu_sample(1, T0 + 5), received_at=T0 + 10)
+    huge = [gpu_sample(seq, T0 + seq, gpu_memory_used_bytes=1.7e308) for seq in (1, 2)]
+    SampleWriter(engine, late_after_seconds=600).write_batch(
+        IngestBatch.model_validate({"node_id": "node-b", "samples": huge}), received_at=T0 + 10
+    )
+    registry = CollectorRegistry()
+    job = RollupJob(engine, skipped=SkippedRows(Job.ROLLUPS, skipped_rows_counter(registry)))
+
+    report = job.run(now=T0 + 61)
+
+    assert (report.buckets_written, report.watermark) == (1, T0 + 60)
+    assert stats(rollups(engine)[(0, T0)], "gpu_utilization_ratio") == (0.5, 0.5, 0.5, 0.5)
+    assert registry.get_sample_value("fleetpilot_jobs_skipped_rows_total", {"job": "rollups"}) == 1

@@ -7,10 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine, insert
 
 from autoscaler.pools import PoolSpec, PoolStore
 from collector.registry import LatestSeries
+from collector.skipped_rows import Job, SkippedRows, skipped_rows_counter
 from collector.tables import NO_DEVICE, nodes, series_latest
 from inference_agent.serving.admission import Quota, QuotaBook
 from isolation.enforcer import Enforcer, EnforcerLoopSettings, observe
@@ -172,3 +174,22 @@ def test_observe_uses_tokens_for_text_pools_requests_for_the_others_and_the_pool
     )
     assert {u.tenant: u.compute_share for u in vision.tenants} == {"lc": 0.25, "x": 0.75}
     assert all(u.slo_p99_seconds is None for u in vision.tenants)  # no pool configured: nothing to judge by
+
+
+@pytest.mark.usefixtures("tenants")
+def test_a_reading_whose_figures_break_the_observation_is_skipped_and_counted_and_the_others_enforced(
+    engine: Engine, clock: FakeClock
+) -> None:
+    """node-b's row, written before ingest refused 400-digit integers, used to fail every tick (OverflowError)."""
+    registry = CollectorRegistry()
+    loop = Enforcer(
+        engine, EnforcerLoopSettings(), holder="a", skipped=SkippedRows(Job.ENFORCER, skipped_rows_counter(registry))
+    )
+    kinds = []
+    for _ in range(3):
+        clock.advance(10)
+        report(engine, clock, {"bulk": {"tokens_per_second": 10**400}}, node="node-b")
+        report(engine, clock, NOISY)
+        kinds += [(a.kind, a.scope) for a in loop.run(clock())]
+    assert kinds == [(ActionKind.THROTTLE, "node-a/chat")]
+    assert registry.get_sample_value("fleetpilot_jobs_skipped_rows_total", {"job": "enforcer"}) == 3

@@ -1,0 +1,163 @@
+"""Issue 15, the ingest side: what one agent sends is bounded where it enters, and the ingest answer's heavy work
+runs off the event loop. Each test replays the request of the attack and fails without the fix."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, func, select
+
+import collector.wire
+import web.routes.ingest
+from autoscaler.pools import PoolSpec, PoolStore
+from collector.tables import devices, samples
+from tests.conftest import gpu_sample, pool_sample
+from tests.support.clock import FakeClock
+from web.app import create_app
+from web.services import AppServices
+
+Auth = Callable[..., dict[str, str]]
+
+
+def stored(engine: Engine) -> int:
+    with engine.connect() as conn:
+        return int(conn.scalar(select(func.count()).select_from(samples)) or 0)
+
+
+def refused(answer: Any) -> tuple[int | None, str]:
+    """(sample index, field) of the first problem of a 422 answer."""
+    assert answer.status_code == 422, answer.text
+    problem = answer.json()["error"]["errors"][0]
+    return problem["sample"], problem["field"]
+
+
+def on_the_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def rejected(services: AppServices, reason: str) -> float | None:
+    return services.registry.get_sample_value("fleetpilot_collector_rejected_requests_total", {"reason": reason})
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"replicas_ready": 3_000_000}, "extra.replicas_ready"),
+        ({"replicas_ready": 10**400}, "extra.replicas_ready"),
+        ({"replicas_ready": 1, "replicas_starting": 256}, "extra.replicas_ready"),  # 257 together
+        ({"replicas_starting": -1}, "extra.replicas_starting"),
+        ({"replicas_ready": 2.5}, "extra.replicas_ready"),
+        ({"tenants": {f"t{i}": {"requests_per_second": 1.0} for i in range(257)}}, "extra.tenants"),
+    ],
+    ids=["three million", "400 digits", "ready and starting past 256", "negative", "not whole", "257 tenants"],
+)
+def test_finding_1_a_replica_count_past_the_node_bound_is_refused_and_nothing_stored(
+    client: TestClient, auth: Auth, engine: Engine, clock: FakeClock, extra: dict[str, Any], field: str
+) -> None:
+    bad = {**pool_sample(2, clock()), "extra": extra}
+    body = {"node_id": "node-a", "samples": [gpu_sample(1, clock()), bad]}
+    answer = client.post("/api/v1/ingest", json=body, headers=auth("agent", "node-a"))
+    assert refused(answer) == (1, field)
+    assert stored(engine) == 0
+
+
+def test_finding_1_the_desired_state_is_computed_off_the_event_loop(
+    services: AppServices, auth: Auth, clock: FakeClock
+) -> None:
+    where: list[bool] = []
+
+    def desired(node_id: str) -> dict[str, Any] | None:
+        where.append(on_the_event_loop())
+        return None
+
+    services.desired_state = desired
+    good = {**pool_sample(1, clock()), "extra": {"replicas_ready": 256}}  # at the bound: accepted
+    with TestClient(create_app(services)) as client:
+        answer = client.post(
+            "/api/v1/ingest", json={"node_id": "node-a", "samples": [good]}, headers=auth("agent", "node-a")
+        )
+    assert answer.status_code == 200, answer.text
+    assert where == [False]
+
+
+@pytest.mark.parametrize(
+    ("sample", "field"),
+    [
+        ({**gpu_sample(2, 0.0), "extra": {"host_cpu_ratio": 10**400}}, "extra.host_cpu_ratio"),
+        ({**gpu_sample(2, 0.0), "extra": {"ecc": [1, {"deep": -(10**309)}]}}, "extra.ecc[1].deep"),
+        ({**gpu_sample(2, 0.0), "seq": 2**63}, "seq"),
+        (gpu_sample(2, 0.0, gpu_memory_used_bytes=10**400), "metrics.gpu_memory_used_bytes"),
+    ],
+    ids=["400-digit extra", "nested huge extra", "seq of 2**63", "400-digit metric"],
+)
+def test_finding_2_a_number_no_column_holds_is_refused_naming_its_field(
+    client: TestClient, auth: Auth, engine: Engine, clock: FakeClock, sample: dict[str, Any], field: str
+) -> None:
+    body = {"node_id": "node-a", "samples": [gpu_sample(1, clock()), {**sample, "ts": clock()}]}
+    answer = client.post("/api/v1/ingest", json=body, headers=auth("agent", "node-a"))
+    assert refused(answer) == (1, field)
+    assert stored(engine) == 0
+
+
+def test_finding_2_a_gpu_memory_of_2_63_bytes_is_refused_not_a_500(
+    client: TestClient, auth: Auth, engine: Engine, clock: FakeClock
+) -> None:
+    gpu = {"index": 0, "name": "H200", "memory_total_bytes": 2**63}
+    body = {"node_id": "node-a", "samples": [gpu_sample(1, clock())], "inventory": {"gpus": [gpu]}}
+    answer = client.post("/api/v1/ingest", json=body, headers=auth("agent", "node-a"))
+    assert refused(answer) == (None, "inventory.gpus.0.memory_total_bytes")
+    with engine.connect() as conn:
+        assert conn.scalar(select(func.count()).select_from(devices)) == 0
+    assert stored(engine) == 0
+
+
+def test_finding_6_too_many_samples_are_refused_before_any_is_built_and_parsing_is_off_the_loop(
+    services: AppServices, auth: Auth, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Samples past the limit are not even looked at: 101 empty objects are refused for their number (the code of
+    today, 422 on ``samples``), not for 101 × 3 missing fields that only building them finds."""
+    services.settings = services.settings.model_copy(update={"ingest_max_samples": 100})
+    parse, where = collector.wire.parse_batch, []
+
+    def parse_and_note(*args: Any, **kwargs: Any) -> Any:
+        where.append(on_the_event_loop())
+        return parse(*args, **kwargs)
+
+    monkeypatch.setattr(web.routes.ingest, "parse_batch", parse_and_note)
+    body = json.dumps({"node_id": "node-a", "samples": [{}] * 101})
+    with TestClient(create_app(services)) as client:
+        answer = client.post("/api/v1/ingest", content=body, headers=auth("agent", "node-a"))
+    assert refused(answer) == (None, "samples")
+    assert "101 samples, more than the limit of 100" in answer.json()["error"]["message"]
+    assert where == [False]
+    assert stored(engine) == 0
+
+
+def test_finding_11_pools_past_the_bound_are_refused_and_counted_and_configured_ones_always_allowed(
+    services: AppServices, auth: Auth, engine: Engine, clock: FakeClock
+) -> None:
+    services.settings = services.settings.model_copy(update={"ingest_max_pools_per_node": 3})
+    PoolStore(engine).create("chat", PoolSpec(), now=clock())
+    headers = auth("agent", "node-a")
+    seq = iter(range(1, 100))
+
+    def push(*pools: str) -> Any:
+        body = {"node_id": "node-a", "samples": [pool_sample(next(seq), clock(), pool=p) for p in pools]}
+        return client.post("/api/v1/ingest", json=body, headers=headers)
+
+    with TestClient(create_app(services)) as client:
+        assert push("p0", "p1").status_code == 200
+        assert push("p1", "p2", "chat").status_code == 200  # three invented pools, and a configured one
+        assert refused(push("p0", "p3", "p4")) == (1, "pool")  # p3 would be a fourth
+        assert stored(engine) == 5  # nothing of the refused request
+        assert push("p2", "chat").status_code == 200  # pools it already reports, and configured ones, still go
+    assert rejected(services, "too_many_pools") == 1
