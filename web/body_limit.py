@@ -81,7 +81,5 @@ class BodyLimitMiddleware:
                 return exc
         length = declared_length(request.headers)
         if length is not None and length > self.max_body_bytes:
-            return ApiError(
-                status.HTTP_413_CONTENT_TOO_LARGE, f"body of {length} bytes is over {self.max_body_bytes}"
-            )
+            return ApiError(status.HTTP_413_CONTENT_TOO_LARGE, f"body of {length} bytes is over {self.max_body_bytes}")
         return None
