@@ -10,9 +10,12 @@ from sqlalchemy import Engine, insert
 from collector.tables import NO_DEVICE, nodes, series_latest
 from inference_agent.engine.api import Priority
 from inference_agent.serving.admission import DEFAULT_MAX_CONCURRENCY, Quota, QuotaBook
+from inference_agent.serving.frontend import TenantDirectory
+from inference_agent.serving.tenant_keys import TenantKeyHashes
 from isolation.desired import AGENT_DEFAULT_MAX_CONCURRENCY, TenantsAnswer, TenantsDesired, node_shares
 from isolation.events import ThrottleLevel
 from isolation.planning import GpuDevice
+from isolation.tenant_keys import TenantKeyStore
 from isolation.tenants import QuotaSpec, SloClass, Tenant, TenantStore
 from tests.support.clock import FakeClock
 
@@ -150,3 +153,19 @@ def test_tokens_per_second_is_shared_and_throttled_like_the_rate() -> None:
     b = (answer.for_node("node-b") or {})["tenants"]["acme"]["quotas"]["chat"]
     assert (a["tokens_per_second"], a["token_burst"]) == (250.0, 250.0)  # 500 on its replica × ½
     assert b["tokens_per_second"] == 500.0
+
+
+def test_every_node_is_told_the_digests_of_every_tenants_keys_and_the_agent_reads_them(
+    engine: Engine, clock: FakeClock
+) -> None:
+    TenantStore(engine).create("acme", SloClass.STANDARD, {"chat": QuotaSpec(rate_rps=1.0)}, now=1.0)
+    TenantStore(engine).create("globex", SloClass.BATCH, {}, now=1.0)  # no quota on any pool: still told
+    keys = TenantKeyStore(engine)
+    (_, acme), (_, globex) = keys.create("acme", now=1.0), keys.create("globex", now=1.0)
+    for node in ("node-a", "node-b"):
+        desired = _desired(engine, clock)(node)
+        assert desired is not None
+        told = TenantKeyHashes.from_desired(desired)
+        assert (told.tenant_of(acme), told.tenant_of(globex), told.tenant_of(acme + "x")) == ("acme", "globex", None)
+        assert acme not in str(desired)  # digests only
+        assert TenantDirectory(QuotaBook.from_desired(desired), told).known == {"acme", "globex", "default"}

@@ -51,6 +51,8 @@ STEPS = [
         "acme/chat",
     ),
     Step("DELETE", "/api/v1/tenants/{name}/quotas/{pool}", None, "operator", "quota", "delete", "acme/chat"),
+    Step("POST", "/api/v1/tenants/{name}/keys", {"name": "checkout"}, "admin", "tenant_key", "create", None),
+    Step("DELETE", "/api/v1/tenants/{name}/keys/{key_id}", None, "admin", "tenant_key", "delete", None),
     Step("DELETE", "/api/v1/tenants/{name}", None, "admin", "tenant", "delete", "acme"),
     Step("POST", "/api/v1/tokens", {"role": "viewer", "name": "grafana"}, "admin", "token", "create", None),
     Step("DELETE", "/api/v1/tokens/{token_id}", None, "admin", "token", "delete", None),
@@ -86,7 +88,7 @@ def rows(engine: Engine) -> list[AuditEntry]:
 
 
 def _fill(path: str, ids: dict[str, str]) -> str:
-    values = {"name": ids.get("pool_or_tenant", ""), "pool": "chat", **ids}
+    values = {"name": ids.get("pool_or_tenant", ""), "pool": "chat", "key_id": ids.get("tenant_key_id", ""), **ids}
     for key, value in values.items():
         path = path.replace("{" + key + "}", value)
     return path

@@ -187,4 +187,5 @@ def test_the_ingest_answer_tells_agents_the_tenants_quotas(client: TestClient, a
             }
         },
         "pool_limits": {},  # no share set: acme holds all of chat, nothing to cap
+        "tenant_keys": {},  # acme has no key yet: its callers are anonymous
     }

@@ -60,7 +60,7 @@ def apply_tenant_key_create(audit: Auditor, tenant: str, body: TenantKeyIn, *, n
     try:
         with audit.change("tenant_key", "create") as change:
             key, clear = TenantKeyStore(change.engine).create(tenant, now=now, name=body.name)
-            change.resource_id, change.after = f"{tenant}/{key.id}", _out(key)
+            change.resource_id, change.after = key.id, _out(key)
     except TenantNotFound as exc:
         raise not_found(str(exc)) from None
     except ValueError as exc:
@@ -79,7 +79,7 @@ def create_tenant_key(
 
 def apply_tenant_key_delete(audit: Auditor, tenant: str, key_id: str) -> None:
     """Revoke a key, audited as ("tenant_key", "delete"); agents refuse it from their next desired state on."""
-    with audit.change("tenant_key", "delete", f"{tenant}/{key_id}") as change:
+    with audit.change("tenant_key", "delete", key_id) as change:
         store = TenantKeyStore(change.engine)
         before = store.get(tenant, key_id)
         if before is None or not store.delete(tenant, key_id):

@@ -1,0 +1,91 @@
+"""Tenant API keys through the admin API: the clear key answered once, listed without secrets, revoked, audited
+without the secret, and only their digests sent to the agents in the ingest answer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, select
+
+from inference_agent.serving.tenant_keys import MAX_KEYS_PER_TENANT, TenantKeyHashes, key_digest
+from isolation.tenants import tenant_api_keys
+from tests.support.clock import FakeClock
+from web.audit import audit_log
+
+Auth = Callable[..., dict[str, str]]
+KEYS = "/api/v1/tenants/acme/keys"
+
+
+def _acme(client: TestClient, auth: Auth) -> None:
+    assert client.post("/api/v1/tenants", json={"name": "acme"}, headers=auth("admin")).status_code == 201
+
+
+def test_a_new_key_is_shown_once_and_stored_as_its_digest(client: TestClient, auth: Auth, engine: Engine) -> None:
+    _acme(client, auth)
+    admin = auth("admin")
+    created = client.post(KEYS, json={"name": "checkout"}, headers=admin)
+    assert created.status_code == 201, created.text
+    body = created.json()
+    key = body.pop("key")
+    assert key.startswith("fp_tenant_") and body["prefix"] == key[:16] and body["name"] == "checkout"
+    assert client.get(KEYS, headers=admin).json() == {"items": [body], "next": None}
+    unnamed = client.post(KEYS, headers=admin)  # the body is optional
+    assert unnamed.status_code == 201 and unnamed.json()["name"] == f"key-{unnamed.json()['id']}"
+    with engine.connect() as conn:
+        stored = {r.key_hash for r in conn.execute(select(tenant_api_keys))}
+        logged = str([tuple(r) for r in conn.execute(select(audit_log))])
+    assert key_digest(key) in stored and key not in str(stored)
+    assert key not in logged and key_digest(key) not in logged
+
+
+def test_revoked_keys_are_gone_and_unknown_ones_are_404(client: TestClient, auth: Auth) -> None:
+    _acme(client, auth)
+    admin = auth("admin")
+    key_id = client.post(KEYS, headers=admin).json()["id"]
+    assert client.delete(f"{KEYS}/{key_id}", headers=admin).status_code == 204
+    assert client.delete(f"{KEYS}/{key_id}", headers=admin).status_code == 404
+    assert client.get(KEYS, headers=admin).json()["items"] == []
+    for method in ("GET", "POST"):
+        assert client.request(method, "/api/v1/tenants/missing/keys", headers=admin).status_code == 404
+
+
+def test_only_admins_manage_keys(client: TestClient, auth: Auth) -> None:
+    _acme(client, auth)
+    for role in ("operator", "viewer"):
+        assert client.post(KEYS, headers=auth(role)).status_code == 403
+        assert client.get(KEYS, headers=auth(role)).status_code == 403
+
+
+def test_a_tenant_holds_a_bounded_number_of_keys_and_deleting_it_deletes_them(
+    client: TestClient, auth: Auth, engine: Engine
+) -> None:
+    _acme(client, auth)
+    admin = auth("admin")
+    for _ in range(MAX_KEYS_PER_TENANT):
+        assert client.post(KEYS, headers=admin).status_code == 201
+    refused = client.post(KEYS, headers=admin)
+    assert refused.status_code == 422 and "revoke one first" in refused.text
+    assert client.delete("/api/v1/tenants/acme", headers=admin).status_code == 204
+    with engine.connect() as conn:
+        assert conn.execute(select(tenant_api_keys)).all() == []
+
+
+def test_the_ingest_answer_carries_the_digests_of_live_keys_only(
+    client: TestClient, auth: Auth, clock: FakeClock
+) -> None:
+    def keys_told(seq: int) -> dict[str, str]:
+        sample: dict[str, Any] = {"seq": seq, "ts": 1_764_424_800.0, "device": None, "pool": "chat", "metrics": {}}
+        answer = client.post(
+            "/api/v1/ingest", json={"node_id": "node-a", "samples": [sample]}, headers=auth("agent", "node-a")
+        )
+        assert answer.status_code == 200, answer.text
+        return TenantKeyHashes.from_desired(answer.json()["desired"] or {}).tenant_keys
+
+    _acme(client, auth)
+    admin = auth("admin")
+    kept, revoked = (client.post(KEYS, headers=admin).json() for _ in range(2))
+    client.delete(f"{KEYS}/{revoked['id']}", headers=admin)
+    clock.advance(1)  # past desired_cache_seconds
+    assert keys_told(1) == {key_digest(kept["key"]): "acme"}
