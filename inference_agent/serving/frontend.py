@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from inference_agent.engine.api import Priority
-from inference_agent.http_server import ClientGone, JsonHandler, Server
+from inference_agent.http_server import ClientGone, ConnectionLimits, JsonHandler, Server
 from inference_agent.serving.admission import (
     DEFAULT_TENANT,
     QuotaBook,
@@ -84,6 +84,7 @@ class Frontend:
         gateway: GatewayTrust | None = None,
         telemetry: ServingTelemetry | None = None,
         clock: Callable[[], float] = time.monotonic,
+        connections: ConnectionLimits | None = None,
     ) -> None:
         self.routes = routes
         self.limits = limits
@@ -103,7 +104,9 @@ class Frontend:
         self._tenants: dict[tuple[str, str], TenantState] = {}
         self._pruned_at = clock()
         self._admission_lock = threading.Lock()
-        self._server = Server(host, port, _handler(self), name="serving-frontend")
+        self._server = Server(
+            host, port, _handler(self), name="serving-frontend", limits=connections or ConnectionLimits()
+        )
 
     @property
     def port(self) -> int:

@@ -45,11 +45,12 @@ class BuiltinWorkload:
     ) -> BuiltinWorkload:
         telemetry = ServingTelemetry(registry)
         device = settings.replica_device if settings.replica_device != "auto" else ("cuda" if gpus else "cpu")
+        http = ConnectionLimits(settings.http_max_connections, settings.http_socket_timeout_seconds)
         launcher = launcher or ProcessLauncher(
             settings.spool_dir / "replica-logs",
             engine=settings.replica_engine,
             device=device,
-            http=ConnectionLimits(settings.http_max_connections, settings.http_socket_timeout_seconds),
+            http=http,
         )
         timing = Timing(
             drain_deadline_s=settings.replica_drain_seconds,
@@ -79,6 +80,7 @@ class BuiltinWorkload:
             limits=limits,
             gateway=GatewayTrust.parse(settings.serve_tenant_header, settings.serve_trusted_gateways),
             telemetry=telemetry,
+            connections=http,
         )
         frontend_box.append(frontend)
         log.info("built-in workload: replicas on %s, serving API on %s:%d", device, settings.serve_host, frontend.port)
