@@ -9,7 +9,7 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from collector.aggregate import percentile
-from inference_agent.serving.pools import Refusal
+from inference_agent.serving.pools import RefusalReason
 
 JITTER_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5)
 JITTER_WINDOW_TICKS = 1200  # 10 minutes at 500 ms
@@ -80,7 +80,7 @@ class AgentTelemetry:
             ["reason"],
             registry=registry,
         )
-        for reason in Refusal:
+        for reason in RefusalReason:
             self.desired_refused.labels(reason.value)
         for outcome in ("ok", "failed", "rejected", "unexpected", "error"):
             self.pushes.labels(outcome)

@@ -37,7 +37,7 @@ MAX_POOLS = 256
 MIN_CPU_MILLICORES = 10
 
 
-class Refusal(StrEnum):
+class RefusalReason(StrEnum):
     """Why a desired state was refused as a whole (a metric label)."""
 
     TOO_MANY_POOLS = "TooManyPools"
@@ -45,7 +45,7 @@ class Refusal(StrEnum):
 
 
 class DesiredRefused(ValueError):
-    def __init__(self, reason: Refusal, detail: str) -> None:
+    def __init__(self, reason: RefusalReason, detail: str) -> None:
         super().__init__(detail)
         self.reason = reason
 
@@ -93,12 +93,12 @@ def desired_refusal(desired: Mapping[str, Any], max_replicas: int) -> DesiredRef
     limits = desired.get("pool_limits")
     for field_name, body in (("pools", pools), ("pool_limits", limits)):
         if isinstance(body, Mapping) and len(body) > MAX_POOLS:
-            return DesiredRefused(Refusal.TOO_MANY_POOLS, f"{field_name}: {len(body)} pools, at most {MAX_POOLS}")
+            return DesiredRefused(RefusalReason.TOO_MANY_POOLS, f"{field_name}: {len(body)} pools, at most {MAX_POOLS}")
     replicas = [spec.get("replicas") for spec in pools.values() if isinstance(spec, Mapping)]
     total = sum(r for r in replicas if isinstance(r, int) and not isinstance(r, bool) and r > 0)
     if total > max_replicas:
         return DesiredRefused(
-            Refusal.TOO_MANY_REPLICAS, f"pools: {total} replicas in all, this node runs at most {max_replicas}"
+            RefusalReason.TOO_MANY_REPLICAS, f"pools: {total} replicas in all, this node runs at most {max_replicas}"
         )
     return None
 

@@ -12,7 +12,7 @@ from inference_agent.serving.pools import (
     DesiredRefused,
     PoolLimits,
     PoolSpec,
-    Refusal,
+    RefusalReason,
     desired_refusal,
     limits_from_desired,
     parse_pools,
@@ -170,14 +170,14 @@ def pools_of(count: int, replicas: object) -> dict[str, object]:
         ({}, None),
         (pools_of(2, 32), None),  # 64 in all: the bound itself
         (pools_of(MAX_POOLS, 0), None),  # many pools scaled to zero
-        (pools_of(1000, 64), Refusal.TOO_MANY_POOLS),  # the attack: 64,000 starts
-        (pools_of(2, 40), Refusal.TOO_MANY_REPLICAS),  # 80 > 64
-        (pools_of(1, 10**12), Refusal.TOO_MANY_REPLICAS),
-        ({"pool_limits": {f"p{i}": {} for i in range(MAX_POOLS + 1)}}, Refusal.TOO_MANY_POOLS),
+        (pools_of(1000, 64), RefusalReason.TOO_MANY_POOLS),  # the attack: 64,000 starts
+        (pools_of(2, 40), RefusalReason.TOO_MANY_REPLICAS),  # 80 > 64
+        (pools_of(1, 10**12), RefusalReason.TOO_MANY_REPLICAS),
+        ({"pool_limits": {f"p{i}": {} for i in range(MAX_POOLS + 1)}}, RefusalReason.TOO_MANY_POOLS),
         (pools_of(2, "many"), None),  # the shape is the readers' to refuse, with the field named
     ],
 )
-def test_desired_counts_are_bounded(desired: dict[str, object], refusal: Refusal | None) -> None:
+def test_desired_counts_are_bounded(desired: dict[str, object], refusal: RefusalReason | None) -> None:
     got = desired_refusal(desired, max_replicas=64)
     assert (got.reason if got else None) == refusal
 
