@@ -21,6 +21,7 @@ from fleetpilot.launch import AgentProcess, ServerProcess, free_port
 from fleetpilot.settings import ServerSettings
 from fleetpilot.trace_load import AZURE_CONV_SLICE, load_trace, replay_over_http
 from inference_agent.stop_signals import stop_on_signals
+from isolation.tenant_keys import TenantKeyStore
 from isolation.tenants import QuotaSpec, SloClass, TenantStore
 from migrations import runner
 from web.tokens import Role, TokenStore
@@ -44,7 +45,7 @@ DEMO_TENANTS = {
     "globex": (SloClass.BATCH, {"chat": QuotaSpec(active_thread_percentage=50, rate_rps=8.0)}),
 }
 CLASSIFY_INTERVAL_S = 0.2
-ACME = {"X-Tenant": "acme"}
+DEMO_KEY_NAME = "demo"  # each run revokes the keys the last one made and creates its own
 DEMO_JOB_INTERVALS = {"FLEETPILOT_ROLLUP_INTERVAL_SECONDS": "10", "FLEETPILOT_FORECAST_INTERVAL_SECONDS": "20"}
 
 
@@ -52,6 +53,7 @@ def run_demo(settings: ServerSettings, *, state_dir: Path = Path(".fleetpilot"))
     runner.upgrade(settings.database_url)
     admin_token, agent_tokens = _demo_tokens(settings.database_url)
     _demo_pools_and_tenants(settings.database_url)
+    tenant_keys = _demo_tenant_keys(settings.database_url)
     logs = state_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     server = ServerProcess(
@@ -82,7 +84,8 @@ def run_demo(settings: ServerSettings, *, state_dir: Path = Path(".fleetpilot"))
             agent.start()
         _announce(server, admin_token, agents, logs)
         for target in (_replay_trace, _classify_load):
-            threading.Thread(target=target, args=(stop, agents), name=target.__name__, daemon=True).start()
+            args = (stop, agents, tenant_keys)
+            threading.Thread(target=target, args=args, name=target.__name__, daemon=True).start()
         _watch(stop, server, agents)
     finally:
         print("stopping the agents (they flush their spools) and the server ...", flush=True)
@@ -120,6 +123,22 @@ def _demo_pools_and_tenants(database_url: str) -> None:
         engine.dispose()
 
 
+def _demo_tenant_keys(database_url: str) -> dict[str, dict[str, str]]:
+    """A fresh key for each demo tenant (the previous run's revoked): tenant → the headers its requests carry."""
+    engine = make_engine(database_url)
+    try:
+        store, headers = TenantKeyStore(engine), {}
+        for tenant in DEMO_TENANTS:
+            for old in store.list(tenant):
+                if old.name == DEMO_KEY_NAME:
+                    store.delete(tenant, old.id)
+            _key, clear = store.create(tenant, now=time.time(), name=DEMO_KEY_NAME)
+            headers[tenant] = {"Authorization": f"Bearer {clear}"}
+    finally:
+        engine.dispose()
+    return headers
+
+
 def _announce(server: ServerProcess, admin_token: str, agents: list[AgentProcess], logs: Path) -> None:
     print(f"Dashboard: {server.url}/", flush=True)
     print(f"Admin token: {admin_token}", flush=True)
@@ -129,7 +148,8 @@ def _announce(server: ServerProcess, admin_token: str, agents: list[AgentProcess
         f"  Fleet    {server.url}/            the three nodes, their 12 metrics live (a node's page: every 500 ms)",
         f"  Pools    {server.url}/pools/chat  demand, the forecast and its 90 % band (after 3 rolled-up minutes), the",
         "                                    autoscaler's decisions and why; scale by hand or switch to dry-run",
-        f"  Tenants  {server.url}/tenants     acme (latency-critical, vision) and globex (batch, chat, 50 % share)",
+        f"  Tenants  {server.url}/tenants     acme (latency-critical, vision) and globex (batch, chat, 50 % share),",
+        "                                    each sending its own API key (POST /api/v1/tenants/NAME/keys makes one)",
         f"  Alerts   {server.url}/alerts      the default rules at work within minutes (here, typically",
         "                                    NetworkLatencyHigh on a busy machine and SaturationPredicted for chat);",
         "                                    silence one there",
@@ -144,7 +164,7 @@ def _announce(server: ServerProcess, admin_token: str, agents: list[AgentProcess
     )
 
 
-def _replay_trace(stop: threading.Event, agents: list[AgentProcess]) -> None:
+def _replay_trace(stop: threading.Event, agents: list[AgentProcess], keys: dict[str, dict[str, str]]) -> None:
     """Once every agent's text replica is warm, replay the Azure conv trace slice into them until Ctrl-C."""
     urls = [str(a.serve_url) for a in agents]
     deadline = time.monotonic() + 180
@@ -153,13 +173,13 @@ def _replay_trace(stop: threading.Event, agents: list[AgentProcess]) -> None:
     trace = load_trace(AZURE_CONV_SLICE, limit=600, compression=1.0)
     print(
         f"Load: replaying {len(trace)} requests of the Azure LLM conv trace (CC-BY-4.0, Splitwise, ISCA 2024) "
-        f"every {trace[-1].arrival_s:.0f} s into the chat pools, tenants acme and globex.",
+        f"every {trace[-1].arrival_s:.0f} s into the chat pools, tenants acme and globex (by their keys).",
         flush=True,
     )
-    replay_over_http(trace, urls, "chat", stop, tenants=("acme", "globex"))
+    replay_over_http(trace, urls, "chat", stop, tenants=(keys["acme"], keys["globex"]))
 
 
-def _classify_load(stop: threading.Event, agents: list[AgentProcess]) -> None:
+def _classify_load(stop: threading.Event, agents: list[AgentProcess], keys: dict[str, dict[str, str]]) -> None:
     """acme's classifications: one image every 200 ms, round-robin over the agents, until Ctrl-C."""
     image = [[[0.5] * 64 for _ in range(64)] for _ in range(3)]
     urls = itertools.cycle(str(a.serve_url) for a in agents)
@@ -167,7 +187,9 @@ def _classify_load(stop: threading.Event, agents: list[AgentProcess]) -> None:
         while not stop.wait(CLASSIFY_INTERVAL_S):
             # a replica still warming or moving is the load's business, as with the trace replay
             with contextlib.suppress(httpx.HTTPError):
-                client.post(f"{next(urls)}/v1/classify", json={"model": "vision", "inputs": [image]}, headers=ACME)
+                client.post(
+                    f"{next(urls)}/v1/classify", json={"model": "vision", "inputs": [image]}, headers=keys["acme"]
+                )
 
 
 def _ready(url: str, pool: str) -> bool:

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from enum import StrEnum
@@ -189,12 +189,40 @@ class Sender(Protocol):
 FILLER = "The quick brown fox jumps over the lazy dog. "
 
 
-class HttpSender:
-    """Sends to the serving API over one keep-alive ``httpx.Client`` (thread-safe): the tenant in ``X-Tenant``,
-    a bearer token when given (for a gateway in front of the agents; the agent's own API needs none)."""
+def parse_tenant_keys(values: Sequence[str]) -> dict[str, str]:
+    """``--tenant-key NAME=KEY`` (repeatable) → tenant → key; ``NAME=@PATH`` reads the key from a file, so that it
+    stays out of the process list."""
+    keys: dict[str, str] = {}
+    for value in values:
+        name, sep, key = value.partition("=")
+        if not sep or not name or not key:
+            raise ReplayError(f"--tenant-key {value!r}: expected NAME=KEY or NAME=@PATH")
+        if key.startswith("@"):
+            try:
+                key = Path(key[1:]).read_text().strip()
+            except OSError as exc:
+                raise ReplayError(f"--tenant-key {name}: cannot read {key[1:]}: {exc.strerror}") from None
+        keys[name] = key
+    return keys
 
-    def __init__(self, pool: str, endpoint: Endpoint, *, token: str | None = None, timeout_s: float = 120.0) -> None:
+
+class HttpSender:
+    """Sends to the serving API over one keep-alive ``httpx.Client`` (thread-safe). A tenant with a key in
+    ``tenant_keys`` sends ``Authorization: Bearer <key>`` (what the agents check); every request also names its tenant
+    in ``X-Tenant``, which only a gateway the agents trust may pass on. ``token`` is a bearer token for such a gateway,
+    sent by the tenants without a key of their own."""
+
+    def __init__(
+        self,
+        pool: str,
+        endpoint: Endpoint,
+        *,
+        token: str | None = None,
+        tenant_keys: Mapping[str, str] | None = None,
+        timeout_s: float = 120.0,
+    ) -> None:
         self.pool, self.endpoint = pool, endpoint
+        self.tenant_keys = dict(tenant_keys or {})
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
         self._client = httpx.Client(timeout=timeout_s, headers=headers, limits=limits)
@@ -208,11 +236,15 @@ class HttpSender:
         prompt = (FILLER * (request.prompt_tokens // len(FILLER) + 1))[: max(request.prompt_tokens - 1, 1)]
         return {"model": self.pool, "prompt": prompt, "max_tokens": request.max_tokens}
 
+    def headers(self, tenant: str) -> dict[str, str]:
+        key = self.tenant_keys.get(tenant)
+        return {"X-Tenant": tenant, **({"Authorization": f"Bearer {key}"} if key else {})}
+
     def send(self, request: PlannedRequest) -> Outcome:
         url = f"{request.server.rstrip('/')}/v1/{self.endpoint.value}"
         started = time.perf_counter()
         try:
-            answer = self._client.post(url, json=self.body(request), headers={"X-Tenant": request.tenant})
+            answer = self._client.post(url, json=self.body(request), headers=self.headers(request.tenant))
         except httpx.HTTPError as exc:
             return Outcome(None, time.perf_counter() - started, f"{type(exc).__name__}: {exc}")
         return Outcome(answer.status_code, time.perf_counter() - started)

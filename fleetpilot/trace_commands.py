@@ -207,7 +207,16 @@ def _replay_flags(parser: argparse.ArgumentParser) -> None:
         "--tenant",
         action="append",
         default=None,
-        help="X-Tenant of the requests; repeat to take several in turn (default: default)",
+        help="tenant of the requests; repeat to take several in turn (default: the tenants of --tenant-key, else "
+        "default, the agents' anonymous tenant)",
+    )
+    parser.add_argument(
+        "--tenant-key",
+        action="append",
+        default=None,
+        metavar="NAME=KEY",
+        help="the API key tenant NAME sends (POST /api/v1/tenants/NAME/keys makes one); NAME=@PATH reads it from a "
+        "file; repeatable. A tenant without a key is anonymous to the agents",
     )
     parser.add_argument(
         "--endpoint",
@@ -229,10 +238,11 @@ def run_replay(args: argparse.Namespace) -> int:
     from fleetpilot.trace_load import TOKEN_SCALE
 
     try:
+        tenant_keys = replay.parse_tenant_keys(args.tenant_key or ())
         options = replay.ReplayOptions(
             servers=tuple(args.server),
             pool=args.pool,
-            tenants=tuple(args.tenant or ("default",)),
+            tenants=tuple(args.tenant or tenant_keys or ("default",)),
             endpoint=replay.Endpoint(args.endpoint),
             speed=args.speed,
             duration_s=args.duration,
@@ -253,7 +263,9 @@ def run_replay(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    sender = replay.HttpSender(options.pool, options.endpoint, token=args.token, timeout_s=args.timeout)
+    sender = replay.HttpSender(
+        options.pool, options.endpoint, token=args.token, tenant_keys=tenant_keys, timeout_s=args.timeout
+    )
     try:
         with ProgressBar("replay", unit="answered") as bar:
             result = replay.run_replay(plan, sender, concurrency=args.concurrency, on_progress=bar.update)

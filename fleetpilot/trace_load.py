@@ -9,6 +9,7 @@ import itertools
 import logging
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -56,10 +57,16 @@ def _timestamp(text: str) -> float:
 
 
 def replay_over_http(
-    trace: list[TraceRequest], urls: list[str], pool: str, stop: threading.Event, *, tenants: tuple[str, ...]
+    trace: list[TraceRequest],
+    urls: list[str],
+    pool: str,
+    stop: threading.Event,
+    *,
+    tenants: Sequence[Mapping[str, str]],
 ) -> None:
-    """Send the trace's requests at their arrival times, round-robin over ``urls`` and ``tenants``, again and again
-    until ``stop``; answers (429s and 503s included) are the load's business, not the caller's."""
+    """Send the trace's requests at their arrival times, round-robin over ``urls`` and ``tenants`` (each tenant's
+    headers: ``Authorization: Bearer <tenant key>``), again and again until ``stop``; answers (429s and 503s
+    included) are the load's business, not the caller's."""
     clients = itertools.cycle(urls)
     names = itertools.cycle(tenants)
     period_s = trace[-1].arrival_s + 1.0
@@ -76,8 +83,8 @@ def replay_over_http(
             stop.wait(max(0.0, started + period_s - time.monotonic()))
 
 
-def _send(client: httpx.Client, url: str, body: dict[str, object], tenant: str) -> None:
+def _send(client: httpx.Client, url: str, body: dict[str, object], tenant: Mapping[str, str]) -> None:
     try:
-        client.post(url, json=body, headers={"X-Tenant": tenant})
+        client.post(url, json=body, headers=dict(tenant))
     except httpx.HTTPError as exc:
         log.debug("trace replay: %s: %s", url, exc)

@@ -183,7 +183,7 @@ def test_replay_sends_on_time_over_http_and_counts_every_answer(serving: tuple[s
     url, seen = serving
     options = ReplayOptions(servers=(url,), pool="chat", tenants=("acme", "over", "busy", "boom"), speed=20.0)
     plan = schedule(trace_of([float(i) for i in range(20)]), options)  # 20 requests over 0.95 s
-    sender = HttpSender("chat", Endpoint.COMPLETIONS, token="gateway-token")
+    sender = HttpSender("chat", Endpoint.COMPLETIONS, token="gateway-token", tenant_keys={"acme": "fp_tenant_a"})
     progress: list[tuple[int, int]] = []
     try:
         result = run_replay(plan, sender, concurrency=8, on_progress=lambda d, t: progress.append((d, t)))
@@ -195,7 +195,8 @@ def test_replay_sends_on_time_over_http_and_counts_every_answer(serving: tuple[s
     assert 0.9 <= result.wall_s < 5.0  # paced by the plan, not sent all at once
     assert progress[-1] == (20, 20)
     path, tenant, body, auth = seen.requests[0]
-    assert (path, tenant, auth) == ("/v1/completions", "acme", "Bearer gateway-token")
+    assert (path, tenant, auth) == ("/v1/completions", "acme", "Bearer fp_tenant_a")  # its own key
+    assert {a for _, t, _, a in seen.requests if t != "acme"} == {"Bearer gateway-token"}  # the others have none
     assert body["model"] == "chat" and body["max_tokens"] == 4 and len(body["prompt"]) == 9  # 10 tokens with BOS
 
 
@@ -236,11 +237,15 @@ def test_stop_ends_sending_and_says_it_was_interrupted(serving: tuple[str, Seen]
 
 @pytest.mark.slow
 def test_the_cli_replays_a_shipped_trace_and_prints_the_summary(
-    serving: tuple[str, Seen], capsys: pytest.CaptureFixture[str]
+    serving: tuple[str, Seen], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     url, seen = serving
+    key_file = tmp_path / "over.key"
+    key_file.write_text("fp_tenant_o\n")
     argv = ["replay", str(AZURE_CONV_SLICE), "--server", url, "--speed", "100", "--duration", "1"]
-    assert main([*argv, "--tenant", "acme", "--tenant", "over", "--pool", "chat"]) == 0
+    keys = ["--tenant-key", "acme=fp_tenant_a", "--tenant-key", f"over=@{key_file}"]
+    assert main([*argv, *keys, "--pool", "chat"]) == 0  # the tenants are those of the keys
+    assert {(t, a) for _, t, _, a in seen.requests} == {("acme", "Bearer fp_tenant_a"), ("over", "Bearer fp_tenant_o")}
     out = capsys.readouterr().out.splitlines()
     sent = len(seen.requests)
     assert sent > 50  # 148 s of trace at 100× is 1.48 s; the first second holds most of the 600 requests
@@ -252,7 +257,13 @@ def test_the_cli_replays_a_shipped_trace_and_prints_the_summary(
 
 @pytest.mark.parametrize(
     ("extra", "message"),
-    [(["--speed", "-2"], "--speed"), (["--scale-tokens", "0"], "--scale-tokens"), (["--loop"], "--loop")],
+    [
+        (["--speed", "-2"], "--speed"),
+        (["--scale-tokens", "0"], "--scale-tokens"),
+        (["--loop"], "--loop"),
+        (["--tenant-key", "acme"], "--tenant-key"),
+        (["--tenant-key", "acme=@/nonexistent/key"], "cannot read"),
+    ],
 )
 def test_the_cli_refuses_bad_options_with_exit_2(
     extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
