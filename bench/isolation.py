@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -92,7 +92,7 @@ def fast_load(client: httpx.Client, serve_url: str, rate_rps: float, window_s: f
     result = FastResult()
     lock = threading.Lock()
     body = json.dumps({"model": "vision", "inputs": [IMAGE]}).encode()
-    headers = {"X-Tenant": FAST, "Content-Type": "application/json"}
+    headers = {"Content-Type": "application/json"}  # the client carries the fast tenant's key
 
     def one(scheduled: float) -> None:
         try:
@@ -139,7 +139,7 @@ def noisy_client(client: httpx.Client, serve_url: str, max_tokens: int, stop: Ev
     body = {"model": "chat", "prompt": NOISY_PROMPT, "max_tokens": max_tokens, "stream": True}
     while not stop.is_set():
         try:
-            with client.stream("POST", f"{serve_url}/v1/completions", json=body, headers={"X-Tenant": NOISY}) as r:
+            with client.stream("POST", f"{serve_url}/v1/completions", json=body) as r:
                 if r.status_code != 200:
                     r.read()
                     n.add("refused_429" if r.status_code == 429 else "refused_other")
@@ -156,10 +156,13 @@ def noisy_client(client: httpx.Client, serve_url: str, max_tokens: int, stop: Ev
             stop.wait(0.5)
 
 
-def flood_process(serve_url: str, config: BenchConfig, stop: Event, counters: NoisyCounters) -> None:
-    """The noisy tenant's clients, in their own process so that parsing their streams does not hold this process's
-    GIL while it times the fast tenant."""
-    client = httpx.Client(timeout=httpx.Timeout(120.0, connect=2.0), limits=httpx.Limits(max_connections=256))
+def flood_process(
+    serve_url: str, config: BenchConfig, key: Mapping[str, str], stop: Event, counters: NoisyCounters
+) -> None:
+    """The noisy tenant's clients (sending its ``key`` headers), in their own process so that parsing their streams
+    does not hold this process's GIL while it times the fast tenant."""
+    timeout, limits = httpx.Timeout(120.0, connect=2.0), httpx.Limits(max_connections=256)
+    client = httpx.Client(timeout=timeout, limits=limits, headers=dict(key))
     threads = [
         threading.Thread(target=noisy_client, args=(client, serve_url, config.noisy_max_tokens, stop, counters))
         for _ in range(config.noisy_clients)
@@ -172,11 +175,11 @@ def flood_process(serve_url: str, config: BenchConfig, stop: Event, counters: No
 
 
 @contextmanager
-def noisy_flood(serve_url: str, config: BenchConfig) -> Iterator[NoisyCounters]:
+def noisy_flood(serve_url: str, config: BenchConfig, key: Mapping[str, str]) -> Iterator[NoisyCounters]:
     """``config.noisy_clients`` closed-loop clients of the noisy tenant, stopped (their streams closed) on exit."""
     context = multiprocessing.get_context("fork")
     counters, stop = NoisyCounters(), context.Event()
-    process = context.Process(target=flood_process, args=(serve_url, config, stop, counters), name="noisy-flood")
+    process = context.Process(target=flood_process, args=(serve_url, config, key, stop, counters), name="noisy-flood")
     process.start()
     try:
         yield counters
@@ -197,16 +200,19 @@ class Window:
     noisy: Counter[str] = field(default_factory=Counter)  # NoisyCounters.FIELDS received inside the windows
 
 
-def measure(window: Window, serve_url: str, config: BenchConfig, *, flood: bool) -> None:
+def measure(
+    window: Window, serve_url: str, config: BenchConfig, keys: Mapping[str, Mapping[str, str]], *, flood: bool
+) -> None:
     """One round of a condition: optionally start the flood and let it ramp, then the fast tenant's window."""
-    client = httpx.Client(timeout=httpx.Timeout(30.0, connect=2.0), limits=httpx.Limits(max_connections=64))
+    timeout, limits = httpx.Timeout(30.0, connect=2.0), httpx.Limits(max_connections=64)
+    client = httpx.Client(timeout=timeout, limits=limits, headers=dict(keys[FAST]))
     before: dict[str, int] = {}
     after: dict[str, int] = {}
     try:
         if not flood:
             fast = fast_load(client, serve_url, config.fast_rps, config.window_s)
         else:
-            with noisy_flood(serve_url, config) as counters:
+            with noisy_flood(serve_url, config, keys[NOISY]) as counters:
                 time.sleep(config.ramp_s)
                 before, started = counters.read(), time.perf_counter()
                 fast = fast_load(client, serve_url, config.fast_rps, config.window_s)
@@ -253,8 +259,8 @@ class Phase:
 
 
 class Tenants:
-    """The two tenants on the server, switched between unisolated and isolated through the REST API, as an operator
-    would."""
+    """The two tenants on the server, each with an API key (``keys``: the headers its requests carry), switched
+    between unisolated and isolated through the REST API, as an operator would."""
 
     def __init__(self, server: ServerProcess, config: BenchConfig) -> None:
         self.url = f"{server.url}/api/v1/tenants"
@@ -264,8 +270,11 @@ class Tenants:
             "max_concurrency": config.noisy_max_concurrency,
             "active_thread_percentage": config.noisy_share_percent,
         }
+        self.keys: dict[str, dict[str, str]] = {}
         for name in (FAST, NOISY):
             self._call("POST", "", {"name": name, "slo_class": "standard"})
+            key = self._call("POST", f"/{name}/keys", {"name": "bench"})["key"]
+            self.keys[name] = {"Authorization": f"Bearer {key}"}
         self.isolated = False
 
     def isolate(self, on: bool) -> None:
@@ -280,9 +289,10 @@ class Tenants:
         self.isolated = on
         time.sleep(AGENT_APPLY_S)
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None) -> None:
+    def _call(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
         answer = httpx.request(method, f"{self.url}{path}", json=body, headers=self.headers, timeout=10.0)
         answer.raise_for_status()
+        return answer.json() if answer.content else None
 
 
 def wait_for_replicas(agent: AgentProcess) -> None:
@@ -321,7 +331,7 @@ def run_phases(config: BenchConfig, folder: Path) -> list[Phase]:
             serve_url = agent.serve_url
             assert serve_url is not None
             progress(f"agent and replicas ready ({POOLS}); warming the fast path")
-            with httpx.Client(timeout=30.0) as client:
+            with httpx.Client(timeout=30.0, headers=tenants.keys[FAST]) as client:
                 fast_load(client, serve_url, config.fast_rps, 1.0)
             names = list(windows)
             for number in range(config.rounds):
@@ -329,7 +339,7 @@ def run_phases(config: BenchConfig, folder: Path) -> list[Phase]:
                 for name in names[number % 3 :] + names[: number % 3]:
                     if name != "alone":
                         tenants.isolate(name == "isolated")
-                    measure(windows[name], serve_url, config, flood=name != "alone")
+                    measure(windows[name], serve_url, config, tenants.keys, flood=name != "alone")
                 progress(f"round {number + 1}/{config.rounds} done")
             progress("stopping the agent (its replicas drain)")
     for line in (folder / "agent.log").read_text().splitlines():

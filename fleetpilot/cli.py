@@ -158,6 +158,19 @@ def _agent_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--serve-host", default=None, help="address of the serving API (default 127.0.0.1)")
     parser.add_argument(
+        "--serve-tenant-header",
+        default=None,
+        help="behind a gateway that authenticates tenants: the header it names the tenant in (e.g. X-Tenant), "
+        "believed only from --serve-trusted-gateway; without it the tenant is named by its key alone",
+    )
+    parser.add_argument(
+        "--serve-trusted-gateway",
+        action="append",
+        default=None,
+        metavar="ADDRESS_OR_CIDR",
+        help="an address or network (10.0.0.0/24) whose --serve-tenant-header is believed; repeatable",
+    )
+    parser.add_argument(
         "--pools",
         default=None,
         help="built-in pools until the control plane says otherwise: NAME=KIND:REPLICAS,... with KIND text or "
@@ -167,6 +180,7 @@ def _agent_flags(parser: argparse.ArgumentParser) -> None:
 
 def run_agent(args: argparse.Namespace) -> int:
     from inference_agent.daemon import Agent, open_probes
+    from inference_agent.serving.tenant_identity import GatewayTrust
     from inference_agent.settings import AgentSettings
 
     names = (
@@ -182,15 +196,23 @@ def run_agent(args: argparse.Namespace) -> int:
         "metrics_port",
         "serve_host",
         "serve_port",
+        "serve_tenant_header",
         "pools",
     )
     flags = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    if args.serve_trusted_gateway:
+        flags["serve_trusted_gateways"] = args.serve_trusted_gateway
     if args.token is not None:
         logging.getLogger("fleetpilot.agent").warning(
             "--token on the command line is visible to every user of this machine (ps); "
             "use FLEETPILOT_TOKEN or --token-file instead"
         )
     settings = AgentSettings(**flags)
+    try:
+        GatewayTrust.parse(settings.serve_tenant_header, settings.serve_trusted_gateways)
+    except ValueError as exc:
+        print(f"fleetpilot: --serve-trusted-gateway: {exc}", file=sys.stderr)
+        return 2
     return Agent(settings, open_probes(settings)).run()
 
 

@@ -54,3 +54,14 @@ def test_invalid_settings_are_reported_without_a_traceback(capsys: pytest.Captur
     err = capsys.readouterr().err
     assert "port" in err
     assert "Traceback" not in err
+
+
+def test_a_bad_trusted_gateway_is_refused_before_the_agent_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "token").write_text("fp_agent-token-of-node-a\n")
+    token = ["--token-file", str(tmp_path / "token")]
+    agent = ["agent", "--collector", "http://127.0.0.1:9", *token, "--gpu-probe", "none"]
+    gateway = ["--serve-tenant-header", "X-Tenant", "--serve-trusted-gateway", "10.0.0.0/33"]
+    assert main([*agent, *gateway]) == 2
+    assert "10.0.0.0/33" in capsys.readouterr().err
