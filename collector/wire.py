@@ -26,9 +26,13 @@ REPLICA_COUNTS = ("replicas_ready", "replicas_starting")
 # Tenants one pool sample may report usage for: each is a row of the enforcer's state and of its observation every
 # tick (1,000 nodes x 64 pools x 256 tenants is already 16 M figures), so a sample naming more is refused.
 MAX_TENANTS_PER_SAMPLE = 256
+# The ceiling of a load metric without a natural one (bytes, watts, rates): 2**63 ≈ 9.2e18 is eight orders of
+# magnitude past any real reading (an H200's 141 GB is 1.4e11 bytes, a 400 Gb/s NIC 5e10 B/s), and far enough below
+# 1.8e308 that no sum of stored values overflows: two samples of 1.7e308 made every pool aggregate raise.
+METRIC_VALUE_MAX = float(2**63)
 
 
-def _metric_field(minimum: float, maximum: float | None) -> Any:
+def _metric_field(minimum: float, maximum: float) -> Any:
     return (
         Annotated[float | None, Field(ge=minimum, le=maximum, allow_inf_nan=False)],
         None,
@@ -38,7 +42,7 @@ def _metric_field(minimum: float, maximum: float | None) -> Any:
 MetricValues: type[BaseModel] = create_model(
     "MetricValues",
     __config__=ConfigDict(extra="forbid", frozen=True),
-    **{m.name: _metric_field(m.minimum, m.maximum) for m in METRICS},
+    **{m.name: _metric_field(m.minimum, METRIC_VALUE_MAX if m.maximum is None else m.maximum) for m in METRICS},
 )
 
 

@@ -96,8 +96,9 @@ def test_finding_1_the_desired_state_is_computed_off_the_event_loop(
         ({**gpu_sample(2, 0.0), "extra": {"ecc": [1, {"deep": -(10**309)}]}}, "extra.ecc[1].deep"),
         ({**gpu_sample(2, 0.0), "seq": 2**63}, "seq"),
         (gpu_sample(2, 0.0, gpu_memory_used_bytes=10**400), "metrics.gpu_memory_used_bytes"),
+        (gpu_sample(2, 0.0, gpu_power_watts=1.7e308), "metrics.gpu_power_watts"),  # two of them overflow a sum
     ],
-    ids=["400-digit extra", "nested huge extra", "seq of 2**63", "400-digit metric"],
+    ids=["400-digit extra", "nested huge extra", "seq of 2**63", "400-digit metric", "1.7e308 metric"],
 )
 def test_finding_2_a_number_no_column_holds_is_refused_naming_its_field(
     client: TestClient, auth: Auth, engine: Engine, clock: FakeClock, sample: dict[str, Any], field: str
