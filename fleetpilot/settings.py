@@ -158,11 +158,13 @@ class ServerSettings(BaseSettings):
             problem = weak_secret_problem(getattr(self, name))
             if problem is not None:
                 raise ValueError(f"{name}: {problem}")
-        for entry in self.trusted_proxies:  # parsed again by web.client_address; here a typo stops the start
-            try:
-                ipaddress.ip_network(entry.strip(), strict=False)
-            except ValueError:
-                raise ValueError(f"trusted_proxies: {entry!r} is no address or CIDR") from None
+        # parsed again where they are used (web.client_address, alerting.target_address); here a typo stops the start
+        for name in ("trusted_proxies", "webhook_allowed_networks"):
+            for entry in getattr(self, name):
+                try:
+                    ipaddress.ip_network(entry.strip(), strict=False)
+                except ValueError:
+                    raise ValueError(f"{name}: {entry!r} is no address or CIDR") from None
         if self.environment is Environment.PRODUCTION and self.database_url == DEFAULT_DATABASE_URL:
             raise ValueError(
                 "production needs an explicit FLEETPILOT_DATABASE_URL (the default is a file in the working directory)"

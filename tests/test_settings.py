@@ -34,6 +34,7 @@ def test_environment_variables_override_defaults_and_flags_override_both(monkeyp
         ({"session_secret": "x" * 48}, "session_secret"),
         ({"scrape_token": "scrape-me"}, "scrape_token"),
         ({"trusted_proxies": ["10.0.0.0/33"]}, "trusted_proxies"),
+        ({"webhook_allowed_networks": ["localhost"]}, "webhook_allowed_networks"),
         ({"raw_retention_hours": 0}, "raw_retention_hours"),
         ({"environment": "production"}, "FLEETPILOT_DATABASE_URL"),
         ({"unknown_knob": 1}, "unknown_knob"),
