@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +15,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
 
+from alerting.receiver import LOOPBACK_NETWORKS
+from alerting.sender import HttpxSender
+from alerting.target_address import AddressPolicy
 from collector.tables import samples
 from tests.conftest import gpu_sample
 from tests.support.clock import FakeClock
@@ -95,3 +100,33 @@ def test_no_sql_is_built_from_input(services: AppServices, auth: Auth) -> None:
         pools: Any = api.get("/api/v1/pools", headers=auth("viewer"))
     assert pools.status_code == 200
     assert json.loads(pools.text)["items"] == []
+
+
+def test_the_webhook_sender_never_follows_a_redirect_inside() -> None:
+    """A target answering 307 to an internal address: the delivery fails as HTTP 307, the payload goes nowhere else."""
+    hits: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            hits.append(self.path)
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(307)
+            self.send_header("Location", "/internal-admin")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    sender = HttpxSender(timeout_seconds=5, policy=AddressPolicy.allowing(LOOPBACK_NETWORKS))
+    try:
+        result = sender.post(f"http://127.0.0.1:{server.server_port}/hook", b"{}", {})
+    finally:
+        sender.close()
+        server.shutdown()
+        server.server_close()
+    assert not result.ok and result.error == "HTTP 307"
+    assert hits == ["/hook"]
