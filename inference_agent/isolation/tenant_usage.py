@@ -1,5 +1,10 @@
 """One replica's usage per tenant (``X-Tenant``): what the enforcer needs to tell a noisy neighbour from its victim.
 
+The tenant is the one the front end authenticated (``inference_agent.serving.tenant_identity``): a tenant the
+control plane knows, or ``default``, so a replica holds one record per known tenant. Records are never pruned: the
+counters are cumulative and the builtin probe takes deltas, so a record dropped and made again would read as a
+negative rate; ``MAX_TENANTS`` stays as the bound for a caller that reaches a replica's loopback port directly.
+
 Counters (requests arrived, tokens generated) are cumulative since the replica started, so the builtin probe takes
 deltas as it does for the pool; latencies are kept for the trailing window (10 s, as the pool's p99) and handed out
 raw so that one p99 is taken over every replica of a pool. KV blocks are not tracked per sequence by the engines, so
@@ -21,7 +26,7 @@ from inference_agent.engine.api import FinishReason, TokenEvent
 from inference_agent.serving.ledger import LATENCY_WINDOW_S, MAX_WINDOW_SAMPLES
 
 MAX_TENANTS = 256  # tenants tracked by name; any further name is counted under OTHER_TENANTS
-OTHER_TENANTS = "_other"  # X-Tenant is caller-chosen: a flood of made-up names must not grow /stats without bound
+OTHER_TENANTS = "_other"  # a flood of made-up names straight at a replica must not grow /stats without bound
 
 
 @dataclass

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from typing import Any
 
 import httpx
@@ -66,7 +67,7 @@ class TenantDirectory:
     book: QuotaBook
     keys: TenantKeyHashes
 
-    @property
+    @cached_property
     def known(self) -> frozenset[str]:
         return frozenset(self.book.tenants) | frozenset(self.keys.tenant_keys.values()) | {DEFAULT_TENANT}
 
@@ -90,7 +91,6 @@ class Frontend:
         self.limits = limits
         self.gateway = gateway or GatewayTrust()
         self._directory = TenantDirectory(quotas or QuotaBook(), keys or TenantKeyHashes())
-        self._known = self._directory.known
         self.telemetry = telemetry
         self.clock = clock
         self.dispatcher = Dispatcher(
@@ -129,7 +129,8 @@ class Frontend:
         directory = TenantDirectory(
             QuotaBook.from_desired(desired, self.quotas.anonymous), TenantKeyHashes.from_desired(desired)
         )
-        self._directory, self._known = directory, directory.known
+        directory.known  # computed here, once, not by the first request after the swap  # noqa: B018
+        self._directory = directory
         with self._admission_lock:
             self._prune(self.clock())
 
@@ -139,14 +140,10 @@ class Frontend:
 
     def identify(self, authorization: str | None, gateway_tenant: str | None, peer: str) -> str:
         """The request's tenant, or Refusal(401) for a key that names none."""
+        directory = self._directory  # one read: the keys and the names of the same desired state
         try:
             return identify(
-                authorization,
-                gateway_tenant,
-                peer,
-                keys=self._directory.keys,
-                known=self._known,
-                trust=self.gateway,
+                authorization, gateway_tenant, peer, keys=directory.keys, known=directory.known, trust=self.gateway
             )
         except UnknownKey as exc:
             hint = f"send Authorization: Bearer <tenant key>, or no key for {DEFAULT_TENANT!r}"
