@@ -41,8 +41,8 @@ from web.services import AppServices
 from web.tokens import TokenInfo
 
 REDACTED = "***"
-# Keys whose values never reach the log: webhook secrets, clear tokens, their digests.
-SECRET_KEYS = frozenset({"secret", "token", "token_hash", "password", "authorization"})
+# Keys whose values never reach the log: webhook secrets, clear tokens and tenant keys, their digests.
+SECRET_KEYS = frozenset({"secret", "token", "token_hash", "key", "key_hash", "password", "authorization"})
 
 audit_log = Table(
     "audit_log",
@@ -53,7 +53,8 @@ audit_log = Table(
     Column("actor_id", String(32), nullable=False),
     Column("actor_name", String(255), nullable=False),
     Column("actor_role", String(16), nullable=False),
-    Column("resource", String(32), nullable=False),  # pool | tenant | quota | token | alert_rule | silence | webhook
+    # pool | tenant | tenant_key | quota | token | alert_rule | silence | webhook
+    Column("resource", String(32), nullable=False),
     Column("resource_id", String(255), nullable=False),
     Column("action", String(32), nullable=False),  # create | update | delete | scale | expire
     Column("before", JSON, nullable=True),

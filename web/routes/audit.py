@@ -28,7 +28,7 @@ class AuditEntryOut(BaseModel):
     ts: float
     request_id: str = Field(description="the X-Request-ID of the request that made the change")
     actor: ActorOut
-    resource: str = Field(description="pool, tenant, quota, token, alert_rule, silence or webhook")
+    resource: str = Field(description="pool, tenant, tenant_key, quota, token, alert_rule, silence or webhook")
     resource_id: str
     action: str = Field(description="create, update, delete, scale or expire")
     before: Any = Field(description="the resource as the API showed it before (null on create); secrets as ***")
