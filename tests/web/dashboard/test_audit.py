@@ -16,6 +16,7 @@ from alerting.alert_store import SilenceStore
 from alerting.silences import Matcher
 from alerting.webhooks import TargetKind, WebhookStore
 from autoscaler.pools import PoolSpec
+from isolation.tenant_keys import TenantKeyStore
 from isolation.tenants import QuotaSpec, SloClass, TenantStore
 from tests.support.clock import FakeClock
 from tests.web.dashboard.conftest import HOOK_URL, SECRET, User, rows
@@ -46,14 +47,15 @@ def world(services: AppServices, clock: FakeClock) -> dict[str, str]:
     )
     bot, _clear = services.tokens.create(Role.VIEWER, now=clock(), name="bot")
     hook = WebhookStore(services.engine).create(HOOK_URL, SECRET, kind=TargetKind.WEBHOOK, name="oncall", now=clock())
+    key, _clear = TenantKeyStore(services.engine).create("acme", now=clock(), name="checkout")
     assert rows(services.engine) == []
-    return {"silence": silence.id, "token": bot.id, "webhook": hook.id}
+    return {"silence": silence.id, "token": bot.id, "webhook": hook.id, "key": key.id}
 
 
 @dataclass(frozen=True)
 class Form:
     role: str
-    path: str  # "{silence}", "{token}", "{webhook}": the world's ids
+    path: str  # "{silence}", "{token}", "{webhook}", "{key}": the world's ids
     data: dict[str, str]
     resource: str
     action: str
@@ -113,6 +115,25 @@ FORMS = [
         "beta",
         None,
         {"name": "beta", "slo_class": "batch", "quotas": {}, "version": 1},
+    ),
+    Form(
+        "admin",
+        "/tenants/acme/keys",
+        {"name": "ci"},
+        "tenant_key",
+        "create",
+        "",
+        None,
+        {"tenant": "acme", "name": "ci"},
+    ),
+    Form(
+        "admin",
+        "/tenants/acme/keys/{key}/revoke",
+        {},
+        "tenant_key",
+        "delete",
+        "{key}",
+        {"tenant": "acme", "name": "checkout"},
     ),
     Form(
         "operator",
@@ -217,6 +238,11 @@ REFUSALS = [
     Refusal("admin", "/tenants", {"name": "acme", "slo_class": "batch"}, 422, "already exists"),
     Refusal("admin", "/tenants", {"name": "no name!", "slo_class": "batch"}, 422, "name:"),
     Refusal("operator", "/tenants", {"name": "beta", "slo_class": "batch"}, 403, "needs the admin role"),
+    Refusal("admin", "/tenants/acme/keys", {"name": "x" * 256}, 422, "name:"),
+    Refusal("admin", "/tenants/ghost/keys", {}, 404, "no tenant &#39;ghost&#39;"),
+    Refusal("admin", "/tenants/acme/keys/ghost/revoke", {}, 404, "has no key &#39;ghost&#39;"),
+    Refusal("operator", "/tenants/acme/keys", {"name": "mine"}, 403, "needs the admin role"),
+    Refusal("viewer", "/tenants/acme/keys/{key}/revoke", {}, 403, "needs the admin role"),
     Refusal("operator", "/silences", {"matchers": "no matcher here"}, 422, "is not NAME=VALUE"),
     Refusal("operator", "/silences", {"matchers": "pool=chat", "duration_minutes": "-5"}, 422, "duration_seconds"),
     Refusal("operator", "/silences/ghost/expire", {}, 422, "no silence &#39;ghost&#39;"),
@@ -232,7 +258,7 @@ REFUSALS = [
 def test_a_refused_form_writes_no_row(
     refusal: Refusal, world: dict[str, str], signed_in: Callable[[str], User], services: AppServices
 ) -> None:
-    answer = signed_in(refusal.role).submit(refusal.path, refusal.data)
+    answer = signed_in(refusal.role).submit(refusal.path.format(**world), refusal.data)
     assert answer.status_code == refusal.status_code and refusal.says in answer.text, answer.text
     assert rows(services.engine) == []
 

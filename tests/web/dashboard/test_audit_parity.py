@@ -14,6 +14,7 @@ from alerting.alert_store import SilenceStore
 from alerting.silences import Matcher
 from alerting.webhooks import TargetKind, WebhookStore
 from autoscaler.pools import PoolSpec
+from isolation.tenant_keys import TenantKeyStore
 from isolation.tenants import QuotaSpec, SloClass, TenantStore
 from tests.support.clock import FakeClock
 from tests.web.dashboard.conftest import HOOK_URL, SECRET, User, rows
@@ -55,6 +56,14 @@ def _twin_hooks(services: AppServices, clock: FakeClock) -> tuple[str, str]:
     store = WebhookStore(services.engine)
     made = [store.create(HOOK_URL, SECRET, kind=TargetKind.WEBHOOK, name="oncall", now=clock()) for _ in range(2)]
     return made[0].id, made[1].id
+
+
+def _twin_tenant_keys(services: AppServices, clock: FakeClock) -> tuple[str, str]:
+    """A key of each twin tenant, named by its path below the tenant: ``api-twin/keys/<id>``."""
+    api_twin, form_twin = _twin_tenants(services, clock)
+    store = TenantKeyStore(services.engine)
+    api_key, form_key = (store.create(name, now=clock(), name="checkout")[0] for name in (api_twin, form_twin))
+    return f"{api_twin}/keys/{api_key.id}", f"{form_twin}/keys/{form_key.id}"
 
 
 def _new_names(_services: AppServices, _clock: FakeClock) -> tuple[str, str]:
@@ -122,6 +131,16 @@ PAIRS = [
         {"name": "{id}", "slo_class": "batch"},
     ),
     Pair(
+        "admin",
+        _twin_tenants,
+        "POST",
+        "/api/v1/tenants/{id}/keys",
+        {"name": "checkout"},
+        "/tenants/{id}/keys",
+        {"name": "checkout"},
+    ),
+    Pair("admin", _twin_tenant_keys, "DELETE", "/api/v1/tenants/{id}", None, "/tenants/{id}/revoke", {}),
+    Pair(
         "operator",
         _new_names,
         "POST",
@@ -161,14 +180,17 @@ def _filled(value: Any, twin: str) -> Any:
 
 
 def _as_seen(row: AuditEntry, twin: str) -> tuple[Any, ...]:
-    """The row with its twin's name and its own id (a silence's, token's or webhook's) written as ``<twin>``."""
+    """The row with its twin's name (and the tenant a ``tenant/keys/<id>`` twin is below), its own id (a silence's,
+    token's, webhook's or tenant key's) and a tenant key's random prefix written as ``<twin>``."""
+    shown = [d["prefix"] for d in (row.before, row.after) if isinstance(d, dict) and "prefix" in d]
+    own = {twin, twin.partition("/")[0], row.resource_id, *shown}
 
     def swap(value: Any) -> Any:
         if isinstance(value, dict):
             return {k: swap(v) for k, v in value.items()}
         if isinstance(value, list):
             return [swap(v) for v in value]
-        return "<twin>" if value in (twin, row.resource_id) else value
+        return "<twin>" if isinstance(value, str) and value in own else value
 
     return (row.resource, row.action, row.actor_id, row.actor_role, swap(row.before), swap(row.after))
 

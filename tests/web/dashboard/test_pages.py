@@ -14,9 +14,12 @@ from alerting.lifecycle import Alert, AlertStatus
 from alerting.tables import alerts
 from autoscaler.events import ScalingEvent
 from autoscaler.pools import Mode, PoolSpec
+from inference_agent.serving.tenant_keys import TenantKeyHashes
+from isolation.tenant_keys import TenantKeyStore
 from isolation.tenants import QuotaSpec, SloClass, TenantStore
 from tests.support.clock import FakeClock
 from tests.web.dashboard.conftest import csrf_of, push
+from tests.web.dashboard.test_audit import everything_logged
 from web.services import AppServices
 
 Browser = Callable[[str], TestClient]
@@ -200,3 +203,46 @@ def test_settings_create_shows_a_token_once_and_revokes(browser: Browser, servic
     assert hook.status_code == 422
     viewer = browser("viewer").get("/settings")
     assert viewer.status_code == 200 and "Tokens are managed by admins" in viewer.text
+
+
+def _tenant_of(services: AppServices, key: str) -> str | None:
+    """The tenant an agent's serving port would take ``key`` for, from the digests the desired state carries."""
+    return TenantKeyHashes(tenant_keys=dict(TenantKeyStore(services.engine).digests())).tenant_of(key)
+
+
+def test_tenant_keys_are_created_shown_once_and_revoked_by_admins(
+    browser: Browser, services: AppServices, clock: FakeClock
+) -> None:
+    TenantStore(services.engine).create("acme", SloClass.STANDARD, {}, now=clock())
+    admin = browser("admin")
+    csrf = csrf_of(admin.get("/tenants").text)
+    created = admin.post("/tenants/acme/keys", data={"name": "checkout", "csrf_token": csrf})
+    assert created.status_code == 201 and created.headers["cache-control"] == "no-store"
+    secret = re.search(r'<code class="secret">([^<]+)</code>', created.text)
+    assert secret is not None and _tenant_of(services, secret[1]) == "acme"
+    assert "Authorization: Bearer &lt;key&gt;" in created.text and "serving port" in created.text
+    assert secret[1] not in everything_logged(services.engine)
+    (key,) = TenantKeyStore(services.engine).list("acme")
+    reloaded = admin.get("/tenants").text
+    assert secret[1] not in reloaded and 'class="secret"' not in reloaded  # shown once
+    assert "<td>checkout</td>" in reloaded and f"<code>{key.prefix}…</code>" in reloaded
+    unnamed = admin.post("/tenants/acme/keys", data={"csrf_token": csrf})
+    assert unnamed.status_code == 201 and "New key key-" in unnamed.text  # the label is optional
+    revoked = admin.post(f"/tenants/acme/keys/{key.id}/revoke", data={"csrf_token": csrf})
+    assert revoked.status_code == 200 and "Key revoked" in revoked.text and "<td>checkout</td>" not in revoked.text
+    assert TenantKeyStore(services.engine).get("acme", key.id) is None and _tenant_of(services, secret[1]) is None
+
+
+def test_only_admins_see_and_manage_tenant_keys(browser: Browser, services: AppServices, clock: FakeClock) -> None:
+    TenantStore(services.engine).create("acme", SloClass.STANDARD, {}, now=clock())
+    key, _clear = TenantKeyStore(services.engine).create("acme", now=clock(), name="checkout")
+    for role in ("viewer", "operator"):
+        client = browser(role)
+        page = client.get("/tenants")
+        assert page.status_code == 200 and "managed by admins" in page.text
+        assert key.prefix not in page.text and "/tenants/acme/keys" not in page.text
+        csrf = csrf_of(page.text)
+        create = client.post("/tenants/acme/keys", data={"name": "mine", "csrf_token": csrf})
+        revoke = client.post(f"/tenants/acme/keys/{key.id}/revoke", data={"csrf_token": csrf})
+        assert create.status_code == revoke.status_code == 403 and "needs the admin role" in create.text
+    assert [k.id for k in TenantKeyStore(services.engine).list("acme")] == [key.id]

@@ -1,7 +1,7 @@
-"""``GET /tenants``: tenants with their SLO class, quotas per pool (editable by operators), usage against each quota
-and the enforcer's throttles and restores. Every edit goes through the REST API's own function, so
-an impossible quota (more GPU memory than the pool's GPUs have, SM shares past 100 %) is refused with the same
-message, and each change is audited as the API audits it."""
+"""``GET /tenants``: tenants with their SLO class, quotas per pool (editable by operators), usage against each quota,
+their serving API keys (admins create — the key shown once — and revoke them) and the enforcer's throttles and
+restores. Every edit goes through the REST API's own function, so an impossible quota (more GPU memory than the pool's
+GPUs have, SM shares past 100 %) is refused with the same message, and each change is audited as the API audits it."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from starlette.datastructures import FormData
 
 from collector.registry import LatestSeries, NodeStatus, node_statuses, read_latest
 from collector.wire import NAME_PATTERN
-from isolation.tenants import QUOTA_FIELDS, SloClass, TenantStore
+from isolation.tenant_keys import TenantKey, TenantKeyStore
+from isolation.tenants import QUOTA_FIELDS, SloClass, Tenant, TenantNotFound, TenantStore
 from web.audit import AuditorDep
 from web.auth import ServicesDep
 from web.dashboard.deps import (
@@ -33,6 +34,7 @@ from web.dashboard.deps import (
 from web.dashboard.render import page
 from web.dashboard.security import DashboardRoute
 from web.errors import ApiError
+from web.routes.tenant_keys import TenantKeyIn, apply_tenant_key_create, apply_tenant_key_delete
 from web.routes.tenants import (
     QuotaPut,
     TenantIn,
@@ -42,10 +44,16 @@ from web.routes.tenants import (
     apply_tenant_patch,
 )
 from web.services import AppServices
+from web.tokens import Role
 
 router = APIRouter(route_class=DashboardRoute)
 USAGE_FIGURES = ("requests_per_second", "tokens_per_second", "latency_p99_seconds")
-DONE = {"quota": "Quota saved.", "class": "SLO class saved.", "created": "Tenant created."}
+DONE = {
+    "quota": "Quota saved.",
+    "class": "SLO class saved.",
+    "created": "Tenant created.",
+    "revoked": "Key revoked: the agents refuse it from their next desired state on.",
+}
 
 
 def tenant_usage(readings: Iterable[LatestSeries]) -> dict[tuple[str, str], dict[str, float]]:
@@ -80,20 +88,38 @@ def _usage(services: AppServices) -> dict[tuple[str, str], dict[str, float]]:
         return tenant_usage(read_latest(conn, up, pools_only=True))
 
 
+def _keys(services: AppServices, listed: list[Tenant]) -> dict[str, list[TenantKey]]:
+    """Each tenant's keys, oldest first: names and prefixes, never a secret; a tenant deleted since it was listed has
+    none."""
+    store = TenantKeyStore(services.engine)
+    keys: dict[str, list[TenantKey]] = {}
+    for tenant in listed:
+        try:
+            keys[tenant.name] = store.list(tenant.name)
+        except TenantNotFound:
+            continue
+    return keys
+
+
 def _page(
     request: Request,
     user: DashboardUser,
     services: AppServices,
     *,
+    status_code: int | None = None,
     error: dict[str, str] | None = None,
     form: FormData | None = None,
+    new_key: dict[str, str] | None = None,
 ) -> HTMLResponse:
+    listed = TenantStore(services.engine).list()
     return page(
         request,
         "tenants.html",
         user,
-        status_code=422 if error else 200,
-        tenants=TenantStore(services.engine).list(),
+        status_code=status_code or (422 if error else 200),
+        tenants=listed,
+        keys=_keys(services, listed) if user.can(Role.ADMIN.value) else {},
+        new_key=new_key,
         usage=_usage(services),
         events=services.enforcement.list(limit=50),
         classes=[c.value for c in SloClass],
@@ -182,3 +208,40 @@ def create(request: Request, user: Admin, form: CsrfForm, services: ServicesDep,
     except ApiError as exc:
         return _page(request, user, services, form=form, error=_refused(where, "name", exc.message))
     return RedirectResponse("/tenants?done=created", status_code=303)
+
+
+@router.post("/tenants/{name}/keys", response_class=HTMLResponse)
+def create_key(
+    name: str, request: Request, user: Admin, form: CsrfForm, services: ServicesDep, audit: AuditorDep
+) -> Response:
+    """The API's key POST (``apply_tenant_key_create``). Answers the page itself (not a redirect) so the new key is
+    shown exactly once and never in a URL."""
+    where = {"form": f"{name}/keys", "tenant": name}
+    try:
+        body = TenantKeyIn.model_validate({"name": field(form, "name")})
+        key, clear = apply_tenant_key_create(audit, name, body, now=services.clock())
+    except ValidationError as exc:
+        at, message = validation_problem(exc)
+        return _page(request, user, services, form=form, error=_refused(where, at, message))
+    except ApiError as exc:
+        refusal = _shown_by_form(exc)
+        return _page(request, user, services, form=form, error=_refused(where, "name", refusal.message))
+    shown = {"tenant": name, "name": key.name, "key": clear}
+    response = _page(request, user, services, status_code=status.HTTP_201_CREATED, new_key=shown)
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+@router.post("/tenants/{name}/keys/{key_id}/revoke", response_class=HTMLResponse)
+def revoke_key(
+    name: str, key_id: str, request: Request, user: Admin, _form: CsrfForm, services: ServicesDep, audit: AuditorDep
+) -> Response:
+    """The API's key DELETE (``apply_tenant_key_delete``): the agents refuse the key from their next desired state."""
+    try:
+        apply_tenant_key_delete(audit, name, key_id)
+    except ApiError as exc:
+        refusal = _shown_by_form(exc)  # no such tenant or key: the 404 page names it
+        where = {"form": f"{name}/keys", "tenant": name}
+        error = _refused(where, "", refusal.message)
+        return _page(request, user, services, status_code=refusal.status_code, error=error)
+    return RedirectResponse("/tenants?done=revoked", status_code=303)
