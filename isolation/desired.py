@@ -46,6 +46,7 @@ it.
 from __future__ import annotations
 
 import math
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -172,7 +173,12 @@ def read_answer(engine: Engine, *, now: float, node_down_after_seconds: float) -
 
 class TenantsDesired:
     """``desired(node_id)`` for the ingest answer: one :class:`TenantsAnswer` read for all nodes per
-    ``cache_seconds``, so a thousand agents pushing every few seconds cost a few queries a second."""
+    ``cache_seconds``, so a thousand agents pushing every few seconds cost a few queries a second.
+
+    Ingest asks from its worker threads, so when the answer expires one thread reads the next while the others keep
+    answering with the one a second old: 16 requests each reading it at once took the ingest bench from 3,000 to 900
+    rows/s. Only the very first read, with nothing to answer yet, makes the others wait for it.
+    """
 
     def __init__(
         self, engine: Engine, *, node_down_after_seconds: float, cache_seconds: float, clock: Callable[[], float]
@@ -182,14 +188,33 @@ class TenantsDesired:
         self.cache_seconds = cache_seconds
         self.clock = clock
         self._cached: tuple[float, TenantsAnswer] | None = None
+        self._reading = threading.Lock()
 
     def __call__(self, node_id: str) -> dict[str, Any] | None:
         now = self.clock()
         cached = self._cached
-        if cached is None or not 0 <= now - cached[0] < self.cache_seconds:
-            answer = read_answer(self.engine, now=now, node_down_after_seconds=self.node_down_after_seconds)
-            cached = self._cached = (now, answer)
+        if cached is None or not self._fresh(cached, now):
+            cached = self._refresh(now, stale=cached)
         return cached[1].for_node(node_id)
+
+    def _read(self, now: float) -> TenantsAnswer:
+        return read_answer(self.engine, now=now, node_down_after_seconds=self.node_down_after_seconds)
+
+    def _fresh(self, cached: tuple[float, TenantsAnswer], now: float) -> bool:
+        return 0 <= now - cached[0] < self.cache_seconds
+
+    def _refresh(self, now: float, *, stale: tuple[float, TenantsAnswer] | None) -> tuple[float, TenantsAnswer]:
+        if not self._reading.acquire(blocking=stale is None):
+            assert stale is not None  # a blocking acquire always succeeds
+            return stale
+        try:
+            cached = self._cached
+            if cached is not None and self._fresh(cached, now):
+                return cached  # read by the thread we waited for
+            self._cached = (now, self._read(now))
+            return self._cached
+        finally:
+            self._reading.release()
 
 
 def node_shares(tenants: Sequence[Tenant], replicas: Mapping[NodePool, int]) -> dict[NodePoolTenant, AdmissionLimits]:

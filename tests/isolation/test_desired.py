@@ -3,6 +3,7 @@ share of them over the pool's replicas, and throttled tenants' limits multiplied
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from sqlalchemy import Engine, insert
@@ -169,3 +170,36 @@ def test_every_node_is_told_the_digests_of_every_tenants_keys_and_the_agent_read
         assert (told.tenant_of(acme), told.tenant_of(globex), told.tenant_of(acme + "x")) == ("acme", "globex", None)
         assert acme not in str(desired)  # digests only
         assert TenantDirectory(QuotaBook.from_desired(desired), told).known == {"acme", "globex", "default"}
+
+
+class _SlowRead(TenantsDesired):
+    """Counts reads; the second one waits until the test lets it go."""
+
+    def __init__(self, engine: Engine, clock: FakeClock) -> None:
+        super().__init__(engine, node_down_after_seconds=3.0, cache_seconds=1.0, clock=clock)
+        self.reads = 0
+        self.second_started = threading.Event()
+        self.release = threading.Event()
+
+    def _read(self, now: float) -> TenantsAnswer:
+        self.reads += 1
+        if self.reads == 2:
+            self.second_started.set()
+            self.release.wait(timeout=10)
+        return _answer([], {})
+
+
+def test_an_expired_answer_is_read_once_while_the_other_callers_keep_the_last_one(
+    engine: Engine, clock: FakeClock
+) -> None:
+    desired = _SlowRead(engine, clock)
+    desired("node-a")  # the first read: nothing to answer before it
+    clock.advance(2.0)  # expired: the next caller reads again, and blocks in the read
+    reader = threading.Thread(target=desired, args=("node-a",))
+    reader.start()
+    assert desired.second_started.wait(timeout=10)
+    for _ in range(16):  # meanwhile every other request answers at once with the previous answer
+        desired("node-b")
+    desired.release.set()
+    reader.join(timeout=10)
+    assert desired.reads == 2
