@@ -15,7 +15,10 @@ from sqlalchemy import Engine, func, select
 import collector.wire
 import web.routes.ingest
 from autoscaler.pools import PoolSpec, PoolStore
+from collector.errors import TooManyPools
+from collector.ingest import PoolBound, SampleWriter
 from collector.tables import devices, samples
+from collector.wire import IngestBatch
 from tests.conftest import gpu_sample, pool_sample
 from tests.support.clock import FakeClock
 from web.app import create_app
@@ -162,3 +165,24 @@ def test_finding_11_pools_past_the_bound_are_refused_and_counted_and_configured_
         assert stored(engine) == 5  # nothing of the refused request
         assert push("p2", "chat").status_code == 200  # pools it already reports, and configured ones, still go
     assert rejected(services, "too_many_pools") == 1
+
+
+def test_finding_11_the_bound_holds_across_servers_that_remember_what_they_saw(
+    engine: Engine, clock: FakeClock
+) -> None:
+    """Each server remembers the pools a node reported through it; pools it never saw are read from the database, so a
+    node cannot pass the bound by spreading new pools over two servers behind one load balancer."""
+    bound = PoolBound(2, lambda: [])
+    first, second = (SampleWriter(engine, late_after_seconds=600) for _ in range(2))
+
+    def batch(seq: int, *pools: str) -> IngestBatch:
+        return IngestBatch.model_validate(
+            {"node_id": "node-a", "samples": [pool_sample(seq + i, clock(), pool=p) for i, p in enumerate(pools)]}
+        )
+
+    first.write_batch(batch(1, "p0"), received_at=clock(), pools=bound)
+    second.write_batch(batch(10, "p1"), received_at=clock(), pools=bound)  # the node now reports two
+    first.write_batch(batch(20, "p0"), received_at=clock(), pools=bound)  # one the first server saw: no read
+    with pytest.raises(TooManyPools):
+        first.write_batch(batch(30, "p2"), received_at=clock(), pools=bound)
+    assert stored(engine) == 3
