@@ -148,6 +148,13 @@ class ServerSettings(BaseSettings):
         return self
 
     @property
+    def secure_cookies(self) -> bool:
+        """The dashboard cookies' ``Secure``: ``cookie_secure`` when set, else on everywhere but in development."""
+        if self.cookie_secure is not None:
+            return self.cookie_secure
+        return self.environment is not Environment.DEVELOPMENT
+
+    @property
     def external_url(self) -> str:
         """Where alert payloads link back to: ``alert_external_url``, else this server's address."""
         return self.alert_external_url or f"http://{self.host}:{self.port}"

@@ -12,11 +12,11 @@ from pydantic import BaseModel, Field
 from alerting.outbox import delivery_log
 from alerting.target_address import AddressPolicy
 from alerting.webhooks import MIN_SECRET_LENGTH, TargetKind, Webhook, WebhookStore, validate_url
-from fleetpilot.settings import ServerSettings
 from web.audit import Auditor, AuditorDep
 from web.auth import AdminToken, ServicesDep, ViewerToken
 from web.errors import ERROR_RESPONSES, error_responses, not_found, refused
 from web.pagination import Cursor, PageLimit, before_id, next_cursor
+from web.services import AppServices
 
 router = APIRouter(tags=["alerting"], responses=ERROR_RESPONSES)
 
@@ -99,11 +99,12 @@ def list_webhooks(store: StoreDep, _token: ViewerToken) -> WebhookPage:
     return WebhookPage(items=[_out(h) for h in store.list()])
 
 
-def apply_webhook_create(audit: Auditor, body: WebhookIn, settings: ServerSettings, *, now: float) -> Webhook:
+def apply_webhook_create(audit: Auditor, body: WebhookIn, services: AppServices) -> Webhook:
     """Add a notification target, audited as ("webhook", "create") with its URL redacted and its secret never: the
     API's POST and the dashboard's webhook form. A URL outside ``webhook_allowed_hosts`` (when set), or whose host
     resolves to an inside address outside ``webhook_allowed_networks``, is refused 422 naming ``url``."""
-    addresses = AddressPolicy.allowing(settings.webhook_allowed_networks)  # a bad CIDR is the server's fault: 5xx
+    settings, now = services.settings, services.clock()
+    addresses = AddressPolicy.allowing(settings.webhook_allowed_networks)  # CIDRs checked at the server's start
     try:
         url = validate_url(body.url, settings.webhook_allowed_hosts, addresses)
         with audit.change("webhook", "create") as change:
@@ -116,7 +117,7 @@ def apply_webhook_create(audit: Auditor, body: WebhookIn, settings: ServerSettin
 
 @router.post("/webhooks", status_code=status.HTTP_201_CREATED)
 def create_webhook(body: WebhookIn, services: ServicesDep, _token: AdminToken, audit: AuditorDep) -> WebhookOut:
-    return _out(apply_webhook_create(audit, body, services.settings, now=services.clock()))
+    return _out(apply_webhook_create(audit, body, services))
 
 
 def apply_webhook_delete(audit: Auditor, webhook_id: str) -> None:

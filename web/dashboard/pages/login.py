@@ -17,7 +17,6 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from fleetpilot.settings import Environment, ServerSettings
 from web.auth import ServicesDep
 from web.client_address import client_address
 from web.dashboard.deps import LOGIN_COOKIE, SESSION_COOKIE, CsrfForm, StateDep, current_session, field
@@ -37,12 +36,6 @@ def _safe_next(target: str) -> str:
     return target
 
 
-def cookie_secure(settings: ServerSettings) -> bool:
-    if settings.cookie_secure is not None:
-        return settings.cookie_secure
-    return settings.environment is not Environment.DEVELOPMENT
-
-
 def _login_page(
     request: Request, state: StateDep, services: ServicesDep, *, error: str = "", status_code: int = 200
 ) -> Response:
@@ -56,7 +49,7 @@ def _login_page(
         next_path=_safe_next(request.query_params.get("next", "/")),
         error=error,
     )
-    secure = cookie_secure(services.settings)
+    secure = services.settings.secure_cookies
     response.set_cookie(
         LOGIN_COOKIE, nonce, httponly=True, samesite="strict", secure=secure, path="/login", max_age=3600
     )
@@ -85,7 +78,7 @@ def login(request: Request, form: CsrfForm, state: StateDep, services: ServicesD
         max_age=int(state.sessions.lifetime_seconds),
         httponly=True,
         samesite="strict",
-        secure=cookie_secure(services.settings),
+        secure=services.settings.secure_cookies,
         path="/",
     )
     response.delete_cookie(LOGIN_COOKIE, path="/login")
@@ -112,6 +105,6 @@ def _refused(request: Request, state: StateDep, services: ServicesDep, address: 
 def logout(request: Request, _form: CsrfForm, state: StateDep, services: ServicesDep) -> Response:
     state.sessions.end(request.cookies.get(SESSION_COOKIE))
     response = RedirectResponse("/login", status_code=303)
-    secure = cookie_secure(services.settings)
+    secure = services.settings.secure_cookies
     response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict", secure=secure)
     return response

@@ -133,7 +133,7 @@ def add_webhook(request: Request, user: Admin, form: CsrfForm, services: Service
                 "name": field(form, "name"),
             }
         )
-        apply_webhook_create(audit, body, services.settings, now=services.clock())
+        apply_webhook_create(audit, body, services)
     except ValidationError as exc:
         return _page(request, user, services, status_code=422, error=validation_problem(exc)[1], form=form)
     except ApiError as exc:
