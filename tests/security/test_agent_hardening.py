@@ -9,17 +9,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-from prometheus_client import CollectorRegistry
 
 from inference_agent.fake_collector import ScriptedAnswer, ScriptedCollector
 from inference_agent.http_server import ConnectionLimits, JsonHandler, Server
-from inference_agent.pusher import Pusher
 from inference_agent.serving.launcher import LaunchSpec, ReplicaProcess
 from inference_agent.serving.pools import PoolSpec
 from inference_agent.serving.reconcile import Timing, Verb, decide
 from inference_agent.serving.supervisor import Supervisor
-from inference_agent.spool import Spool
-from inference_agent.telemetry import AgentTelemetry
+from tests.inference_agent.test_pusher import pusher_on
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
@@ -31,19 +28,8 @@ def wait_for(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
 
 def test_finding_12_bad_collector_answers_neither_end_nor_stall_the_pusher(tmp_path: Path) -> None:
     collector = ScriptedCollector(ScriptedAnswer(200, b"[]"))  # used to raise AttributeError and end the thread
-    spool = Spool(tmp_path / "spool")
+    pusher, spool = pusher_on(tmp_path, httpx.Client(base_url=collector.url, timeout=5.0), max_retry_after_s=0.05)
     spool.append([{"ts": 1000.0, "device": 0, "pool": None, "metrics": {"gpu_utilization_ratio": 0.5}}])
-    client = httpx.Client(base_url=collector.url, timeout=5.0)
-    pusher = Pusher(
-        spool,
-        client,
-        AgentTelemetry(CollectorRegistry()),
-        node_id="node-a",
-        token="agent-token",
-        inventory=None,
-        rejected_dir=tmp_path / "rejected",
-        max_retry_after_s=0.05,
-    )
     stop = threading.Event()
     thread = threading.Thread(target=pusher.run, args=(stop,), kwargs={"interval_s": 0.01, "seed": 1})
     thread.start()
