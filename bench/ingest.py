@@ -1,10 +1,12 @@
-"""Ingest benchmark (CONTRACT section 12): ``python -m bench.ingest [--quick] [--backend sqlite|postgresql]``.
+"""Ingest benchmark (CONTRACT section 12):
+``python -m bench.ingest [--quick] [--managed] [--backend sqlite|postgresql]``.
 
 A real ``fleetpilot server`` on loopback takes closed-loop pushes from simulated agents in another process; the
 rows it acknowledges are counted back from the database (nothing lost or stored twice), and the same number of
 same-shaped rows is then bulk-inserted straight into the emptied table with the server's own sample insert, in big
-transactions, as the baseline (and, for context, with a bare DBAPI ``executemany``). Progress goes to stderr; the
-last line of stdout is one JSON object.
+transactions, as the baseline (and, for context, with a bare DBAPI ``executemany``). With ``--managed`` the server
+first gets pools and tenants (``bench.managed_fleet``), so each answer also carries a desired state. Progress goes
+to stderr; the last line of stdout is one JSON object.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ import psutil
 from sqlalchemy import Engine, create_engine, func, select, text
 from sqlalchemy.engine import make_url
 
-from bench.simulated_agents import LoadPlan, LoadResult, PushShape, SimulatedNode, run_in_process
+from bench.managed_fleet import POOLS, TENANTS, create_managed_fleet, pools_by_node
+from bench.simulated_agents import POOL, LoadPlan, LoadResult, PushShape, SimulatedNode, run_in_process
 from collector.database import make_engine
 from collector.ingest import sample_inserter, sample_row
 from collector.tables import NO_DEVICE, samples
@@ -61,6 +64,7 @@ class BenchConfig:
     duration_s: float
     gzip: bool
     profile: Path | None
+    managed: bool = False
 
     @property
     def shape(self) -> PushShape:
@@ -79,6 +83,11 @@ def parse_config(argv: list[str] | None) -> BenchConfig:
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds of load before measuring")
     parser.add_argument("--no-gzip", dest="gzip", action="store_false", help="plain JSON bodies (the agent gzips)")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy the server into this .svg/.txt/.json")
+    parser.add_argument(
+        "--managed",
+        action="store_true",
+        help="create 20 pools and 15 tenants with quotas first, so every ingest answer carries a desired state",
+    )
     args = parser.parse_args(argv)
     if min(args.nodes, args.gpus, args.batch_ticks, args.concurrency) < 1:
         parser.error("--nodes, --gpus, --batch-ticks and --concurrency must be at least 1")
@@ -92,6 +101,7 @@ def parse_config(argv: list[str] | None) -> BenchConfig:
         duration_s=args.duration if args.duration is not None else (8.0 if args.quick else 20.0),
         gzip=args.gzip,
         profile=args.profile,
+        managed=args.managed,
     )
 
 
@@ -206,12 +216,22 @@ def profiled(pid: int, target: Path | None, seconds: float) -> Iterator[None]:
             progress(f"py-spy failed ({spy.returncode}): {err.decode(errors='replace').strip()[-300:]}")
 
 
-def drive_load(server: ServerProcess, config: BenchConfig, tokens: dict[str, str]) -> tuple[LoadResult, CpuUse]:
-    """Run the simulated agents against the server and measure the CPU each side used meanwhile."""
+def drive_load(
+    server: ServerProcess, config: BenchConfig, tokens: dict[str, str], pools: dict[str, str]
+) -> tuple[LoadResult, CpuUse]:
+    """Run the simulated agents (each reporting its pool in ``pools``, else the default one) against the server and
+    measure the CPU each side used meanwhile."""
     assert server.process is not None
     server_ps = psutil.Process(server.process.pid)
     plan = LoadPlan(
-        server.url, tokens, config.shape, config.concurrency, config.warmup_s, config.duration_s, gzip=config.gzip
+        server.url,
+        tokens,
+        config.shape,
+        config.concurrency,
+        config.warmup_s,
+        config.duration_s,
+        gzip=config.gzip,
+        pools=pools,
     )
     snapshots: list[CpuSnapshot] = []
     with profiled(server.process.pid, config.profile, config.warmup_s + config.duration_s):
@@ -229,9 +249,9 @@ def stored_rows(engine: Engine) -> tuple[int, int]:
     return int(total), int(device)
 
 
-def baseline_rows(node_ids: list[str], shape: PushShape, count: int) -> list[dict[str, Any]]:
+def baseline_rows(node_ids: list[str], pools: dict[str, str], shape: PushShape, count: int) -> list[dict[str, Any]]:
     """``count`` rows shaped like the pushed ones, passed through the server's own wire model and row builder."""
-    nodes = [SimulatedNode(node_id, shape.gpus, seed) for seed, node_id in enumerate(node_ids)]
+    nodes = [SimulatedNode(n, shape.gpus, seed, pools.get(n, POOL)) for seed, n in enumerate(node_ids)]
     rows: list[dict[str, Any]] = []
     now = time.time()
     while len(rows) < count:
@@ -326,6 +346,7 @@ def summarize(
     return {
         "bench": "ingest",
         "backend": config.backend,
+        "managed": config.managed,
         "rows_per_second": round(rows_per_second, 1),
         "device_rows_per_second": round(device_rows_per_second, 1),
         "samples_per_second": round(rows_per_second * shape.values / shape.rows, 1),
@@ -345,6 +366,8 @@ def summarize(
         "warmup_s": config.warmup_s,
         "duration_s": config.duration_s,
         "requests": load.requests,
+        "requests_total": load.requests_total,
+        "answers_with_desired": load.desired_total,
         "errors": sum(load.errors.values()),
         "error_kinds": dict(load.errors),
         "accepted_rows": load.accepted_total,
@@ -378,6 +401,7 @@ def describe_load(config: BenchConfig) -> str:
 
 def run(config: BenchConfig) -> dict[str, Any]:
     node_ids = [f"bench-node-{i:04d}" for i in range(config.nodes)]
+    pools = pools_by_node(node_ids) if config.managed else {}
     with (
         tempfile.TemporaryDirectory(prefix="fleetpilot-bench-") as folder,
         fresh_database(config.backend, Path(folder)) as url,
@@ -387,13 +411,16 @@ def run(config: BenchConfig) -> dict[str, Any]:
             assert server.process is not None
             progress(f"server pid {server.process.pid} on {server.url}; creating {config.nodes} agent tokens")
             tokens = create_agent_tokens(server, node_ids)
+            if config.managed:
+                progress(f"creating {POOLS} pools and {TENANTS} tenants with quotas (--managed)")
+                create_managed_fleet(server)
             progress(describe_load(config))
-            load, cpu = drive_load(server, config, tokens)
+            load, cpu = drive_load(server, config, tokens, pools)
         engine = make_engine(url)
         try:
             stored = stored_rows(engine)
             progress(f"server acknowledged {load.accepted_total} rows, database holds {stored[0]}; baseline next")
-            rows = baseline_rows(node_ids, config.shape, stored[0])
+            rows = baseline_rows(node_ids, pools, config.shape, stored[0])
             empty_samples(engine)
             baseline = bulk_insert_rate(engine, rows)
             empty_samples(engine)

@@ -2,11 +2,11 @@
 
 Each node samples every 500 ms like the real agent and pushes ``batch_ticks`` ticks per request: per tick one
 sample per GPU (the five GPU metrics), one node sample (the two node metrics) and one pool sample (the five pool
-metrics). Bodies are built as ``inference_agent.pusher`` builds them: compact JSON, gzip level 5, the inventory on
-every push until one is acknowledged. Load is closed-loop: ``concurrency`` workers, each owning a disjoint set of
-nodes, send one push at a time over a keep-alive ``httpx.AsyncClient`` until the time is up; a node never has two
-pushes in flight, so its ``seq`` reaches the server in order, as from a real agent. The generator runs in its own
-process (``run_in_process``).
+metrics) of the node's pool (``POOL`` unless the plan names another). Bodies are built as ``inference_agent.pusher``
+builds them: compact JSON, gzip level 5, the inventory on every push until one is acknowledged. Load is closed-loop:
+``concurrency`` workers, each owning a disjoint set of nodes, send one push at a time over a keep-alive
+``httpx.AsyncClient`` until the time is up; a node never has two pushes in flight, so its ``seq`` reaches the server
+in order, as from a real agent. The generator runs in its own process (``run_in_process``).
 """
 
 from __future__ import annotations
@@ -58,9 +58,10 @@ class PushShape:
 class SimulatedNode:
     """One node's sampler: realistic, slowly wandering readings and a per-node increasing ``seq``."""
 
-    def __init__(self, node_id: str, gpus: int, seed: int) -> None:
+    def __init__(self, node_id: str, gpus: int, seed: int, pool: str = POOL) -> None:
         self.node_id = node_id
         self.gpus = gpus
+        self.pool = pool
         self.seq = 0
         self.registered = False
         self._rng = random.Random(seed)
@@ -70,7 +71,7 @@ class SimulatedNode:
         """The samples of one 500 ms tick at ``ts``: GPUs 0..G-1, then the node, then the pool."""
         rows = [self._device_sample(ts, device) for device in range(self.gpus)]
         rows.append(self._sample(ts, None, None, self._node_metrics()))
-        rows.append(self._sample(ts, None, POOL, self._pool_metrics()))
+        rows.append(self._sample(ts, None, self.pool, self._pool_metrics()))
         return rows
 
     def batch(self, shape: PushShape, now: float) -> dict[str, Any]:
@@ -129,7 +130,8 @@ class SimulatedNode:
 
 @dataclass(frozen=True)
 class LoadPlan:
-    """Everything the generator process needs: where to push, as whom, how, and for how long."""
+    """Everything the generator process needs: where to push, as whom, how, and for how long; ``pools`` names the
+    pool a node reports where it is not ``POOL``."""
 
     url: str
     tokens: dict[str, str]
@@ -140,6 +142,7 @@ class LoadPlan:
     gzip: bool = True
     request_timeout_s: float = 10.0
     seed: int = 1
+    pools: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -149,6 +152,7 @@ class LoadResult:
     requests_total: int = 0
     accepted_total: int = 0
     duplicates_total: int = 0
+    desired_total: int = 0  # answers that carried a desired state
     errors: Counter[str] = field(default_factory=Counter)
     requests: int = 0
     accepted: int = 0
@@ -184,6 +188,7 @@ async def _push(client: httpx.AsyncClient, node: SimulatedNode, plan: LoadPlan, 
     node.registered = True
     result.accepted_total += answer["accepted"]
     result.duplicates_total += answer["duplicates"]
+    result.desired_total += answer.get("desired") is not None
     if w.measure_from <= done <= w.end:
         result.requests += 1
         result.accepted += answer["accepted"]
@@ -206,7 +211,10 @@ async def _worker(
 
 async def run_load(plan: LoadPlan) -> LoadResult:
     """Drive the closed loop for ``warmup_s + duration_s``; requests completing after the warm-up are measured."""
-    nodes = [SimulatedNode(node_id, plan.shape.gpus, plan.seed + i) for i, node_id in enumerate(sorted(plan.tokens))]
+    nodes = [
+        SimulatedNode(node_id, plan.shape.gpus, plan.seed + i, plan.pools.get(node_id, POOL))
+        for i, node_id in enumerate(sorted(plan.tokens))
+    ]
     workers = max(1, min(plan.concurrency, len(nodes)))
     limits = httpx.Limits(max_connections=workers, max_keepalive_connections=workers)
     result = LoadResult()

@@ -1,4 +1,5 @@
-"""Soak benchmark (CONTRACT section 12): ``python -m bench.soak [--quick] [--nodes N] [--gpus G] [--duration S]``.
+"""Soak benchmark (CONTRACT section 12):
+``python -m bench.soak [--quick] [--managed] [--nodes N] [--gpus G] [--duration S]``.
 
 One real ``fleetpilot server`` on a fresh PostgreSQL database takes pushes from N simulated nodes (default 1,000),
 all in one asyncio process beside it: each samples every 500 ms (GPU rows from the agent's replay probe, through the
@@ -6,7 +7,8 @@ NVML probe's own conversion; node and pool rows as ``bench.simulated_agents`` ma
 pusher, sends what its spool holds every ``--push-interval`` seconds, at most 2,000 samples a push, again at once
 when a push was full, and the same body again (same ``seq``) after a failure. The spool is lazy: ticks not yet sent
 are a count, built into rows when they are sent, so a node that falls behind costs no memory. Open loop: a slow
-server makes the nodes fall behind, it does not slow their sampling.
+server makes the nodes fall behind, it does not slow their sampling. With ``--managed`` the server first gets pools
+and tenants (``bench.managed_fleet``) and each node reports one of the pools, so every answer carries a desired state.
 
 Measured: samples acknowledged vs offered (the baseline: N × (G + 2) rows × 2 Hz), the backlog left in the spools,
 samples lost (acknowledged ``seq`` missing from the database, counted there per node), ingest request p50/p99, the
@@ -36,7 +38,8 @@ import psutil
 from sqlalchemy import Engine, func, select
 
 from bench.ingest import CpuUse, cpu_snapshot, cpu_use, create_agent_tokens, figure, fresh_database, percentile
-from bench.simulated_agents import TICK_SECONDS, SimulatedNode, _event_loop, _receive, _remember_missing_sniffio
+from bench.managed_fleet import POOLS, TENANTS, create_managed_fleet, pools_by_node
+from bench.simulated_agents import POOL, TICK_SECONDS, SimulatedNode, _event_loop, _receive, _remember_missing_sniffio
 from collector.database import make_engine
 from collector.retention import RetentionJob
 from collector.rollups import WATERMARK_NAME
@@ -56,7 +59,8 @@ def progress(message: str) -> None:
 
 @dataclass(frozen=True)
 class SoakPlan:
-    """What the generator process runs: where, as whom, what each node is, how often it pushes, how long."""
+    """What the generator process runs: where, as whom, what each node is (and the pool it reports where it is not
+    ``POOL``), how often it pushes, how long."""
 
     url: str
     tokens: dict[str, str]
@@ -64,6 +68,7 @@ class SoakPlan:
     push_interval_s: float
     duration_s: float
     seed: int = 1
+    pools: dict[str, str] = field(default_factory=dict)
 
     @property
     def rows_per_tick(self) -> int:
@@ -78,8 +83,10 @@ class SoakPlan:
 class SoakNode(SimulatedNode):
     """A simulated node whose GPU rows come from the replay probe; its spool is the count of ticks not yet sent."""
 
-    def __init__(self, node_id: str, gpus: int, seed: int, recording: Recording, started: float) -> None:
-        super().__init__(node_id, gpus, seed)
+    def __init__(
+        self, node_id: str, gpus: int, seed: int, recording: Recording, started: float, pool: str = POOL
+    ) -> None:
+        super().__init__(node_id, gpus, seed, pool)
         self._probe = ReplayProbe(recording, gpus=gpus)
         for _ in range(seed % 16):  # nodes start at different points of the recording
             self._probe.read()
@@ -94,7 +101,7 @@ class SoakNode(SimulatedNode):
             self.seq += 1
             row["seq"] = self.seq
         rows.append(self._sample(ts, None, None, self._node_metrics()))
-        rows.append(self._sample(ts, None, "llama-8b", self._pool_metrics()))
+        rows.append(self._sample(ts, None, self.pool, self._pool_metrics()))
         return rows
 
     def due_ticks(self, now: float) -> int:
@@ -127,6 +134,7 @@ class SoakTally:
     requests: int = 0
     acknowledged_rows: int = 0
     duplicates: int = 0
+    desired: int = 0  # answers that carried a desired state
     errors: Counter[str] = field(default_factory=Counter)
     latencies_ms: list[float] = field(default_factory=list)
     acknowledged_seq: dict[str, int] = field(default_factory=dict)
@@ -157,6 +165,7 @@ async def _push(client: httpx.AsyncClient, node: SoakNode, token: str, tally: So
     answer = response.json()
     tally.acknowledged_rows += answer["accepted"]
     tally.duplicates += answer["duplicates"]
+    tally.desired += answer.get("desired") is not None
     node.registered, node.unacknowledged, node.acknowledged_seq = True, None, last_seq
     return "full" if rows >= max_ticks * (node.gpus + 2) else "ok"
 
@@ -184,7 +193,10 @@ async def run_soak_load(plan: SoakPlan, stop: Any) -> SoakTally:
     (a multiprocessing Event) is set."""
     recording = load_recording()
     started = time.time()
-    nodes = [SoakNode(n, plan.gpus, plan.seed + i, recording, started) for i, n in enumerate(sorted(plan.tokens))]
+    nodes = [
+        SoakNode(n, plan.gpus, plan.seed + i, recording, started, plan.pools.get(n, POOL))
+        for i, n in enumerate(sorted(plan.tokens))
+    ]
     limits = httpx.Limits(max_connections=len(nodes), max_keepalive_connections=len(nodes))
     timeout = httpx.Timeout(REQUEST_TIMEOUT_S, connect=3.0, pool=None)
     tally = SoakTally()
@@ -306,6 +318,7 @@ class SoakConfig:
     push_interval_s: float
     duration_s: float
     max_server_rss_mb: float = 2000.0
+    managed: bool = False
 
 
 def parse_config(argv: list[str] | None) -> SoakConfig:
@@ -320,12 +333,17 @@ def parse_config(argv: list[str] | None) -> SoakConfig:
     parser.add_argument(
         "--max-server-rss", type=float, default=2000.0, help="stop the load early past this server RSS (MB)"
     )
+    parser.add_argument(
+        "--managed",
+        action="store_true",
+        help="create 20 pools and 15 tenants with quotas first, so every ingest answer carries a desired state",
+    )
     args = parser.parse_args(argv)
     nodes = args.nodes if args.nodes is not None else (200 if args.quick else 1000)
     duration_s = args.duration if args.duration is not None else (20.0 if args.quick else 600.0)
     if min(nodes, args.gpus) < 1 or not args.push_interval > 0 or not duration_s > 0:
         parser.error("--nodes and --gpus must be at least 1, --push-interval and --duration positive")
-    return SoakConfig(nodes, args.gpus, args.push_interval, duration_s, args.max_server_rss)
+    return SoakConfig(nodes, args.gpus, args.push_interval, duration_s, args.max_server_rss, args.managed)
 
 
 def run(config: SoakConfig) -> dict[str, Any]:
@@ -342,7 +360,11 @@ def run(config: SoakConfig) -> dict[str, Any]:
                 assert server.process is not None
                 progress(f"server pid {server.process.pid} on {server.url}; creating {config.nodes} agent tokens")
                 tokens = create_agent_tokens(server, node_ids)
-                plan = SoakPlan(server.url, tokens, config.gpus, config.push_interval_s, config.duration_s)
+                pools = pools_by_node(node_ids) if config.managed else {}
+                if config.managed:
+                    progress(f"creating {POOLS} pools and {TENANTS} tenants with quotas (--managed)")
+                    create_managed_fleet(server)
+                plan = SoakPlan(server.url, tokens, config.gpus, config.push_interval_s, config.duration_s, pools=pools)
                 progress(
                     f"{config.nodes} nodes × {config.gpus} GPUs at 2 Hz, a push every {config.push_interval_s:g} s,"
                     f" for {config.duration_s:g} s"
@@ -393,6 +415,7 @@ def summarize(
     return {
         "bench": "soak",
         "backend": "postgresql",
+        "managed": config.managed,
         "nodes": config.nodes,
         "gpus_per_node": config.gpus,
         "push_interval_s": config.push_interval_s,
@@ -407,6 +430,7 @@ def summarize(
         "backlog_s_end": round(tally.backlog_rows / (config.nodes * (config.gpus + 2) / TICK_SECONDS), 1),
         "duplicates": tally.duplicates,
         "requests": tally.requests,
+        "answers_with_desired": tally.desired,
         "errors": sum(tally.errors.values()),
         "error_kinds": dict(tally.errors),
         "p50_ms": figure(percentile(tally.latencies_ms, 0.50), 1),
