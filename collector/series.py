@@ -1,5 +1,9 @@
 """Series queries (``GET /api/v1/series``): raw samples for short ranges, 1-minute rollups for long ones.
 
+A long range's newest minutes are not rolled up yet (the rollup job rolls each minute after it closes): they come
+from the raw samples past the rollup watermark, reduced per minute as the job would, so a fresh sample is in the
+answer whatever the range.
+
 Points of several series (a pool's replicas, a node's GPUs) are first bucketed per series by ``step`` with ``stat``,
 then combined per bucket as the catalog says: a pool's request rate is the sum over replicas, its p99 the max.
 """
@@ -19,7 +23,16 @@ from collector.aggregate import Stat, combine_series, reduce_rollups, reduce_val
 from collector.catalog import BY_NAME, METRICS, PoolAggregate
 from collector.errors import InvalidQuery
 from collector.registry import replica_counts
-from collector.tables import NO_DEVICE, NO_POOL, ROLLUP_BUCKET_SECONDS, rollup_column, rollups_1m, samples
+from collector.rollups import WATERMARK_NAME, bucket_start
+from collector.tables import (
+    NO_DEVICE,
+    NO_POOL,
+    ROLLUP_BUCKET_SECONDS,
+    job_state,
+    rollup_column,
+    rollups_1m,
+    samples,
+)
 
 MAX_POINTS = 11_000
 DEFAULT_RAW_STEP_SECONDS = 1.0
@@ -70,19 +83,12 @@ def choose_source(query: SeriesQuery, *, raw_max_seconds: float) -> Source:
 def query_series(conn: Connection, query: SeriesQuery, *, raw_max_seconds: float) -> SeriesResult:
     source = choose_source(query, raw_max_seconds=raw_max_seconds)
     if source is Source.RAW:
-        table, ts_col, value_col = samples, samples.c.ts, samples.c[query.metric]
+        by_series = _raw_points(conn, query, query.start)
     else:
-        table, ts_col = rollups_1m, rollups_1m.c.bucket
-        value_col = rollups_1m.c[rollup_column(query.metric, query.stat.value)]
-    stmt = (
-        select(table.c.node_id, table.c.device, table.c.pool, ts_col, value_col)
-        .where(ts_col >= query.start, ts_col <= query.end, value_col.is_not(None))
-        .order_by(ts_col)
-    )
-    stmt = _filtered(stmt, table, query)
-    by_series: dict[SeriesKey, list[Point]] = defaultdict(list)
-    for row in conn.execute(stmt):
-        by_series[(row[0], row[1], row[2])].append((float(row[3]), float(row[4])))
+        tail_start = raw_tail_start(conn, query, raw_max_seconds=raw_max_seconds)
+        by_series = _rollup_points(conn, query, tail_start)
+        for key, minutes in _raw_minutes(conn, query, tail_start).items():
+            by_series[key].extend(minutes)
     step = query.step
     if step is None and source is Source.ROLLUP:
         step = ROLLUP_BUCKET_SECONDS
@@ -97,6 +103,62 @@ def query_series(conn: Connection, query: SeriesQuery, *, raw_max_seconds: float
             (bucketize(p, step, lambda vs: reduce(vs, query.stat)) for p in by_series.values()), how
         )
     return SeriesResult(source, step, points)
+
+
+def raw_tail_start(conn: Connection, query: SeriesQuery, *, raw_max_seconds: float) -> float:
+    """The minute from which a rollup answer reads raw samples instead: the rollup watermark (every minute before it
+    is rolled; none is before the first run), no earlier than the query's first whole minute (as for rollups, a
+    minute counts when it starts in the range), and reading at most ``raw_max_seconds`` of raw samples, as a raw
+    query would: a stalled rollup job leaves a gap before the last hour rather than a scan of days of samples."""
+    watermark = conn.scalar(select(job_state.c.watermark).where(job_state.c.name == WATERMARK_NAME))
+    rolled_until = -math.inf if watermark is None else float(watermark)
+    return max(rolled_until, _minute_ceil(query.start), _minute_ceil(query.end - raw_max_seconds))
+
+
+def _minute_ceil(ts: float) -> float:
+    """The first minute start at or after ``ts``: 120.0 → 120.0, 120.5 → 180.0."""
+    start = bucket_start(ts)
+    return start if start == ts else start + ROLLUP_BUCKET_SECONDS
+
+
+def _raw_points(conn: Connection, query: SeriesQuery, start: float) -> dict[SeriesKey, list[Point]]:
+    """Raw samples of the query's metric in [start, query.end], per series, oldest first."""
+    value = samples.c[query.metric]
+    where = (samples.c.ts >= start, samples.c.ts <= query.end, value.is_not(None))
+    return _points(conn, _filtered(select(*_series_key(samples), samples.c.ts, value).where(*where), samples, query))
+
+
+def _rollup_points(conn: Connection, query: SeriesQuery, before: float) -> dict[SeriesKey, list[Point]]:
+    """The query's stat of each 1-minute rollup starting in [query.start, query.end] and before ``before``."""
+    bucket, value = rollups_1m.c.bucket, rollups_1m.c[rollup_column(query.metric, query.stat.value)]
+    where = (bucket >= query.start, bucket <= query.end, bucket < before, value.is_not(None))
+    return _points(conn, _filtered(select(*_series_key(rollups_1m), bucket, value).where(*where), rollups_1m, query))
+
+
+def _raw_minutes(conn: Connection, query: SeriesQuery, start: float) -> dict[SeriesKey, list[Point]]:
+    """Raw samples from ``start`` on, reduced per series and minute with the query's stat, as the rollup job will
+    reduce them: points that stand beside the rollups' (nothing is read when ``start`` is past the range)."""
+    if start > query.end:
+        return {}
+    minutes: dict[SeriesKey, list[Point]] = {}
+    for key, points in _raw_points(conn, query, start).items():
+        by_minute: dict[float, list[float]] = defaultdict(list)
+        for ts, value in points:
+            by_minute[bucket_start(ts)].append(value)  # the job's minute, not bucketize's float division
+        minutes[key] = [(minute, reduce_values(values, query.stat)) for minute, values in by_minute.items()]
+    return minutes
+
+
+def _series_key(table: Table) -> tuple[Any, ...]:
+    return (table.c.node_id, table.c.device, table.c.pool)
+
+
+def _points(conn: Connection, stmt: Select[Any]) -> dict[SeriesKey, list[Point]]:
+    """Rows of (node_id, device, pool, ts, value) as points per series, in time order."""
+    by_series: dict[SeriesKey, list[Point]] = defaultdict(list)
+    for row in conn.execute(stmt.order_by(stmt.selected_columns[3])):
+        by_series[(row[0], row[1], row[2])].append((float(row[3]), float(row[4])))
+    return by_series
 
 
 def _filtered(stmt: Select[Any], table: Table, query: SeriesQuery) -> Select[Any]:

@@ -12,8 +12,9 @@ from sqlalchemy import Engine, insert
 from collector.aggregate import Stat, percentile, reduce_rollups, reduce_values
 from collector.catalog import PoolAggregate
 from collector.errors import InvalidQuery
-from collector.series import SeriesQuery, bucketize, combine_buckets
-from collector.tables import NO_POOL, rollup_column, rollups_1m
+from collector.rollups import WATERMARK_NAME, RollupJob
+from collector.series import SeriesQuery, bucketize, combine_buckets, query_series, raw_tail_start
+from collector.tables import NO_DEVICE, NO_POOL, job_state, rollup_column, rollups_1m
 from tests.conftest import pool_sample
 from tests.support.clock import FakeClock
 
@@ -152,3 +153,73 @@ def test_long_ranges_read_rollups(client: TestClient, auth: Auth, engine: Engine
     p99 = client.get("/api/v1/series", params={**params, "stat": "p99", "step": "180"}, headers=viewer).json()
     assert len(p99["points"]) == 1
     assert p99["points"][0][1] == pytest.approx(0.4)
+
+
+def _rolled_until(engine: Engine, watermark: float) -> None:
+    with engine.begin() as conn:
+        conn.execute(insert(job_state), [{"name": WATERMARK_NAME, "watermark": watermark}])
+
+
+def test_a_range_just_past_the_raw_limit_answers_the_minutes_not_rolled_yet_from_raw_samples(
+    client: TestClient, auth: Auth, engine: Engine, clock: FakeClock
+) -> None:
+    t0 = clock()  # 1_764_424_800: a whole minute
+    metric = "request_rate_per_second"
+    rolled = [
+        {"node_id": "node-a", "device": NO_DEVICE, "pool": "llama-8b", "bucket": t0 - 180 + m * 60, "samples": 120}
+        | {rollup_column(metric, "mean"): float(m + 1)}
+        for m in range(2)
+    ]
+    with engine.begin() as conn:
+        conn.execute(insert(rollups_1m), rolled)
+    _rolled_until(engine, t0 - 60)
+    # A raw sample of a rolled minute is read from its rollup (1.0), never twice; the open minute's two fresh
+    # samples (7 and 9) are its mean, 8.
+    fresh = [(t0 - 170, 50.0), (t0 - 50, 7.0), (t0 - 20, 9.0)]
+    _push(client, auth, "node-a", [pool_sample(i, ts, request_rate_per_second=v) for i, (ts, v) in enumerate(fresh)])
+    params = {"metric": metric, "pool": "llama-8b", "start": str(t0 - 3660)}  # 61 minutes: past the 3,600 s limit
+    viewer = auth("viewer")
+    answer = client.get("/api/v1/series", params=params, headers=viewer).json()
+    assert answer["source"] == "rollup"
+    assert answer["points"] == [[t0 - 180, 1.0], [t0 - 120, 2.0], [t0 - 60, 8.0]]
+    coarse = client.get("/api/v1/series", params={**params, "step": "180"}, headers=viewer).json()
+    assert coarse["points"] == [[t0 - 180, pytest.approx((1.0 + 2.0 + 8.0) / 3)]]
+
+
+def test_a_long_range_answers_the_same_before_and_after_its_newest_minutes_are_rolled(
+    client: TestClient, auth: Auth, engine: Engine, clock: FakeClock
+) -> None:
+    t0 = clock()
+    rows = [pool_sample(i, t0 - 150 + 7.5 * i, request_rate_per_second=float(i % 5)) for i in range(20)]
+    _push(client, auth, "node-a", rows)
+    query = SeriesQuery("request_rate_per_second", t0 - 7200, t0, pool="llama-8b")
+    RollupJob(engine).run(t0 - 90)  # rolls [t0 - 180, t0 - 120): the last two minutes stay raw
+    with engine.connect() as conn:
+        stitched = query_series(conn, query, raw_max_seconds=3600)
+    RollupJob(engine).run(t0 + 60)  # now every minute is rolled
+    with engine.connect() as conn:
+        rolled = query_series(conn, query, raw_max_seconds=3600)
+    assert stitched.points == rolled.points
+    assert [ts for ts, _ in rolled.points] == [t0 - 180, t0 - 120, t0 - 60]
+
+
+END = 1_000_020.0  # a whole minute
+
+
+@pytest.mark.parametrize(
+    ("watermark", "start", "expected"),
+    [
+        (None, END - 7200, END - 3600),  # nothing rolled yet: the last hour, as much as a raw query reads
+        (END - 120, END - 7200, END - 120),  # rolled until two minutes ago: raw from there
+        (END - 7000, END - 7200, END - 3600),  # a stalled job: still no more than the last hour of raw samples
+        (END - 300, END - 90.5, END - 60),  # a range starting past the watermark: from its first whole minute
+    ],
+)
+def test_raw_tail_starts_at_the_watermark_and_reads_at_most_the_raw_limit(
+    engine: Engine, watermark: float | None, start: float, expected: float
+) -> None:
+    if watermark is not None:
+        _rolled_until(engine, watermark)
+    query = SeriesQuery("request_rate_per_second", start, END)
+    with engine.connect() as conn:
+        assert raw_tail_start(conn, query, raw_max_seconds=3600) == expected
