@@ -25,8 +25,8 @@ from alerting.rule_store import RuleStore
 from alerting.silences import silenced
 from alerting.telemetry import AlertingTelemetry
 from alerting.webhooks import TargetKind, Webhook, WebhookStore
-from autoscaler.lease import Lease
 from collector.skipped_rows import Job, SkippedRows
+from fleet.lease import Lease
 
 log = logging.getLogger(__name__)
 LEASE_NAME = "alerting"

@@ -3,9 +3,9 @@ actuation.
 
 A tick (``Controller.run(now)``, every ``interval_seconds`` from the server's scheduler):
 
-1. takes or renews the leader lease (:mod:`autoscaler.lease`); a server without it does nothing this tick, so with
+1. takes or renews the leader lease (:mod:`fleet.lease`); a server without it does nothing this tick, so with
    several servers on one database exactly one controller acts;
-2. reads the fleet once (:mod:`autoscaler.fleet_state`) and, per pool, builds the :class:`PoolContext`: ready and
+2. reads the fleet once (:mod:`fleet.view`) and, per pool, builds the :class:`PoolContext`: ready and
    starting replicas and the summed demand from the up nodes, the per-replica capacity (configured, else learned by
    the forecast loop), the latest demand forecast (stale when its last attempt failed or it is older than
    ``forecast_stale_after_seconds``) and the pool's recent recommendations for the stabilization window;
@@ -25,9 +25,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from sqlalchemy import Engine
 
 from autoscaler.actuators.base import ActuationError, Actuator
-from autoscaler.events import EventStore, ScalingEvent
-from autoscaler.fleet_state import FleetView, read_fleet
-from autoscaler.lease import Lease
 from autoscaler.policy import (
     Decision,
     ForecastView,
@@ -38,8 +35,11 @@ from autoscaler.policy import (
     rules_per_interval,
     scale_down_window_seconds,
 )
-from autoscaler.pools import Mode, Pool, PoolStore
 from collector.skipped_rows import BAD_VALUE_ERRORS, Job, SkippedRows
+from fleet.lease import Lease
+from fleet.pools import Mode, Pool, PoolStore
+from fleet.scaling_events import EventStore, ScalingEvent
+from fleet.view import FleetView, read_fleet
 from predictor.store import ForecastStore, StoredForecast, SubjectKind
 
 log = logging.getLogger(__name__)

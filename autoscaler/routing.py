@@ -12,29 +12,10 @@ reading is never read as 0 (idle) or 1 (saturated). A node with no reading at al
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class Coefficients:
-    alpha: float = 0.5  # compute utilization
-    beta: float = 0.3  # memory utilization
-    gamma: float = 0.2  # network latency
-
-    def __post_init__(self) -> None:
-        values = (self.alpha, self.beta, self.gamma)
-        if any(not math.isfinite(v) or v < 0 for v in values) or sum(values) <= 0:
-            raise ValueError(f"alpha, beta, gamma: must be >= 0 and not all 0, got {values}")
-
-
-@dataclass(frozen=True)
-class NodeLoad:
-    node_id: str
-    compute_util: float | None  # 0..1: the busiest GPU's utilization
-    mem_util: float | None  # 0..1: the fullest GPU's memory in use over its total
-    network_latency_s: float | None
+from fleet.pools import Coefficients
+from fleet.view import NodeLoad
 
 
 def routing_weights(nodes: Sequence[NodeLoad], coefficients: Coefficients) -> dict[str, float]:

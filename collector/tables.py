@@ -128,3 +128,29 @@ job_state = Table(
     Column("name", String(64), primary_key=True),
     Column("watermark", Double, nullable=False),
 )
+
+# The latest control state each node reported (collector.control.NodeReport): what its replicas do and its tenants
+# use, read by the fleet view (fleet.view) instead of the samples' extras.
+node_reports = Table(
+    "node_reports",
+    metadata,
+    Column("node_id", String(128), primary_key=True),
+    Column("ts", Double, nullable=False),  # the agent's clock when it took the report
+    Column("received_at", Double, nullable=False),
+    Column("report", JSON, nullable=False),
+)
+
+# Each pool's replicas on each node over time, one row per report: the replica history of the dashboard and what
+# capacity learning divides a pool's rate by. Kept as long as raw samples.
+replica_reports = Table(
+    "replica_reports",
+    metadata,
+    Column("node_id", String(128), primary_key=True),
+    Column("pool", String(128), primary_key=True),
+    Column("ts", Double, primary_key=True),
+    Column("ready", Integer, nullable=False),
+    Column("starting", Integer, nullable=False),
+    Column("draining", Integer, nullable=False),
+    Index(None, "pool", "ts"),
+    Index(None, "ts"),
+)

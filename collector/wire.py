@@ -14,9 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, c
 from pydantic_core import ErrorDetails
 
 from collector.catalog import METRICS, Scope
+from collector.control import NAME_PATTERN, NodeReport
 from collector.errors import FieldProblem, InvalidBatch
 
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 # The largest value of the BIGINT columns the integers land in (samples.seq, nodes.last_seq,
 # devices.memory_total_bytes): 2**63 - 1. One more failed the insert and answered 500 with a reset.
 BIGINT_MAX = 2**63 - 1
@@ -77,6 +77,7 @@ class IngestBatch(BaseModel):
     node_id: Annotated[str, Field(pattern=NAME_PATTERN)]
     samples: list[WireSample]
     inventory: WireInventory | None = None
+    report: NodeReport | None = None  # the node's control state (collector.control); absent from agents before it
 
 
 class _Skipped(BaseModel):

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import httpx
 
-from autoscaler.pools import PoolSpec, PoolStore
 from collector.database import make_engine
+from fleet.pools import PoolSpec, PoolStore
 from fleetpilot.launch import AgentProcess, ServerProcess, free_port
 from fleetpilot.settings import ServerSettings
 from fleetpilot.trace_load import AZURE_CONV_SLICE, load_trace, replay_over_http

@@ -27,6 +27,7 @@ from collector.skipped_rows import Job, SkippedRows, skipped_rows_counter
 from isolation.enforcer import Enforcer, EnforcerLoopSettings
 from isolation.noisy import EnforcerSettings
 from predictor.loop import ForecastJob, ForecastSettings
+from fleetpilot.settings import ServerSettings
 from web.services import AppServices
 
 log = logging.getLogger(__name__)
@@ -48,8 +49,7 @@ class Jobs:
                 log.exception("stopping a background job failed")
 
 
-def start_jobs(services: AppServices) -> Jobs:
-    settings = services.settings
+def start_jobs(services: AppServices, settings: ServerSettings) -> Jobs:
     skipped = skipped_rows_counter(services.registry)
     rollups = RollupJob(
         services.engine,
@@ -66,7 +66,7 @@ def start_jobs(services: AppServices) -> Jobs:
     _every(scheduler, "retention", settings.retention_interval_seconds, retention.run)
     forecasts = ForecastJob(
         services.engine,
-        forecast_settings(services),
+        forecast_settings(settings),
         telemetry=services.forecast_telemetry,
         skipped=SkippedRows(Job.FORECASTS, skipped),
     )
@@ -90,7 +90,7 @@ def start_jobs(services: AppServices) -> Jobs:
     _every(scheduler, "autoscaler", settings.autoscale_interval_seconds, controller.run)
     enforcer = Enforcer(
         services.engine,
-        enforcer_settings(services),
+        enforcer_settings(settings),
         holder=holder,
         telemetry=services.enforcer_telemetry,
         skipped=SkippedRows(Job.ENFORCER, skipped),
@@ -102,12 +102,12 @@ def start_jobs(services: AppServices) -> Jobs:
             timeout_seconds=settings.webhook_timeout_seconds,
             policy=AddressPolicy.allowing(settings.webhook_allowed_networks),
         ),
-        delivery_settings(services),
+        delivery_settings(settings),
         telemetry=services.alerting_telemetry,
     )
     evaluator = Evaluator(
         services.engine,
-        evaluator_settings(services),
+        evaluator_settings(settings),
         holder=holder,
         telemetry=services.alerting_telemetry,
         on_notify=outbox.kick,
@@ -138,8 +138,7 @@ def _every(scheduler: BackgroundScheduler, name: str, seconds: float, tick: _Tic
     scheduler.add_job(run, "interval", seconds=seconds, id=name, name=name)
 
 
-def forecast_settings(services: AppServices) -> ForecastSettings:
-    s = services.settings
+def forecast_settings(s: ServerSettings) -> ForecastSettings:
     return ForecastSettings(
         horizon_seconds=s.forecast_horizon_seconds,
         pool_history_seconds=s.forecast_pool_history_hours * 3600,
@@ -153,8 +152,7 @@ def forecast_settings(services: AppServices) -> ForecastSettings:
     )
 
 
-def enforcer_settings(services: AppServices) -> EnforcerLoopSettings:
-    s = services.settings
+def enforcer_settings(s: ServerSettings) -> EnforcerLoopSettings:
     return EnforcerLoopSettings(
         interval_seconds=s.enforce_interval_seconds,
         node_down_after_seconds=s.node_down_after_seconds,
@@ -167,8 +165,7 @@ def enforcer_settings(services: AppServices) -> EnforcerLoopSettings:
     )
 
 
-def evaluator_settings(services: AppServices) -> EvaluatorSettings:
-    s = services.settings
+def evaluator_settings(s: ServerSettings) -> EvaluatorSettings:
     return EvaluatorSettings(
         interval_seconds=s.alert_evaluation_interval_seconds,
         # a reading is judged while it is as fresh as a node that is up, or two evaluations old
@@ -180,8 +177,7 @@ def evaluator_settings(services: AppServices) -> EvaluatorSettings:
     )
 
 
-def delivery_settings(services: AppServices) -> DeliverySettings:
-    s = services.settings
+def delivery_settings(s: ServerSettings) -> DeliverySettings:
     return DeliverySettings(
         backoff_initial_seconds=s.webhook_backoff_initial_seconds,
         backoff_max_seconds=s.webhook_backoff_max_seconds,

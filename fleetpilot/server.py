@@ -17,13 +17,13 @@ from alerting.telemetry import AlertingTelemetry
 from autoscaler.actuators.base import Actuator
 from autoscaler.actuators.local import LocalActuator
 from autoscaler.controller import AutoscalerTelemetry
-from autoscaler.events import EventStore
-from autoscaler.pools import PoolStore
 from collector.database import make_engine
 from collector.exposition import FleetCollector, FleetSnapshot
 from collector.ingest import SampleWriter
 from collector.registry import node_statuses, read_latest
 from collector.telemetry import IngestTelemetry
+from fleet.pools import PoolStore
+from fleet.scaling_events import EventStore
 from fleetpilot.settings import ActuatorKind, ServerSettings
 from isolation.desired import TenantsDesired
 from isolation.enforcer import EnforcerTelemetry
@@ -117,13 +117,13 @@ def prepare_database(settings: ServerSettings) -> None:
         runner.upgrade(settings.database_url)
 
 
-def bootstrap_admin(services: AppServices) -> str | None:
+def bootstrap_admin(services: AppServices, admin_token: str | None) -> str | None:
     """On a first start, create the admin token; return it to print once only when it was generated here. One given
     in ``admin_token`` (``FLEETPILOT_ADMIN_TOKEN``, from a secret store) is installed and never printed: whoever
     set it knows it, and a log is no place for it."""
     if services.tokens.has_admin():
         return None
-    given = services.settings.admin_token
+    given = admin_token
     info, clear = services.tokens.create(Role.ADMIN, now=time.time(), name="bootstrap-admin", secret=given)
     if given is not None:
         log.warning("first start: installed the admin token from FLEETPILOT_ADMIN_TOKEN as token %s", info.id)
@@ -138,13 +138,13 @@ def seed_alert_rules(services: AppServices) -> None:
         log.info("alerting: seeded the %d default alert rules", seeded)
 
 
-def server_app(services: AppServices) -> FastAPI:
+def server_app(services: AppServices, settings: ServerSettings) -> FastAPI:
     from fleetpilot.jobs import start_jobs  # APScheduler only where jobs run
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         seed_alert_rules(services)
-        jobs = start_jobs(services)
+        jobs = start_jobs(services, settings)
         try:
             yield
         finally:

@@ -3,7 +3,7 @@ throttled or restored.
 
 A tick (``Enforcer.run(now)``, every ``interval_seconds`` from the server's scheduler):
 
-1. takes or renews its own leader lease (``"enforcer"``, :mod:`autoscaler.lease`); a server without it does nothing
+1. takes or renews its own leader lease (``"enforcer"``, :mod:`fleet.lease`); a server without it does nothing
    and forgets its in-memory streaks, so that on winning the lease it starts again from the stored levels;
 2. reads the latest pool readings of the up nodes and turns each one's per-tenant usage (the agent's
    ``extra["tenants"]``) into a :class:`~isolation.noisy.ScopeObservation` for scope ``node/pool``
@@ -24,10 +24,10 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from sqlalchemy import Engine
 
-from autoscaler.lease import Lease
-from autoscaler.pools import PoolStore
 from collector.registry import LatestSeries, NodeStatus, node_statuses, read_latest
 from collector.skipped_rows import Job, SkippedRows
+from fleet.lease import Lease
+from fleet.pools import PoolStore
 from isolation.events import EnforcementEvent, EnforcementStore
 from isolation.noisy import (
     Action,

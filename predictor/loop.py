@@ -28,9 +28,9 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from autoscaler.pools import Pool, PoolSpec, PoolStore
 from collector.registry import pool_replicas
 from collector.skipped_rows import Job, SkippedRows
+from fleet.pools import Pool, PoolSpec, PoolStore
 from predictor import inputs
 from predictor.backtest import horizon_steps
 from predictor.base import Forecast, ForecastError, History

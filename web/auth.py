@@ -19,11 +19,11 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, Request, Security, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from fleetpilot.settings import ServerSettings
 from web.auth_limit import FailedLogins
 from web.client_address import TrustedProxies, client_address
 from web.errors import ApiError
 from web.services import AppServices
+from web.settings import WebSettings
 from web.tokens import Role, TokenInfo
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ def get_services(request: Request) -> AppServices:
 ServicesDep = Annotated[AppServices, Depends(get_services)]
 
 
-def install_auth_limit(app: FastAPI, settings: ServerSettings) -> None:
+def install_auth_limit(app: FastAPI, settings: WebSettings) -> None:
     """The per-process counter of failed authentications (one per app, so each test's app starts clean) and the
     proxies whose ``X-Forwarded-For`` names the client it counts."""
     app.state.auth_failures = FailedLogins(

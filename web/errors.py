@@ -24,9 +24,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from alerting.rule_store import RuleNotFound
 from alerting.rule_store import VersionConflict as RuleVersionConflict
-from autoscaler.pools import PoolExists, PoolNotFound
-from autoscaler.pools import VersionConflict as PoolVersionConflict
 from collector.errors import BatchTooLarge, InvalidBatch, InvalidQuery, StorageUnavailable
+from fleet.pools import PoolExists, PoolNotFound
+from fleet.pools import VersionConflict as PoolVersionConflict
 from isolation.tenants import QuotaNotFound, TenantExists, TenantNotFound
 from isolation.tenants import VersionConflict as TenantVersionConflict
 

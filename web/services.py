@@ -13,16 +13,16 @@ from sqlalchemy import Engine
 from alerting.telemetry import AlertingTelemetry
 from autoscaler.actuators.base import Actuator
 from autoscaler.controller import AutoscalerTelemetry
-from autoscaler.events import EventStore
-from autoscaler.pools import PoolStore
 from collector.ingest import SampleWriter
 from collector.telemetry import IngestTelemetry
-from fleetpilot.settings import ServerSettings
+from fleet.pools import PoolStore
+from fleet.scaling_events import EventStore
 from isolation.enforcer import EnforcerTelemetry
 from isolation.events import EnforcementStore
 from predictor.store import ForecastStore
 from predictor.telemetry import ForecastTelemetry
 from web.ingest_gate import InFlightLimit
+from web.settings import WebSettings
 from web.tokens import TokenStore
 
 # What a node should run, as the control plane sees it; None while nothing is decided for the node.
@@ -35,7 +35,7 @@ def _nothing_desired(_node_id: str) -> dict[str, Any] | None:
 
 @dataclass
 class AppServices:
-    settings: ServerSettings
+    settings: WebSettings
     engine: Engine
     tokens: TokenStore
     writer: SampleWriter

@@ -20,12 +20,13 @@ from typing import Any
 from sqlalchemy import Column, Double, Engine, Integer, String, Table, delete, select
 
 from autoscaler.actuators.base import ActuationError
-from autoscaler.fleet_state import FleetView, read_fleet
 from autoscaler.placement import Slot, place
-from autoscaler.routing import Coefficients, routing_weights
+from autoscaler.routing import routing_weights
 from collector.database import insert_for
 from collector.registry import read_latest, replica_counts
 from collector.tables import metadata
+from fleet.pools import Coefficients
+from fleet.view import FleetView, read_fleet
 
 placements = Table(
     "placements",

@@ -21,11 +21,11 @@ from alerting.rules import EventKind, RuleKind, RuleSpec
 from alerting.sender import FakeSender
 from alerting.silences import Matcher
 from alerting.webhooks import TargetKind, WebhookStore
-from autoscaler.events import EventStore, ScalingEvent
-from autoscaler.pools import PoolSpec, PoolStore
 from collector.skipped_rows import Job, SkippedRows, skipped_rows_counter
 from collector.tables import NO_POOL, series_latest
 from collector.wire import IngestBatch
+from fleet.pools import PoolSpec, PoolStore
+from fleet.scaling_events import EventStore, ScalingEvent
 from isolation.events import EnforcementEvent, EnforcementStore
 from predictor.store import ForecastPoint, ForecastStore, GoodForecast, SubjectKind
 from tests.support.clock import FakeClock

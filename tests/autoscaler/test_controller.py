@@ -12,9 +12,9 @@ from sqlalchemy import Engine, insert, update
 from autoscaler.actuators.base import ActuationError
 from autoscaler.actuators.local import LocalActuator
 from autoscaler.controller import Controller, ControllerSettings
-from autoscaler.events import EventStore
-from autoscaler.pools import Mode, Policy, PoolSpec, PoolStore
 from collector.tables import NO_DEVICE, nodes, series_latest
+from fleet.pools import Mode, Policy, PoolSpec, PoolStore
+from fleet.scaling_events import EventStore
 from predictor.store import ForecastPoint, ForecastStore, GoodForecast, SubjectKind
 from tests.support.clock import FakeClock
 

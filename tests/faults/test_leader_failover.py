@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy import select
 
 from autoscaler.controller import LEASE_NAME
-from autoscaler.lease import leases
 from collector.database import make_engine
+from fleet.lease import leases
 from fleetpilot.launch import ServerProcess
 from migrations import runner
 from tests.support.lease import holder_pid, wait_for_holder

@@ -10,10 +10,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine, insert
 
-from autoscaler.pools import PoolSpec, PoolStore
 from collector.registry import LatestSeries
 from collector.skipped_rows import Job, SkippedRows, skipped_rows_counter
 from collector.tables import NO_DEVICE, nodes, series_latest
+from fleet.pools import PoolSpec, PoolStore
 from inference_agent.serving.admission import Quota, QuotaBook
 from isolation.enforcer import Enforcer, EnforcerLoopSettings, observe
 from isolation.events import EnforcementStore

@@ -11,9 +11,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, insert
 
-from autoscaler.pools import PoolSpec, PoolStore
 from collector.tables import NO_DEVICE, NO_POOL, devices, nodes, rollups_1m, series_latest
 from collector.tables import samples as raw_samples
+from fleet.pools import PoolSpec, PoolStore
 from predictor.base import Forecast, ForecastError, History
 from predictor.cycle import forecast_cycle
 from predictor.loop import ForecastJob, ForecastSettings

@@ -14,11 +14,11 @@ from sqlalchemy import Engine, func, select
 
 import collector.wire
 import web.routes.ingest
-from autoscaler.pools import PoolSpec, PoolStore
 from collector.errors import TooManyPools
 from collector.ingest import PoolBound, SampleWriter
 from collector.tables import devices, samples
 from collector.wire import IngestBatch
+from fleet.pools import PoolSpec, PoolStore
 from tests.conftest import gpu_sample, pool_sample
 from tests.support.clock import FakeClock
 from web.app import create_app
@@ -129,7 +129,7 @@ def test_finding_6_too_many_samples_are_refused_before_any_is_built_and_parsing_
 ) -> None:
     """Samples past the limit are not even looked at: 101 empty objects are refused for their number (the code of
     today, 422 on ``samples``), not for 101 × 3 missing fields that only building them finds."""
-    services.settings = services.settings.model_copy(update={"ingest_max_samples": 100})
+    services.settings.ingest_max_samples = 100
     parse, where = collector.wire.parse_batch, []
 
     def parse_and_note(*args: Any, **kwargs: Any) -> Any:
@@ -149,7 +149,7 @@ def test_finding_6_too_many_samples_are_refused_before_any_is_built_and_parsing_
 def test_finding_11_pools_past_the_bound_are_refused_and_counted_and_configured_ones_always_allowed(
     services: AppServices, auth: Auth, engine: Engine, clock: FakeClock
 ) -> None:
-    services.settings = services.settings.model_copy(update={"ingest_max_pools_per_node": 3})
+    services.settings.ingest_max_pools_per_node = 3
     PoolStore(engine).create("chat", PoolSpec(), now=clock())
     headers = auth("agent", "node-a")
     seq = iter(range(1, 100))

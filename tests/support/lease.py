@@ -7,8 +7,8 @@ import time
 from sqlalchemy import select
 
 from autoscaler.controller import LEASE_NAME
-from autoscaler.lease import leases
 from collector.database import make_engine
+from fleet.lease import leases
 
 
 def lease_holder(url: str, name: str = LEASE_NAME) -> str | None:

@@ -168,7 +168,7 @@ def test_a_refused_change_writes_no_row(client: TestClient, auth: Auth, engine: 
 
 def test_the_change_and_its_row_share_one_transaction(engine: Engine, clock: FakeClock) -> None:
     """A failure after the store's write (here: writing the row itself) takes the change back too."""
-    from autoscaler.pools import PoolSpec, PoolStore
+    from fleet.pools import PoolSpec, PoolStore
 
     with pytest.raises(RuntimeError), engine.begin() as conn:
         PoolStore(JoinedEngine(conn)).create("chat", PoolSpec(), now=clock())  # type: ignore[arg-type]

@@ -9,10 +9,10 @@ from dataclasses import dataclass, replace
 
 from sqlalchemy import Connection
 
-from autoscaler.pools import Pool
 from collector.fleet_health import FleetFigures, figures_from_window, scale_up_seconds, worst
 from collector.registry import NodeStatus, node_gpus, node_statuses, read_latest
 from collector.series import pool_replica_history, window_stats
+from fleet.pools import Pool
 from web.services import AppServices
 
 WINDOW_SECONDS = 900.0

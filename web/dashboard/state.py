@@ -9,10 +9,10 @@ from pathlib import Path
 from fastapi.templating import Jinja2Templates
 from sqlalchemy import Engine
 
-from fleetpilot.settings import ServerSettings
 from web.auth_limit import FailedLogins
 from web.dashboard import units
 from web.dashboard.session import SessionStore
+from web.settings import WebSettings
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 
@@ -39,7 +39,7 @@ def templates() -> Jinja2Templates:
     return found
 
 
-def build_state(settings: ServerSettings, engine: Engine) -> DashboardState:
+def build_state(settings: WebSettings, engine: Engine) -> DashboardState:
     """A random per-process CSRF key when ``session_secret`` is unset: forms then fail across servers and restarts."""
     secret = (settings.session_secret or secrets.token_urlsafe(48)).encode()
     return DashboardState(

@@ -12,7 +12,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
-from autoscaler.pools import DemandMetric, Pool, PoolSpec
+from fleet.pools import DemandMetric, Pool, PoolSpec
 from predictor import inputs
 from predictor.capacity_plan import PlanInputs, plan_capacity
 from predictor.store import SubjectKind

@@ -14,9 +14,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Response, status
 from pydantic import BaseModel, Field
 
-from autoscaler.pools import DemandMetric, Mode, Policy, Pool, PoolSpec, PoolStore
+from collector.control import NAME_PATTERN
 from collector.registry import pool_replicas
-from collector.wire import NAME_PATTERN
+from fleet.pools import DemandMetric, Mode, Policy, Pool, PoolSpec, PoolStore
 from predictor.store import SubjectKind
 from web.audit import Auditor, AuditorDep
 from web.auth import AdminToken, OperatorToken, ServicesDep, ViewerToken

@@ -8,9 +8,9 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from autoscaler.fleet_state import read_fleet
-from autoscaler.pools import coefficients
-from autoscaler.routing import Coefficients, routing_weights
+from autoscaler.routing import routing_weights
+from fleet.pools import Coefficients, coefficients
+from fleet.view import read_fleet
 from web.auth import ServicesDep, ViewerToken
 from web.errors import ERROR_RESPONSES, error_responses, not_found
 from web.pagination import Cursor, PageLimit, before_id, next_cursor

@@ -14,7 +14,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Response, status
 from pydantic import BaseModel, Field
 
-from collector.wire import NAME_PATTERN
+from collector.control import NAME_PATTERN
 from isolation.tenants import (
     MAX_CONCURRENCY,
     MAX_GPU_MEMORY_MIB,

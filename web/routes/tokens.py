@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response, status
 from pydantic import BaseModel, Field
 
-from collector.wire import NAME_PATTERN
+from collector.control import NAME_PATTERN
 from web.audit import Auditor, AuditorDep
 from web.auth import AdminToken, ServicesDep
 from web.errors import ERROR_RESPONSES, error_responses, not_found, refused

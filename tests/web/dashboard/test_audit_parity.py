@@ -13,7 +13,7 @@ import pytest
 from alerting.alert_store import SilenceStore
 from alerting.silences import Matcher
 from alerting.webhooks import TargetKind, WebhookStore
-from autoscaler.pools import PoolSpec
+from fleet.pools import PoolSpec
 from isolation.tenant_keys import TenantKeyStore
 from isolation.tenants import QuotaSpec, SloClass, TenantStore
 from tests.support.clock import FakeClock

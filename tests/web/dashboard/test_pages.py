@@ -12,8 +12,8 @@ from sqlalchemy import insert
 from alerting.alert_store import SilenceStore
 from alerting.lifecycle import Alert, AlertStatus
 from alerting.tables import alerts
-from autoscaler.events import ScalingEvent
-from autoscaler.pools import Mode, PoolSpec
+from fleet.pools import Mode, PoolSpec
+from fleet.scaling_events import ScalingEvent
 from inference_agent.serving.tenant_keys import TenantKeyHashes
 from isolation.tenant_keys import TenantKeyStore
 from isolation.tenants import QuotaSpec, SloClass, TenantStore

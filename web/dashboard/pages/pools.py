@@ -12,9 +12,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 from starlette.datastructures import FormData
 
-from autoscaler.pools import Pool
 from collector.registry import pool_replicas
 from collector.series import SeriesQuery, pool_replica_history, query_series
+from fleet.pools import Pool
 from predictor.store import StoredForecast, SubjectKind
 from web.audit import AuditorDep
 from web.auth import ServicesDep

@@ -12,8 +12,9 @@ from pydantic import ValidationError
 from starlette.datastructures import FormData
 
 from alerting.webhooks import TargetKind, WebhookStore
-from autoscaler.fleet_state import read_fleet
-from autoscaler.routing import Coefficients, routing_weights
+from autoscaler.routing import routing_weights
+from fleet.pools import Coefficients
+from fleet.view import read_fleet
 from web.audit import AuditorDep
 from web.auth import ServicesDep
 from web.dashboard.deps import Admin, CsrfForm, DashboardUser, Viewer, field, validation_problem

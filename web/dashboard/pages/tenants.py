@@ -15,8 +15,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 from starlette.datastructures import FormData
 
+from collector.control import NAME_PATTERN
 from collector.registry import LatestSeries, NodeStatus, node_statuses, read_latest
-from collector.wire import NAME_PATTERN
 from isolation.tenant_keys import TenantKey, TenantKeyStore
 from isolation.tenants import QUOTA_FIELDS, SloClass, Tenant, TenantNotFound, TenantStore
 from web.audit import AuditorDep

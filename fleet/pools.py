@@ -18,8 +18,19 @@ from typing import Any
 
 from sqlalchemy import Column, Double, Engine, Integer, RowMapping, String, Table, delete, insert, select, update
 
-from autoscaler.routing import Coefficients
 from collector.tables import metadata
+
+
+@dataclass(frozen=True)
+class Coefficients:
+    alpha: float = 0.5  # compute utilization
+    beta: float = 0.3  # memory utilization
+    gamma: float = 0.2  # network latency
+
+    def __post_init__(self) -> None:
+        values = (self.alpha, self.beta, self.gamma)
+        if any(not math.isfinite(v) or v < 0 for v in values) or sum(values) <= 0:
+            raise ValueError(f"alpha, beta, gamma: must be >= 0 and not all 0, got {values}")
 
 
 class Policy(StrEnum):

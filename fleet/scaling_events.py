@@ -25,6 +25,7 @@ scaling_events = Table(
     Column("to_replicas", Integer, nullable=False),
     Column("policy", String(32), nullable=False),
     Column("reason", String(2000), nullable=False),
+    Column("reason_code", String(32), nullable=True),  # one of ReasonCode; null on events recorded before codes
     Column("inputs", JSON, nullable=False),
     Column("outcome", String(16), nullable=False),  # applied | dry_run | failed
     Column("actuator", String(32), nullable=False),
@@ -45,6 +46,7 @@ class ScalingEvent:
     outcome: str
     actuator: str
     note: str | None = None
+    reason_code: str | None = None
     id: int | None = None
 
 

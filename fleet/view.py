@@ -1,7 +1,10 @@
-"""What the controller, the local actuator and the routing API read from storage, as plain values.
+"""The fleet read model: one liveness-aware view of the fleet, read once per tick with one
+``node_down_after_seconds``, for every room that acts on the fleet (the autoscaler and its actuator, the enforcer,
+the forecast loop, alerting, the routing API and the dashboard).
 
 Everything here is a read; the decisions that use it (:mod:`autoscaler.policy`, :mod:`autoscaler.placement`,
-:mod:`autoscaler.routing`) stay pure.
+:mod:`autoscaler.routing`, :mod:`isolation.noisy`) stay pure. Which node is up is decided here and nowhere else:
+:class:`FleetReader` holds the one threshold the composition root gives it.
 """
 
 from __future__ import annotations
@@ -9,11 +12,18 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, Engine, select
 
-from autoscaler.routing import NodeLoad
 from collector.registry import NodeStatus, PoolOnNode, node_statuses, pools_on_up_nodes, read_latest
 from collector.tables import devices
+
+
+@dataclass(frozen=True)
+class NodeLoad:
+    node_id: str
+    compute_util: float | None  # 0..1: the busiest GPU's utilization
+    mem_util: float | None  # 0..1: the fullest GPU's memory in use over its total
+    network_latency_s: float | None
 
 
 @dataclass(frozen=True)
@@ -29,6 +39,7 @@ class PoolLive:
 @dataclass(frozen=True)
 class FleetView:
     now: float
+    statuses: dict[str, NodeStatus]  # every known node, up or down
     up_nodes: frozenset[str]
     pools_on_nodes: tuple[PoolOnNode, ...]
     node_loads: tuple[NodeLoad, ...]
@@ -78,8 +89,34 @@ def read_fleet(conn: Connection, *, now: float, down_after_seconds: float, cpu_r
     slots = {n: len(gpus[n]) if gpus.get(n) else cpu_replicas_per_node for n in up}
     return FleetView(
         now,
+        statuses,
         up,
         tuple(pools_on_up_nodes(conn, now=now, down_after_seconds=down_after_seconds)),
         loads,
         slots,
     )
+
+
+class FleetReader:
+    """Reads :class:`FleetView` with the fleet's one liveness threshold; built once by the composition root and
+    handed to every loop and route that needs the fleet."""
+
+    def __init__(self, engine: Engine, *, node_down_after_seconds: float, cpu_replicas_per_node: int) -> None:
+        if node_down_after_seconds <= 0:
+            raise ValueError(f"node_down_after_seconds: must be positive, got {node_down_after_seconds}")
+        self.engine = engine
+        self.node_down_after_seconds = node_down_after_seconds
+        self.cpu_replicas_per_node = cpu_replicas_per_node
+
+    def read(self, now: float) -> FleetView:
+        with self.engine.connect() as conn:
+            return self.read_with(conn, now)
+
+    def read_with(self, conn: Connection, now: float) -> FleetView:
+        """The view inside a connection the caller already holds (a job reading more in the same snapshot)."""
+        return read_fleet(
+            conn,
+            now=now,
+            down_after_seconds=self.node_down_after_seconds,
+            cpu_replicas_per_node=self.cpu_replicas_per_node,
+        )

@@ -1,0 +1,158 @@
+"""Control state on the wire, both directions: what a node reports of itself (:class:`NodeReport`, in the ingest
+body) and what the control plane wants of it (:class:`DesiredState`, in the ingest answer).
+
+One pydantic module with no server dependency: the server validates and builds with it, the agent builds and reads
+with it (``fleetpilot[agent]`` imports it). Both models ignore fields they do not know, so a newer agent talks to an
+older server and a newer server to an older agent; a field they know with a bad value is an error naming the field
+(``ValidationError``): the server refuses the batch with 422, the agent keeps its last good desired state.
+
+Shapes (CONTRACT section 5, docs/operations.md "Agents across a release")::
+
+    "report": {"ts": 1764424800.5,
+               "pools": {"chat": {"ready": 2, "starting": 1, "draining": 0, "consecutive_crashes": 0,
+                                  "startup_seconds": 41.2,
+                                  "tenants": {"acme": {"requests_per_second": 3.5, "tokens_per_second": 420.0,
+                                                       "latency_p99_seconds": 0.8, "kv_blocks": 96}}}}}
+
+    "desired": {"pools": {"chat": {"replicas": 3}},
+                "pool_limits": {"chat": {"cpu_share": 0.2, "active_thread_percentage": 20, "gpu_memory_mib": 8192}},
+                "tenants": {"acme": {"slo_class": "latency_critical",
+                                     "quotas": {"chat": {"rate_rps": 5.0, "burst": 5.0, "max_concurrency": 4,
+                                                         "tokens_per_second": 800.0, "token_burst": 800.0,
+                                                         "kv_share": 0.3}}}},
+                "tenant_keys": {"<sha256 hex of a tenant key>": "acme"}}
+
+``desired.pools`` absent (null) means the control plane does not decide this node's pools (the agent keeps its own
+``--pools``); present, it is the node's whole pool set. ``tenants`` and ``pool_limits`` absent lift every limit.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+# Tenants one pool report may carry usage for: each is a row of the enforcer's state and of its observation every
+# tick (1,000 nodes x 64 pools x 256 tenants is already 16 M figures), so a report naming more is refused.
+MAX_TENANTS_PER_POOL = 256
+# Pools one desired state or report may name; the server's own bound (ingest_max_pools_per_node) is lower.
+MAX_POOLS = 256
+SHA256_HEX = r"^[0-9a-f]{64}$"
+# Tenant key digests one desired state may carry: 6,250 tenants at 16 keys each; ~9 MB.
+MAX_TENANT_KEYS = 100_000
+
+Count = Annotated[int, Field(ge=0, strict=True)]
+Figure = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class SloClass(StrEnum):
+    LATENCY_CRITICAL = "latency_critical"
+    STANDARD = "standard"
+    BATCH = "batch"
+
+
+# --- node → control plane ---------------------------------------------------------------------------------------
+
+
+class TenantUsage(_Wire):
+    """One tenant's use of one pool's replicas on the node over the agent's last sampling window."""
+
+    requests_per_second: Figure | None = None
+    tokens_per_second: Figure | None = None  # generated tokens; text pools only
+    latency_p99_seconds: Seconds | None = None
+    kv_blocks: Figure | None = None  # KV-cache blocks its sequences hold now; text pools only
+
+
+class PoolReport(_Wire):
+    """A pool's replicas on the node: ``ready`` serve, ``starting`` are on their way, ``draining`` finish what they
+    have and take nothing new. ``current`` (docs/architecture.md, glossary) is ready + starting."""
+
+    ready: Count
+    starting: Count = 0
+    draining: Count = 0
+    consecutive_crashes: Count = 0  # of the pool's most crash-looping replica slot; 0 once one stays up
+    startup_seconds: Seconds | None = None  # the last replica's measured start → ready; None until one was ready
+    tenants: Annotated[dict[Name, TenantUsage], Field(max_length=MAX_TENANTS_PER_POOL)] = Field(default_factory=dict)
+
+    @property
+    def current(self) -> int:
+        return self.ready + self.starting
+
+
+class NodeReport(_Wire):
+    """What the node runs, as of ``ts`` (the agent's clock when it cut the batch)."""
+
+    ts: Annotated[float, Field(gt=0, allow_inf_nan=False)]
+    pools: Annotated[dict[Name, PoolReport], Field(max_length=MAX_POOLS)] = Field(default_factory=dict)
+
+    @property
+    def replicas(self) -> int:
+        """Ready, starting and draining replicas of every pool: what the node holds in all."""
+        return sum(p.ready + p.starting + p.draining for p in self.pools.values())
+
+
+# --- control plane → node ---------------------------------------------------------------------------------------
+
+Kind = Annotated[str, Field(pattern=r"^(text|classify)$")]
+
+
+class PoolDesired(_Wire):
+    replicas: Count
+    kind: Kind | None = None  # None: what the node runs it as now (text for a new pool)
+
+
+class PoolLimits(_Wire):
+    """Each replica's device limits: ``cpu_share`` of the node's cores (the agent multiplies by its own), the MPS
+    thread percentage and pinned memory of a GPU replica. A field left out is not limited."""
+
+    cpu_share: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
+    active_thread_percentage: Annotated[int, Field(ge=1, le=100, strict=True)] | None = None
+    gpu_memory_mib: Annotated[int, Field(ge=1, le=10**9, strict=True)] | None = None
+
+
+Rate = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Burst = Annotated[float, Field(ge=1, allow_inf_nan=False)]
+
+
+class QuotaDesired(_Wire):
+    """A tenant's admission limits on one of the node's pools; a field left out keeps the agent's default."""
+
+    rate_rps: Rate | None = None
+    burst: Burst | None = None
+    max_concurrency: Annotated[int, Field(ge=1, strict=True)] | None = None
+    tokens_per_second: Rate | None = None
+    token_burst: Burst | None = None
+    kv_share: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
+
+
+class TenantDesired(_Wire):
+    slo_class: SloClass = SloClass.STANDARD
+    quotas: Annotated[dict[Name, QuotaDesired], Field(max_length=MAX_POOLS)] = Field(default_factory=dict)
+
+
+TenantKeyDigest = Annotated[str, Field(pattern=SHA256_HEX)]
+
+
+class DesiredState(_Wire):
+    """What the control plane wants a node to run and enforce; the ingest answer's ``desired``."""
+
+    pools: Annotated[dict[Name, PoolDesired], Field(max_length=MAX_POOLS)] | None = None
+    pool_limits: Annotated[dict[Name, PoolLimits], Field(max_length=MAX_POOLS)] = Field(default_factory=dict)
+    tenants: dict[Name, TenantDesired] = Field(default_factory=dict)
+    tenant_keys: Annotated[dict[TenantKeyDigest, Name], Field(max_length=MAX_TENANT_KEYS)] = Field(default_factory=dict)
+
+    @property
+    def replicas(self) -> int:
+        """The replicas ``pools`` asks for in all (0 when it names none)."""
+        return sum(p.replicas for p in (self.pools or {}).values())
+
+    def is_empty(self) -> bool:
+        return self.pools is None and not self.pool_limits and not self.tenants and not self.tenant_keys
