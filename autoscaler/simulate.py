@@ -35,6 +35,7 @@ from autoscaler.policy import (
     scale_down_window_seconds,
 )
 from predictor.base import FloatArray, Forecast, ForecastError, History
+from predictor.series_csv import value_text
 
 ORACLE = "oracle"
 SIMULATED_POLICIES: tuple[str, ...] = ("static", "reactive", "predictive", "hybrid", ORACLE)
@@ -253,14 +254,15 @@ def summary(result: SimulationResult, capacity_per_replica: float) -> dict[str, 
 def write_outputs(
     result: SimulationResult, capacity_per_replica: float, out: Path, labels: Sequence[str] | None = None
 ) -> dict[str, float | int | str | None]:
-    """``decisions.csv`` (timestamp as in the input when ``labels`` are given) and ``summary.json`` under ``out``."""
+    """``decisions.csv`` (timestamp as in the input when ``labels`` are given, demand exactly as read) and
+    ``summary.json`` under ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     with (out / "decisions.csv").open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["timestamp", "demand", "desired_replicas", "ready_replicas"])
         for i, step in enumerate(result.steps):
             stamp = labels[i] if labels is not None else f"{step.ts:g}"
-            writer.writerow([stamp, "" if math.isnan(step.demand) else f"{step.demand:g}", step.desired, step.ready])
+            writer.writerow([stamp, value_text(step.demand), step.desired, step.ready])
     body = summary(result, capacity_per_replica)
     (out / "summary.json").write_text(json.dumps(body, indent=2) + "\n")
     return body

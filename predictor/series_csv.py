@@ -2,7 +2,8 @@
 
 Timestamps are ISO-8601 (``2023-11-16T18:17:00Z``; no zone means UTC) or Unix seconds. The step is the most common
 difference between consecutive timestamps; a missing step (a missing row or an empty value) becomes NaN, never zero.
-Every error names the line it found wrong.
+Every error names the line it found wrong. ``value_text`` writes a value back as text that reads as the same float,
+for the outputs that repeat the input's values.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from predictor.base import History
 
 HEADER = ("timestamp", "value")
 _MAX_MISSING_RATIO = 10  # 2,000 rows spanning 20,000+ steps is a typo in a timestamp, not a gappy series
+_EXACT_INTEGER_LIMIT = 1e16  # past it, a float's digits are not all significant: 1e+22, not 22 digits
 _GRID_TOLERANCE = 1e-6  # of a step: a timestamp 0.1 s off a 600 s grid is a bad line, not rounding noise
 
 
@@ -135,6 +137,17 @@ def _regularise(rows: list[_Row], path: Path) -> Series:
     iso = rows[0].iso
     filled = tuple(label or _format_ts(start + i * step, iso) for i, label in enumerate(labels))
     return Series(History(values, float(step), float(start)), filled)
+
+
+def value_text(value: float) -> str:
+    """``value`` as text that parses back to the same float, empty for NaN (a missing value): 1019036.0 →
+    "1019036" as the input wrote it, not "1.01904e+06"; 0.1 → "0.1"; other values as Python's shortest repr."""
+    value = float(value)  # a numpy float's repr is "np.float64(0.1)"
+    if math.isnan(value):
+        return ""
+    if value.is_integer() and abs(value) < _EXACT_INTEGER_LIMIT:
+        return str(int(value))
+    return repr(value)
 
 
 def _format_ts(ts: float, iso: bool) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from pathlib import Path
@@ -133,6 +134,18 @@ def test_cli_writes_decisions_and_summary(tmp_path: Path, capsys: pytest.Capture
     compared = {row["policy"] for row in json.loads((out / "comparison.json").read_text())}
     assert compared == {"static", "reactive", "predictive", "hybrid", "oracle"}
     assert "oracle" in capsys.readouterr().out
+
+
+def test_decisions_repeat_the_input_demand_exactly(tmp_path: Path) -> None:
+    demand = ["1019036", "0.1", "123456.789012345", "", "2.5e-07", "98765432101"]  # "" is a missing value
+    series = tmp_path / "demand.csv"
+    series.write_text("timestamp,value\n" + "".join(f"{60 * i},{v}\n" for i, v in enumerate(demand)))
+    out = tmp_path / "out"
+    base = ["simulate", str(series), "--capacity-per-replica", "1000000", "--policy", "reactive"]
+    assert main([*base, "--out", str(out)]) == 0
+    with (out / "decisions.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [row["demand"] for row in rows] == demand  # not 1.01904e+06 nor 1.23457e+05
 
 
 def test_cli_rejects_unknown_policy_and_bad_capacity(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from predictor.series_csv import SeriesCsvError, read_series_csv
+from predictor.series_csv import SeriesCsvError, read_series_csv, value_text
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -68,3 +68,20 @@ def test_bad_input_names_the_line(tmp_path: Path, text: str, where: str, why: st
 def test_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(SeriesCsvError, match="cannot read"):
         read_series_csv(tmp_path / "absent.csv")
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (1019036.0, "1019036"),
+        (np.float64(0.1), "0.1"),
+        (-3.0, "-3"),
+        (123456.789012345, "123456.789012345"),
+        (2.5e-07, "2.5e-07"),
+        (1e22, "1e+22"),
+        (math.nan, ""),
+    ],
+)
+def test_value_text_reads_back_as_the_same_float(value: float, text: str) -> None:
+    assert value_text(value) == text
+    assert text == "" or float(text) == value
