@@ -24,6 +24,7 @@ from collector.registry import node_statuses, read_latest
 from collector.telemetry import IngestTelemetry
 from fleet.pools import PoolStore
 from fleet.scaling_events import EventStore
+from fleet.view import FleetReader
 from fleetpilot.settings import ActuatorKind, ServerSettings
 from isolation.desired import TenantsDesired
 from isolation.enforcer import EnforcerTelemetry
@@ -70,6 +71,11 @@ def build_services(settings: ServerSettings, engine: Engine | None = None) -> Ap
         enforcement=EnforcementStore(engine),
         enforcer_telemetry=EnforcerTelemetry(registry),
         alerting_telemetry=AlertingTelemetry(registry),
+        fleet=FleetReader(
+            engine,
+            node_down_after_seconds=settings.node_down_after_seconds,
+            cpu_replicas_per_node=settings.cpu_replicas_per_node,
+        ),
     )
 
     def now() -> float:

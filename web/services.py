@@ -17,6 +17,7 @@ from collector.ingest import SampleWriter
 from collector.telemetry import IngestTelemetry
 from fleet.pools import PoolStore
 from fleet.scaling_events import EventStore
+from fleet.view import FleetReader
 from isolation.enforcer import EnforcerTelemetry
 from isolation.events import EnforcementStore
 from predictor.store import ForecastStore
@@ -50,6 +51,7 @@ class AppServices:
     enforcement: EnforcementStore
     enforcer_telemetry: EnforcerTelemetry
     alerting_telemetry: AlertingTelemetry
+    fleet: FleetReader  # the one liveness-aware read of the fleet (one node_down_after_seconds)
     desired_state: DesiredStateSource = _nothing_desired
     clock: Callable[[], float] = field(default=time.time)
     ingest_gate: InFlightLimit = field(init=False)
