@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from inference_agent.engine.api import ImageClassifier, TextEngine
 from inference_agent.serving.fake_engine import FakeClassifier, FakeTextEngine
-from inference_agent.serving.placement import CPUS_ENV, THREADS_ENV, parse_cpus
+from inference_agent.serving.replica_quota import CPUS_ENV, THREADS_ENV, parse_cpus
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from inference_agent.serving.placement import GpuQuota
+from inference_agent.serving.replica_quota import GpuQuota
 
 KINDS = ("text", "classify")
 POOL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from inference_agent.serving.placement import GpuQuota
 from inference_agent.serving.pools import PoolSpec
+from inference_agent.serving.replica_quota import GpuQuota
 
 
 class Phase(StrEnum):

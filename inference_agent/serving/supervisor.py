@@ -3,7 +3,7 @@
 The target is the agent's ``--pools`` until the control plane's ``desired`` names pools, with the limits of its
 ``pool_limits`` (shapes in ``pools.py``). Each pass observes (process exits, warm ``/healthz``, in-flight counts),
 asks ``reconcile.decide`` what to do, and does it: start replicas on free loopback ports with their quota environment
-(``placement.py``), route to them once warm, drain on scale-down (``POST /drain``, then SIGTERM when nothing is in
+(``replica_quota.py``), route to them once warm, drain on scale-down (``POST /drain``, then SIGTERM when nothing is in
 flight or the drain deadline passed), restart crashed ones after their back-off. A pool's CPU cap applies to each of
 its replicas right after its process starts, and changes in place on running ones (``isolation/cpu.py``); the cap's
 cgroup goes with the process. Under MPS the GPU limits travel in the replica's environment, the MPS server is made
@@ -27,7 +27,6 @@ import httpx
 from inference_agent.isolation.cpu import CpuLimits
 from inference_agent.isolation.limits import IsolationError, LimitApplier, ReplicaLimits
 from inference_agent.serving.launcher import Launcher, LaunchSpec, ReplicaProcess, free_port
-from inference_agent.serving.placement import GpuQuota, cpu_share, replica_environment
 from inference_agent.serving.pools import (
     MAX_REPLICAS_PER_NODE,
     DesiredRefused,
@@ -46,6 +45,7 @@ from inference_agent.serving.reconcile import (
     decide,
     settled,
 )
+from inference_agent.serving.replica_quota import GpuQuota, cpu_share, replica_environment
 from inference_agent.serving.telemetry import ServingTelemetry
 
 log = logging.getLogger(__name__)

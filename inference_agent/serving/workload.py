@@ -21,8 +21,8 @@ from inference_agent.isolation.mps import MpsControl
 from inference_agent.probes.builtin import BuiltinEngineProbe
 from inference_agent.serving.frontend import Frontend, FrontendLimits
 from inference_agent.serving.launcher import Launcher, ProcessLauncher
-from inference_agent.serving.placement import mps_daemon_running
 from inference_agent.serving.reconcile import Timing
+from inference_agent.serving.replica_quota import mps_daemon_running
 from inference_agent.serving.supervisor import Supervisor
 from inference_agent.serving.telemetry import ServingTelemetry
 from inference_agent.serving.tenant_identity import GatewayTrust

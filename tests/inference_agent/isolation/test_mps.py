@@ -11,7 +11,7 @@ import pytest
 
 from inference_agent.isolation.limits import ReplicaLimits
 from inference_agent.isolation.mps import ClientLimitReached, MpsControl, MpsError
-from inference_agent.serving.placement import GpuQuota, replica_environment
+from inference_agent.serving.replica_quota import GpuQuota, replica_environment
 
 FAKE = Path(__file__).resolve().parents[3] / "scripts" / "fake-nvidia-cuda-mps-control"
 

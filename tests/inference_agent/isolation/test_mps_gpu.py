@@ -17,7 +17,7 @@ import pytest
 
 from inference_agent.isolation.limits import ReplicaLimits
 from inference_agent.isolation.mps import CONTROL_BINARY, MpsControl
-from inference_agent.serving.placement import GpuQuota, replica_environment
+from inference_agent.serving.replica_quota import GpuQuota, replica_environment
 
 pytestmark = pytest.mark.gpu
 

@@ -1,4 +1,4 @@
-"""Supervisor decisions as pure functions: scale up and down, drain, crash back-off, kind changes; placement; pools
+"""Supervisor decisions as pure functions: scale up and down, drain, crash back-off, kind changes; replica quotas; pools
 and their bounds."""
 
 from __future__ import annotations
@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from inference_agent.serving.launcher import LaunchSpec, ReplicaProcess
-from inference_agent.serving.placement import GpuQuota, cpu_share, mps_daemon_running, replica_environment
 from inference_agent.serving.pools import (
     MAX_POOLS,
     DesiredRefused,
@@ -29,6 +28,7 @@ from inference_agent.serving.reconcile import (
     decide,
     settled,
 )
+from inference_agent.serving.replica_quota import GpuQuota, cpu_share, mps_daemon_running, replica_environment
 from inference_agent.serving.supervisor import Supervisor
 
 T = Timing(drain_deadline_s=20, startup_timeout_s=60, backoff_base_s=1, backoff_cap_s=60, stable_after_s=60)

@@ -13,9 +13,9 @@ import pytest
 
 from inference_agent.isolation.mps import MpsControl, process_environment
 from inference_agent.serving.launcher import ProcessLauncher
-from inference_agent.serving.placement import MPS_THREADS_ENV
 from inference_agent.serving.pools import PoolSpec
 from inference_agent.serving.reconcile import Phase, Timing
+from inference_agent.serving.replica_quota import MPS_THREADS_ENV
 from inference_agent.serving.supervisor import Supervisor
 from tests.inference_agent.isolation.test_mps import FAKE, commands
 
