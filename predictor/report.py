@@ -16,8 +16,9 @@ import numpy as np
 
 from predictor.backtest import Backtest
 from predictor.base import FloatArray
+from predictor.series_csv import value_text
 
-FORECAST_COLUMNS = ("origin", "step", "target", "yhat", "lo", "hi")
+FORECAST_COLUMNS = ("origin", "step", "target", "actual", "yhat", "lo", "hi")
 _WIDTH, _HEIGHT, _MARGIN_LEFT, _MARGIN = 1100, 380, 80, 30
 _TICKS = 5
 
@@ -33,15 +34,18 @@ def write_outputs(result: Backtest, labels: Sequence[str], out_dir: Path, extras
 
 
 def write_forecasts_csv(result: Backtest, labels: Sequence[str], path: Path) -> None:
-    """One row per origin and step; the origin as the input wrote it; an empty field where a value is missing."""
+    """One row per origin and step: the origin's and the target step's timestamps as the input wrote them (the
+    target is ``step`` steps after the origin), the value observed at the target exactly as read, and the forecast;
+    an empty field where a value is missing."""
     fc = result.forecasts
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(FORECAST_COLUMNS)
         for row, origin in enumerate(result.plan.origins):
             for k in range(result.plan.horizon_steps):
-                numbers = (result.actual[row, k], fc.yhat[row, k], fc.lo[row, k], fc.hi[row, k])
-                writer.writerow([labels[origin], k + 1, *(_number(x) for x in numbers)])
+                forecast = (_number(x) for x in (fc.yhat[row, k], fc.lo[row, k], fc.hi[row, k]))
+                target = labels[origin + k + 1]
+                writer.writerow([labels[origin], k + 1, target, value_text(result.actual[row, k]), *forecast])
 
 
 def _number(value: float) -> str:

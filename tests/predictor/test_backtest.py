@@ -7,6 +7,7 @@ import json
 import math
 import sys
 import types
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Self
 
@@ -191,10 +192,12 @@ def test_the_outputs_have_the_contract_columns_and_keys(tmp_path: Path) -> None:
     summary = write_outputs(backtest(Last(), history, plan), labels, tmp_path, {"runtime_s": 0.1})
     with (tmp_path / "forecasts.csv").open(newline="") as handle:
         rows = list(csv.reader(handle))
-    assert tuple(rows[0]) == FORECAST_COLUMNS == ("origin", "step", "target", "yhat", "lo", "hi")
+    assert tuple(rows[0]) == FORECAST_COLUMNS == ("origin", "step", "target", "actual", "yhat", "lo", "hi")
     assert len(rows) - 1 == len(plan.origins) * 2
-    assert rows[1][:2] == ["5400", "1"] and rows[2][:2] == ["5400", "2"]
-    assert float(rows[1][2]) == pytest.approx(history.values[10])  # target of origin 9, step 1
+    assert rows[1][:3] == ["5400", "1", "6000"] and rows[2][:3] == ["5400", "2", "6600"]  # origin + step × 600 s
+    for origin, step, target, actual, *_forecast in rows[1:]:
+        assert int(target) == int(origin) + int(step) * 600
+        assert float(actual) == history.values[int(target) // 600]  # exactly the input's value
     written = json.loads((tmp_path / "summary.json").read_text())
     assert written == summary and written.keys() >= SUMMARY_KEYS
     assert written["baselines"].keys() == {"naive", "seasonal_naive"}
@@ -231,6 +234,24 @@ def test_the_cli_writes_the_three_outputs(tmp_path: Path, capsys: pytest.Capture
     assert (summary["model"], summary["horizon_steps"], summary["warmup_steps"]) == ("mean", 15, 30)
     assert summary["origins"] == 60 - 15 - 30 + 1
     assert "mean: MASE" in capsys.readouterr().out
+
+
+@pytest.mark.usefixtures("registry")
+def test_the_cli_forecasts_name_their_target_step_in_the_input_style_with_its_actual(tmp_path: Path) -> None:
+    series = series_csv(tmp_path)
+    observed = dict(line.split(",") for line in series.read_text().splitlines()[1:])
+    out = tmp_path / "out"
+    assert main(["backtest", str(series), "--horizon", "15m", "--out", str(out), "--model", "mean"]) == 0
+    with (out / "forecasts.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    for row in rows:
+        origin = datetime.fromisoformat(row["origin"])
+        assert row["target"] == (origin + timedelta(minutes=int(row["step"]))).isoformat().replace("+00:00", "Z")
+        if row["target"] in observed:
+            assert float(row["actual"]) == float(observed[row["target"]])
+        else:
+            assert row["actual"] == ""  # minute 40 is missing from the input
+    assert "" in {row["actual"] for row in rows}
 
 
 @pytest.mark.usefixtures("registry")
