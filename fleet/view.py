@@ -14,7 +14,16 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine, select
 
-from collector.registry import NodeStatus, PoolOnNode, node_statuses, pools_on_up_nodes, read_latest
+from collector.registry import (
+    NodeStatus,
+    NodeView,
+    PoolOnNode,
+    get_node,
+    list_nodes,
+    node_statuses,
+    pools_on_up_nodes,
+    read_latest,
+)
 from collector.tables import devices
 
 
@@ -57,6 +66,13 @@ class FleetView:
 
     def replicas_on_node(self, node_id: str) -> int:
         return sum(p.ready + p.starting for p in self.pools_on_nodes if p.node_id == node_id)
+
+    def ready_replicas(self) -> dict[str, int]:
+        """Ready replicas per pool on the up nodes."""
+        ready: dict[str, int] = defaultdict(int)
+        for p in self.pools_on_nodes:
+            ready[p.pool] += p.ready
+        return dict(ready)
 
 
 def read_fleet(conn: Connection, *, now: float, down_after_seconds: float, cpu_replicas_per_node: int) -> FleetView:
@@ -120,3 +136,35 @@ class FleetReader:
             down_after_seconds=self.node_down_after_seconds,
             cpu_replicas_per_node=self.cpu_replicas_per_node,
         )
+
+    def statuses(self, conn: Connection, now: float) -> dict[str, NodeStatus]:
+        """Every known node's status alone: the cheap read for a hot path (the /metrics scrape, GET /nodes)."""
+        return node_statuses(conn, now=now, down_after_seconds=self.node_down_after_seconds)
+
+    def pools_on_nodes(self, conn: Connection, now: float) -> list[PoolOnNode]:
+        """Every (node, pool) of the up nodes alone, without the loads a full view reads."""
+        return pools_on_up_nodes(conn, now=now, down_after_seconds=self.node_down_after_seconds)
+
+    def list_nodes(
+        self,
+        conn: Connection,
+        now: float,
+        *,
+        after: str | None = None,
+        limit: int = 100,
+        status: NodeStatus | None = None,
+        pool: str | None = None,
+    ) -> list[NodeView]:
+        """A page of nodes with their status (:func:`collector.registry.list_nodes`)."""
+        return list_nodes(
+            conn,
+            now=now,
+            down_after_seconds=self.node_down_after_seconds,
+            after=after,
+            limit=limit,
+            status=status,
+            pool=pool,
+        )
+
+    def node(self, conn: Connection, node_id: str, now: float) -> NodeView | None:
+        return get_node(conn, node_id, now=now, down_after_seconds=self.node_down_after_seconds)
