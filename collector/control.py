@@ -28,6 +28,8 @@ Shapes (CONTRACT section 5, docs/operations.md "Agents across a release")::
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 from enum import StrEnum
 from typing import Annotated
 
@@ -41,7 +43,8 @@ MAX_TENANTS_PER_POOL = 256
 # Pools one desired state or report may name; the server's own bound (ingest_max_pools_per_node) is lower.
 MAX_POOLS = 256
 SHA256_HEX = r"^[0-9a-f]{64}$"
-# Tenant key digests one desired state may carry: 6,250 tenants at 16 keys each; ~9 MB.
+MAX_KEYS_PER_TENANT = 16  # rotation needs 2; 16 leaves room for one per client without sizing anything by a caller
+# Tenant key digests one desired state may carry: 6,250 tenants at MAX_KEYS_PER_TENANT each; ~9 MB.
 MAX_TENANT_KEYS = 100_000
 
 Count = Annotated[int, Field(ge=0, strict=True)]
@@ -156,3 +159,21 @@ class DesiredState(_Wire):
 
     def is_empty(self) -> bool:
         return self.pools is None and not self.pool_limits and not self.tenants and not self.tenant_keys
+
+
+# --- tenant keys ------------------------------------------------------------------------------------------------
+# A key is ``fp_tenant_<43 url-safe characters>``: 256 random bits, so a plain SHA-256 digest is a safe stored form
+# (nothing to brute-force) and fast enough for the serving front end to take per request. The control plane keeps
+# and sends only digests (``DesiredState.tenant_keys``); the clear key is shown once, when it is created.
+
+TENANT_KEY_PREFIX = "fp_tenant_"
+SHOWN_PREFIX_CHARS = len(TENANT_KEY_PREFIX) + 6  # what a listing shows to tell keys apart: "fp_tenant_Ab3xYz"
+
+
+def new_tenant_key() -> str:
+    return f"{TENANT_KEY_PREFIX}{secrets.token_urlsafe(32)}"
+
+
+def key_digest(key: str) -> str:
+    """The key's stored and sent form: its SHA-256, hex (a ``TenantKeyDigest``)."""
+    return hashlib.sha256(key.encode()).hexdigest()

@@ -55,8 +55,8 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from collector.control import DesiredState
 from collector.registry import node_gpus, pools_on_up_nodes
-from inference_agent.serving.tenant_keys import TenantKeyHashes
 from isolation.events import EnforcementStore, ThrottleLevel
 from isolation.planning import (
     GpuDevice,
@@ -130,7 +130,7 @@ class TenantsAnswer:
     @cached_property
     def _key_digests(self) -> dict[str, str]:
         """The wire form of ``keys``, checked once per answer rather than once per ingest request."""
-        return TenantKeyHashes(tenant_keys=dict(self.keys)).tenant_keys
+        return DesiredState(tenant_keys=dict(self.keys)).tenant_keys
 
     @cached_property
     def _pools_by_node(self) -> dict[str, set[str]]:
