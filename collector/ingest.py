@@ -1,8 +1,9 @@
 """The hot ingest path: one validated batch becomes one transaction of Core bulk statements.
 
 Per batch: insert the samples ignoring ``(node_id, seq)`` conflicts (a resend counts as duplicate), upsert the node
-(registration and liveness), upsert the latest value of each series touched, and note rollup buckets the rollup job
-has already passed. The caller answers the agent only after ``write_batch`` returns, i.e. after the commit.
+(registration and liveness), upsert the latest value of each series touched, note rollup buckets the rollup job
+has already passed, and store the node's report (the latest per node, and one replica row per pool of it).
+The caller answers the agent only after ``write_batch`` returns, i.e. after the commit.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sqlalchemy import Connection, Engine, case, func, select, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from collector.catalog import METRIC_NAMES
+from collector.control import NodeReport
 from collector.database import insert_for
 from collector.errors import FieldProblem, StorageUnavailable, TooManyPools
 from collector.rollups import bucket_start
@@ -25,12 +27,14 @@ from collector.tables import (
     NO_DEVICE,
     NO_POOL,
     devices,
+    node_reports,
     nodes,
+    replica_reports,
     rollup_backlog,
     samples,
     series_latest,
 )
-from collector.wire import IngestBatch, WireInventory, WireSample
+from collector.wire import IngestBatch, WireInventory, WireSample, node_report
 
 
 @dataclass(frozen=True)
@@ -162,6 +166,7 @@ class SampleWriter:
         self._mark_backlog = backlog.on_conflict_do_update(
             index_elements=["node_id", "bucket"], set_={"bucket": backlog.excluded.bucket}
         )
+        self._store_report = ReportStatements(dialect)
         device = insert_for(dialect, devices)
         self._upsert_devices = device.on_conflict_do_update(
             index_elements=["node_id", "index"],
@@ -189,6 +194,9 @@ class SampleWriter:
         node_id = batch.node_id
         if batch.inventory is not None:
             self._write_inventory(conn, node_id, batch.inventory, received_at)
+        report = node_report(batch)
+        if report is not None:
+            self._store_report(conn, node_id, report, received_at=received_at)
         if not batch.samples:
             conn.execute(self._register_node, [{"id": node_id, "first_seen": received_at, "last_seen": received_at}])
             return IngestResult(accepted=0, duplicates=0)
@@ -238,6 +246,44 @@ class SampleWriter:
             )
 
 
+class ReportStatements:
+    """Stores a node's report: the latest per node, kept only while no newer one is stored (a spool replayed after an
+    outage never overwrites the fresher state), and one ``replica_reports`` row per pool, a resent one ignored."""
+
+    def __init__(self, dialect: str) -> None:
+        latest = insert_for(dialect, node_reports)
+        self._upsert_latest = latest.on_conflict_do_update(
+            index_elements=["node_id"],
+            set_={name: latest.excluded[name] for name in ("ts", "received_at", "report")},
+            where=node_reports.c.ts < latest.excluded.ts,
+        )
+        self._insert_replicas = insert_for(dialect, replica_reports).on_conflict_do_nothing(
+            index_elements=["node_id", "pool", "ts"]
+        )
+
+    def __call__(self, conn: Connection, node_id: str, report: NodeReport, *, received_at: float) -> None:
+        body = report.model_dump(mode="json", exclude_defaults=True)
+        conn.execute(
+            self._upsert_latest, [{"node_id": node_id, "ts": report.ts, "received_at": received_at, "report": body}]
+        )
+        if report.pools:
+            conn.execute(
+                self._insert_replicas,
+                [
+                    {"node_id": node_id, "pool": name, "ts": report.ts, **pool.model_dump(include=_REPLICA_COUNTS)}
+                    for name, pool in sorted(report.pools.items())
+                ],
+            )
+
+
+_REPLICA_COUNTS = {"ready", "starting", "draining"}
+
+
+def store_report(conn: Connection, node_id: str, report: NodeReport, *, received_at: float) -> None:
+    """Store one report as ingest does, in the caller's transaction (a job or a test that stands in for an agent)."""
+    ReportStatements(conn.dialect.name)(conn, node_id, report, received_at=received_at)
+
+
 class PoolsSeen:
     """The pools each node has reported, as this process last read them: a node names the same pools push after push,
     so only a batch naming one not seen here reads the node's series from the database (the read cost the ingest
@@ -258,23 +304,32 @@ class PoolsSeen:
 
 
 def _check_pools(conn: Connection, batch: IngestBatch, bound: PoolBound, seen: PoolsSeen) -> None:
-    named = [s.pool for s in batch.samples if s.pool is not None]
+    """The pools the batch's samples and report name count toward the bound alike: a report may name a pool none of
+    whose replicas has sent a sample yet (all of them starting)."""
+    in_report = list(batch.report.pools) if batch.report is not None else []
+    named = [s.pool for s in batch.samples if s.pool is not None] + in_report
     if not named or seen.covers(batch.node_id, named):
         return
-    c = series_latest.c
-    reported = set(conn.scalars(select(c.pool).where(c.node_id == batch.node_id, c.pool != NO_POOL).distinct()))
+    reported = _reported_pools(conn, batch.node_id)
     refused = bound.refused(reported, named)
     if refused:
-        raise TooManyPools(
-            [
-                FieldProblem(index, "pool", f"this node reports more than {bound.max_pools} pools")
-                for index, sample in enumerate(batch.samples)
-                if sample.pool in refused
-            ]
-        )
+        why = f"this node reports more than {bound.max_pools} pools"
+        problems = [FieldProblem(i, "pool", why) for i, sample in enumerate(batch.samples) if sample.pool in refused]
+        problems += [FieldProblem(None, f"report.pools.{pool}", why) for pool in in_report if pool in refused]
+        raise TooManyPools(problems)
     # Noted before the commit: should it fail, these pools passed the bound all the same, and the next new pool
     # reads the node's series afresh.
     seen.note(batch.node_id, reported | set(named))
+
+
+def _reported_pools(conn: Connection, node_id: str) -> set[str]:
+    """The pools the node has reported: its pool series and the pools of its stored report."""
+    c = series_latest.c
+    reported = set(conn.scalars(select(c.pool).where(c.node_id == node_id, c.pool != NO_POOL).distinct()))
+    stored = conn.scalar(select(node_reports.c.report).where(node_reports.c.node_id == node_id))
+    if isinstance(stored, dict) and isinstance(stored.get("pools"), dict):
+        reported |= set(stored["pools"])
+    return reported
 
 
 def _latest_per_series(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -14,18 +14,17 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, c
 from pydantic_core import ErrorDetails
 
 from collector.catalog import METRICS, Scope
-from collector.control import NAME_PATTERN, NodeReport
+from collector.control import MAX_TENANTS_PER_POOL, NAME_PATTERN, NodeReport, PoolReport
 from collector.errors import FieldProblem, InvalidBatch
 
 # The largest value of the BIGINT columns the integers land in (samples.seq, nodes.last_seq,
 # devices.memory_total_bytes): 2**63 - 1. One more failed the insert and answered 500 with a reset.
 BIGINT_MAX = 2**63 - 1
-# The agent's replica counts of a pool series (inference_agent/probes/builtin.py); they size what the desired state
-# plans per replica, so they are bounded by the settings' node_max_replicas at the door.
-REPLICA_COUNTS = ("replicas_ready", "replicas_starting")
-# Tenants one pool sample may report usage for: each is a row of the enforcer's state and of its observation every
-# tick (1,000 nodes x 64 pools x 256 tenants is already 16 M figures), so a sample naming more is refused.
-MAX_TENANTS_PER_SAMPLE = 256
+# The replica counts agents before the NodeReport sent as a pool sample's extras (one release: docs/operations.md
+# "Agents across a release"); they size what the desired state plans per replica, so they are bounded by the
+# settings' node_max_replicas at the door, as a report's are.
+LEGACY_REPLICA_COUNTS = ("replicas_ready", "replicas_starting")
+LEGACY_REPORT_EXTRAS = (*LEGACY_REPLICA_COUNTS, "replica_consecutive_crashes", "tenants")
 # The ceiling of a load metric without a natural one (bytes, watts, rates): 2**63 ≈ 9.2e18 is eight orders of
 # magnitude past any real reading (an H200's 141 GB is 1.4e11 bytes, a 400 Gb/s NIC 5e10 B/s), and far enough below
 # 1.8e308 that no sum of stored values overflows: two samples of 1.7e308 made every pool aggregate raise.
@@ -93,6 +92,8 @@ def parse_batch(
 ) -> IngestBatch:
     """Parse and check one JSON body; ``InvalidBatch`` names every offending sample index and field.
 
+    The batch's ``report`` is the node's report whatever the agent's release: one from an agent before the report
+    is built here from its pool samples' extras (:func:`node_report`), so nothing past this reads those extras.
     CPU-bound (a 20,000-sample body takes about a second): the web layer runs it off the event loop.
     """
     _refuse_too_many_samples(body, max_samples)
@@ -101,9 +102,93 @@ def parse_batch(
     except ValidationError as exc:
         raise InvalidBatch([_problem(err) for err in exc.errors(include_url=False)]) from None
     problems = list(_sample_problems(batch, now=now, max_future_seconds=max_future_seconds, max_replicas=max_replicas))
+    if not problems:
+        batch.report = node_report(batch)
+        if batch.report is not None:
+            problems = list(
+                _report_problems(
+                    batch.report, now=now, max_future_seconds=max_future_seconds, max_replicas=max_replicas
+                )
+            )
     if problems:
         raise InvalidBatch(problems)
     return batch
+
+
+def node_report(batch: IngestBatch) -> NodeReport | None:
+    """The node's report: the one it sent or, from an agent before the report (one release), the one its pool
+    samples' extras make: each pool's newest sample carrying ``replicas_ready`` … ``tenants`` is that pool's entry,
+    as of the newest of them. None for a batch with neither (an external engine probe, a bench agent).
+
+    The one reader of those extras; ``InvalidBatch`` names the extra a bad value came from."""
+    if batch.report is not None:
+        return batch.report
+    newest: dict[str, tuple[int, WireSample]] = {}
+    for index, sample in enumerate(batch.samples):
+        if sample.pool is None or not sample.extra or not any(k in sample.extra for k in LEGACY_REPORT_EXTRAS):
+            continue
+        kept = newest.get(sample.pool)
+        if kept is None or sample.ts >= kept[1].ts:
+            newest[sample.pool] = (index, sample)
+    if not newest:
+        return None
+    pools = {pool: _legacy_pool(index, sample.extra) for pool, (index, sample) in newest.items()}
+    return NodeReport(ts=max(sample.ts for _, sample in newest.values()), pools=pools)
+
+
+# A PoolReport field → the extra an agent before the report sent it as.
+_LEGACY_NAMES = {
+    "ready": "replicas_ready",
+    "starting": "replicas_starting",
+    "consecutive_crashes": "replica_consecutive_crashes",
+    "tenants": "tenants",
+}
+
+
+def _legacy_pool(index: int, extra: dict[str, JsonValue]) -> PoolReport:
+    """A pool's entry from its sample's extras: a series without ``replicas_ready`` is one ready replica."""
+    fields = {field: extra[name] for field, name in _LEGACY_NAMES.items() if name in extra}
+    try:
+        return PoolReport.model_validate({"ready": 1, **fields})
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors(include_url=False):
+            field, *rest = (str(part) for part in err["loc"])
+            problems.append(
+                FieldProblem(index, ".".join(["extra", _LEGACY_NAMES.get(field, field), *rest]), err["msg"])
+            )
+        raise InvalidBatch(problems) from None
+
+
+def _report_problems(
+    report: NodeReport, *, now: float, max_future_seconds: float, max_replicas: int
+) -> Iterator[FieldProblem]:
+    """What the server sizes by a report, against its settings: each pool's ready + starting + draining and the
+    node's total at most ``max_replicas`` (ready 200 + starting 100 is over 256), and a ``ts`` no further ahead than
+    the samples' (a report from 2100 would win over every later one: the newest report is the node's state)."""
+    if report.ts > now + max_future_seconds:
+        yield FieldProblem(
+            None,
+            "report.ts",
+            f"{report.ts:.3f} is {report.ts - now:.0f} s in the future (limit {max_future_seconds:.0f} s)",
+        )
+    over = False
+    for name, pool in report.pools.items():
+        held = pool.ready + pool.starting + pool.draining
+        if held > max_replicas:
+            over = True
+            yield FieldProblem(
+                None,
+                f"report.pools.{name}.ready",
+                f"{held} replicas with starting and draining; at most {max_replicas}",
+            )
+    if not over and report.replicas > max_replicas:
+        first = next(iter(report.pools))
+        yield FieldProblem(
+            None,
+            f"report.pools.{first}.ready",
+            f"{report.replicas} replicas in all; a node runs at most {max_replicas}",
+        )
 
 
 def _refuse_too_many_samples(body: bytes, max_samples: int) -> None:
@@ -157,18 +242,19 @@ _POOL_METRICS = tuple(m.name for m in METRICS if m.scope is Scope.POOL_REPLICA)
 
 
 def _extra_bound_problems(index: int, extra: dict[str, JsonValue], max_replicas: int) -> Iterator[FieldProblem]:
-    """The extras the server sizes something by: replica counts (whole numbers, at most ``max_replicas`` together:
-    ready 200 + starting 100 is over 256) and the tenants a sample reports usage for."""
-    counts = {name: extra[name] for name in REPLICA_COUNTS if name in extra}
+    """The legacy extras the server sizes something by (:func:`node_report`), in every sample that carries them:
+    replica counts (whole numbers, at most ``max_replicas`` together: ready 200 + starting 100 is over 256) and the
+    tenants a sample reports usage for."""
+    counts = {name: extra[name] for name in LEGACY_REPLICA_COUNTS if name in extra}
     bad = [name for name, count in counts.items() if not _is_replica_count(count, max_replicas)]
     for name in bad:
         yield FieldProblem(index, f"extra.{name}", f"a whole number of replicas from 0 to {max_replicas}")
     if not bad and sum(count for count in counts.values() if isinstance(count, int)) > max_replicas:
-        yield FieldProblem(index, f"extra.{REPLICA_COUNTS[0]}", f"a node runs at most {max_replicas} replicas")
+        yield FieldProblem(index, f"extra.{LEGACY_REPLICA_COUNTS[0]}", f"a node runs at most {max_replicas} replicas")
     tenants = extra.get("tenants")
-    if isinstance(tenants, dict) and len(tenants) > MAX_TENANTS_PER_SAMPLE:
+    if isinstance(tenants, dict) and len(tenants) > MAX_TENANTS_PER_POOL:
         yield FieldProblem(
-            index, "extra.tenants", f"{len(tenants)} tenants, more than the limit of {MAX_TENANTS_PER_SAMPLE}"
+            index, "extra.tenants", f"{len(tenants)} tenants, more than the limit of {MAX_TENANTS_PER_POOL}"
         )
 
 

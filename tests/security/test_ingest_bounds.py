@@ -16,7 +16,7 @@ import collector.wire
 import web.routes.ingest
 from collector.errors import TooManyPools
 from collector.ingest import PoolBound, SampleWriter
-from collector.tables import devices, samples
+from collector.tables import devices, node_reports, replica_reports, samples
 from collector.wire import IngestBatch
 from fleet.pools import PoolSpec, PoolStore
 from tests.conftest import gpu_sample, pool_sample
@@ -71,6 +71,53 @@ def test_finding_1_a_replica_count_past_the_node_bound_is_refused_and_nothing_st
     answer = client.post("/api/v1/ingest", json=body, headers=auth("agent", "node-a"))
     assert refused(answer) == (1, field)
     assert stored(engine) == 0
+
+
+@pytest.mark.parametrize(
+    ("report", "field"),
+    [
+        ({"pools": {"chat": {"ready": 3_000_000}}}, "report.pools.chat.ready"),
+        ({"pools": {"chat": {"ready": 200, "starting": 50, "draining": 7}}}, "report.pools.chat.ready"),  # 257
+        ({"pools": {"chat": {"ready": 200}, "embed": {"ready": 57}}}, "report.pools.chat.ready"),  # node: 257
+        ({"pools": {"chat": {"ready": -1}}}, "report.pools.chat.ready"),
+        ({"pools": {"chat": {"ready": 2.5}}}, "report.pools.chat.ready"),
+        ({"pools": {"chat": {"ready": 1, "starting": True}}}, "report.pools.chat.starting"),
+        (
+            {"pools": {"chat": {"ready": 1, "tenants": {f"t{i}": {"requests_per_second": 1.0} for i in range(257)}}}},
+            "report.pools.chat.tenants",
+        ),
+        ({"ts": 1e12, "pools": {"chat": {"ready": 1}}}, "report.ts"),  # it would win over every later report
+    ],
+    ids=[
+        "three million",
+        "one pool past 256",
+        "the node past 256",
+        "negative",
+        "not whole",
+        "a bool",
+        "257 tenants",
+        "far future",
+    ],
+)
+def test_finding_1_a_reports_replicas_past_the_node_bound_are_refused_naming_the_field_and_nothing_stored(
+    client: TestClient, auth: Auth, engine: Engine, clock: FakeClock, report: dict[str, Any], field: str
+) -> None:
+    body = {"node_id": "node-a", "samples": [pool_sample(1, clock())], "report": {"ts": clock(), **report}}
+    answer = client.post("/api/v1/ingest", json=body, headers=auth("agent", "node-a"))
+    assert refused(answer) == (None, field)
+    assert stored(engine) == 0
+    with engine.connect() as conn:
+        assert conn.scalar(select(func.count()).select_from(node_reports)) == 0
+
+
+def test_finding_1_a_report_at_the_bound_is_accepted(
+    client: TestClient, auth: Auth, engine: Engine, clock: FakeClock
+) -> None:
+    report = {"ts": clock(), "pools": {"chat": {"ready": 200, "starting": 50}, "embed": {"ready": 6}}}
+    body = {"node_id": "node-a", "samples": [pool_sample(1, clock())], "report": report}
+    assert client.post("/api/v1/ingest", json=body, headers=auth("agent", "node-a")).status_code == 200
+    with engine.connect() as conn:
+        assert conn.scalar(select(func.count()).select_from(replica_reports)) == 2
 
 
 def test_finding_1_the_desired_state_is_computed_off_the_event_loop(
@@ -165,6 +212,27 @@ def test_finding_11_pools_past_the_bound_are_refused_and_counted_and_configured_
         assert stored(engine) == 5  # nothing of the refused request
         assert push("p2", "chat").status_code == 200  # pools it already reports, and configured ones, still go
     assert rejected(services, "too_many_pools") == 1
+
+
+def test_finding_11_the_pools_a_report_names_count_toward_the_bound_with_those_of_the_samples(
+    services: AppServices, auth: Auth, engine: Engine, clock: FakeClock
+) -> None:
+    """A report may name a pool before any of its replicas sends a sample (all starting): it is a pool of the node
+    all the same, so 10,000 pools in reports are refused as 10,000 in samples are."""
+    services.settings.ingest_max_pools_per_node = 2
+    headers = auth("agent", "node-a")
+
+    def push(seq: int, sampled: str, *reported: str) -> Any:
+        report = {"ts": clock(), "pools": {p: {"ready": 0, "starting": 1} for p in reported}}
+        body = {"node_id": "node-a", "samples": [pool_sample(seq, clock(), pool=sampled)], "report": report}
+        return client.post("/api/v1/ingest", json=body, headers=headers)
+
+    with TestClient(create_app(services)) as client:
+        assert push(1, "p0", "p0", "p1").status_code == 200
+        assert refused(push(2, "p0", "p0", "p2")) == (None, "report.pools.p2")
+        assert push(3, "p1", "p1").status_code == 200  # what it reported before still goes
+    assert rejected(services, "too_many_pools") == 1
+    assert stored(engine) == 2
 
 
 def test_finding_11_the_bound_holds_across_servers_that_remember_what_they_saw(
