@@ -38,13 +38,15 @@ from autoscaler.policy import (
 from collector.skipped_rows import BAD_VALUE_ERRORS, Job, SkippedRows
 from fleet.lease import Lease
 from fleet.pools import Mode, Pool, PoolStore
-from fleet.scaling_events import EventStore, ScalingEvent
+from fleet.scaling_events import EventStore, ReasonCode, ScalingEvent
 from fleet.view import FleetView, read_fleet
 from predictor.store import ForecastStore, StoredForecast, SubjectKind
 
 log = logging.getLogger(__name__)
 
 LEASE_NAME = "autoscaler"
+# How the local actuator's ActuationError begins when no up node runs the pool: such a failure is NoPlacement.
+NO_PLACEMENT_ERROR = "no node that is up runs pool"
 
 
 @dataclass(frozen=True)
@@ -75,8 +77,8 @@ class AutoscalerTelemetry:
         )
         self.events = Counter(
             "fleetpilot_autoscaler_scaling_events",
-            "Scaling events recorded, by pool, policy and outcome (applied, dry_run, failed).",
-            ["pool", "policy", "outcome"],
+            "Scaling events recorded, by pool, policy, outcome (applied, dry_run, failed) and reason code.",
+            ["pool", "policy", "outcome", "reason"],
             registry=registry,
         )
         self.leader = Gauge(
@@ -194,6 +196,7 @@ class Controller:
                 f"manual scale to {manual.replicas} ({manual.reason or 'no reason given'}) for another "
                 f"{manual.until - now:.0f} s",
                 {"recommended": manual.replicas, "manual_until": manual.until},
+                code=ReasonCode.MANUAL_OVERRIDE,
             )
         else:
             decision = guarded(make_policy(pool.spec.policy.value), ctx)
@@ -235,6 +238,9 @@ class Controller:
             return "failed", str(exc)
 
     def _record(self, pool: Pool, decision: Decision, before: int, outcome: str, note: str | None, now: float) -> None:
+        code = decision.code
+        if outcome == "failed" and note is not None and note.startswith(NO_PLACEMENT_ERROR):
+            code = ReasonCode.NO_PLACEMENT
         self.events.add(
             ScalingEvent(
                 pool=pool.name,
@@ -247,7 +253,8 @@ class Controller:
                 outcome=outcome,
                 actuator=self.actuator.name,
                 note=note,
+                reason_code=code,
             )
         )
         if self.telemetry is not None:
-            self.telemetry.events.labels(pool.name, decision.policy, outcome).inc()
+            self.telemetry.events.labels(pool.name, decision.policy, outcome, code.value).inc()

@@ -72,12 +72,14 @@ __all__ = [
     "stabilized",
 ]
 
-ScalingPolicy = tuple[str, float, float]
+# One of Kubernetes' HPAScalingPolicy entries: ("Pods" | "Percent", value, period_s). Named a rule here, as
+# PolicySettings' scale_up_rules, so that "policy" stays the name of what decides (autoscaler.policy).
+ScalingRule = tuple[str, float, float]
 
 # Kubernetes' defaults (HPAScalingRules when an HPA names none): up by 4 pods or 100 % per 15 s, whichever is more;
 # down by up to 100 % per 15 s after a 300 s stabilization window.
-KUBERNETES_SCALE_UP_POLICIES: tuple[ScalingPolicy, ...] = (("Pods", 4, 15), ("Percent", 100, 15))
-KUBERNETES_SCALE_DOWN_POLICIES: tuple[ScalingPolicy, ...] = (("Percent", 100, 15),)
+KUBERNETES_SCALE_UP_POLICIES: tuple[ScalingRule, ...] = (("Pods", 4, 15), ("Percent", 100, 15))
+KUBERNETES_SCALE_DOWN_POLICIES: tuple[ScalingRule, ...] = (("Percent", 100, 15),)
 KUBERNETES_SCALE_DOWN_WINDOW_S = 300.0
 
 _STATES = frozenset({"ready", "unready", "pending", "failed"})
@@ -172,8 +174,8 @@ def rate_limited(
     *,
     min_replicas: int,
     max_replicas: int,
-    scale_up_policies: Sequence[ScalingPolicy],
-    scale_down_policies: Sequence[ScalingPolicy],
+    scale_up_policies: Sequence[ScalingRule],
+    scale_down_policies: Sequence[ScalingRule],
     select_policy: str = "Max",
 ) -> tuple[int, str]:
     """``desired`` held to the per-period policies and to [min, max], with the Kubernetes condition reason."""
@@ -245,7 +247,7 @@ def _group(samples: Sequence[ReplicaSample], readiness_matters: bool) -> tuple[l
     return ready, set_aside, missing
 
 
-def _scale_up_limit(current: int, policies: Sequence[ScalingPolicy], select_policy: str) -> int | None:
+def _scale_up_limit(current: int, policies: Sequence[ScalingRule], select_policy: str) -> int | None:
     """The most replicas the policies allow now (``calculateScaleUpLimitWithScalingRules``); None = no limit."""
     if select_policy == "Disabled":
         return current
@@ -258,7 +260,7 @@ def _scale_up_limit(current: int, policies: Sequence[ScalingPolicy], select_poli
     return max(proposals) if select_policy == "Max" else min(proposals)
 
 
-def _scale_down_limit(current: int, policies: Sequence[ScalingPolicy], select_policy: str) -> int | None:
+def _scale_down_limit(current: int, policies: Sequence[ScalingRule], select_policy: str) -> int | None:
     """The fewest replicas the policies allow now (``calculateScaleDownLimitWithBehaviors``); None = no limit."""
     if select_policy == "Disabled":
         return current
@@ -301,7 +303,7 @@ def _check_target(target: float) -> None:
         raise ValueError(f"target: {target!r} is not a finite number > 0")
 
 
-def _check_policies(name: str, policies: Sequence[ScalingPolicy]) -> None:
+def _check_policies(name: str, policies: Sequence[ScalingRule]) -> None:
     for kind, value, period_s in policies:
         if kind not in _POLICY_KINDS:
             raise ValueError(f"{name}: kind {kind!r} is not one of {sorted(_POLICY_KINDS)}")

@@ -1,4 +1,5 @@
-"""Scaling policies, pure: one frozen :class:`PoolContext` in, one :class:`Decision` with its reason out.
+"""Scaling policies, pure: one frozen :class:`PoolContext` in, one :class:`Decision` with its reason out: the
+reason in words and its :class:`~fleet.scaling_events.ReasonCode`, the code of the rule that decided the replicas.
 
 The live controller and ``fleetpilot simulate`` build the same context (from storage, or from a trace) and call the
 same policies, so what the simulator measures is what the fleet runs.
@@ -17,7 +18,8 @@ policies), scale-down only once the stabilization window agrees (HPA's, stretche
 longer: :func:`scale_down_window_seconds`) and only while the load per surviving replica stays within target (the
 N/(N−1) check), no scale-down on stale or missing metrics, no further scale-up while replicas are still starting
 unless the need has grown past them, and the predictive part switched off — and said so — when the forecast is
-stale, failing or missing.
+stale, failing or missing. A rail that changes the policy's count gives the decision its code (StepLimit,
+ScaleDownStabilized, ...); the prose keeps the policy's reason and says what the rail did.
 """
 
 from __future__ import annotations
@@ -31,11 +33,12 @@ from autoscaler.hpa import (
     KUBERNETES_SCALE_DOWN_POLICIES,
     KUBERNETES_SCALE_DOWN_WINDOW_S,
     KUBERNETES_SCALE_UP_POLICIES,
-    ScalingPolicy,
+    ScalingRule,
     external_desired_replicas,
     rate_limited,
     stabilized,
 )
+from fleet.scaling_events import ReasonCode
 
 InputValue = float | int | str | bool | None
 
@@ -50,8 +53,8 @@ class PolicySettings:
     tolerance: float = 0.1
     stabilization_window_seconds: float = KUBERNETES_SCALE_DOWN_WINDOW_S
     stale_after_seconds: float = 30.0  # demand older than this is stale: no scale-down on it
-    scale_up_rules: tuple[ScalingPolicy, ...] = KUBERNETES_SCALE_UP_POLICIES  # HPA's defaults
-    scale_down_rules: tuple[ScalingPolicy, ...] = KUBERNETES_SCALE_DOWN_POLICIES
+    scale_up_rules: tuple[ScalingRule, ...] = KUBERNETES_SCALE_UP_POLICIES  # HPA's defaults
+    scale_down_rules: tuple[ScalingRule, ...] = KUBERNETES_SCALE_DOWN_POLICIES
     static_replicas: int | None = None  # static: this count (default min_replicas)
 
     def __post_init__(self) -> None:
@@ -103,12 +106,14 @@ class PoolContext:
 
 @dataclass(frozen=True)
 class Decision:
-    """The replicas the pool should have, which policy said so, why, and the inputs that mattered."""
+    """The replicas the pool should have, which policy said so, why (in words and as a code), and the inputs that
+    mattered."""
 
     replicas: int
     policy: str
     reason: str
     inputs: Mapping[str, InputValue] = field(default_factory=dict)
+    code: ReasonCode = field(kw_only=True)
 
     @property
     def recommendation(self) -> int:
@@ -117,14 +122,16 @@ class Decision:
         return value if isinstance(value, int) else self.replicas
 
 
-class Policy(Protocol):
+class ScalingPolicy(Protocol):
+    """What decides a pool's replicas (static, reactive, predictive, hybrid); the pool's ``policy`` names one."""
+
     name: str
 
     def decide(self, ctx: PoolContext) -> Decision: ...
 
 
-def _hold(ctx: PoolContext, policy: str, reason: str, **inputs: InputValue) -> Decision:
-    return Decision(ctx.current_replicas, policy, reason, {"recommended": ctx.current_replicas, **inputs})
+def _hold(ctx: PoolContext, policy: str, reason: str, code: ReasonCode, **inputs: InputValue) -> Decision:
+    return Decision(ctx.current_replicas, policy, reason, {"recommended": ctx.current_replicas, **inputs}, code=code)
 
 
 class Static:
@@ -133,7 +140,9 @@ class Static:
     def decide(self, ctx: PoolContext) -> Decision:
         wanted = ctx.settings.static_replicas if ctx.settings.static_replicas is not None else ctx.min_replicas
         replicas = min(max(wanted, ctx.min_replicas), ctx.max_replicas)
-        return Decision(replicas, self.name, f"static: {replicas} replicas", {"recommended": replicas})
+        return Decision(
+            replicas, self.name, f"static: {replicas} replicas", {"recommended": replicas}, code=ReasonCode.STATIC_COUNT
+        )
 
 
 class Reactive:
@@ -144,9 +153,14 @@ class Reactive:
     def decide(self, ctx: PoolContext) -> Decision:
         s = ctx.settings
         if ctx.per_replica_capacity is None:
-            return _hold(ctx, self.name, "reactive: no per-replica capacity measured or configured; holding")
+            return _hold(
+                ctx,
+                self.name,
+                "reactive: no per-replica capacity measured or configured; holding",
+                ReasonCode.NO_CAPACITY,
+            )
         if ctx.demand is None:
-            return _hold(ctx, self.name, "reactive: no demand sample; holding")
+            return _hold(ctx, self.name, "reactive: no demand sample; holding", ReasonCode.STALE_METRICS)
         target = s.target_utilization * ctx.per_replica_capacity
         # As HPA's per-pod external metric: the demand spread over every replica asked for (ready or starting).
         base = max(ctx.current_replicas, 1)
@@ -165,6 +179,7 @@ class Reactive:
                 "utilization": round(utilization, 4),
                 "target_utilization": s.target_utilization,
             },
+            code=ReasonCode.WITHIN_TOLERANCE if wanted == ctx.current_replicas else ReasonCode.REACTIVE_UTILIZATION,
         )
 
 
@@ -194,12 +209,17 @@ class Predictive:
 
     name = "predictive"
 
-    def __init__(self, fallback: Policy | None = None) -> None:
+    def __init__(self, fallback: ScalingPolicy | None = None) -> None:
         self.fallback = fallback or Reactive()
 
     def decide(self, ctx: PoolContext) -> Decision:
         if ctx.per_replica_capacity is None:
-            return _hold(ctx, self.name, "predictive: no per-replica capacity measured or configured; holding")
+            return _hold(
+                ctx,
+                self.name,
+                "predictive: no per-replica capacity measured or configured; holding",
+                ReasonCode.NO_CAPACITY,
+            )
         peak = forecast_peak(ctx)
         if peak is None:
             why = _forecast_problem(ctx.forecast)
@@ -209,6 +229,7 @@ class Predictive:
                 policy=self.name,
                 reason=f"predictive off ({why}); {fallback.reason}",
                 inputs={**fallback.inputs, "predictive": "off", "forecast_problem": why},
+                code=_fallback_code(fallback.code),
             )
         upper, start, end = peak
         per_replica = ctx.settings.predictive_utilization * ctx.per_replica_capacity
@@ -228,7 +249,16 @@ class Predictive:
                 "demand": ctx.demand,
                 "target_utilization": ctx.settings.predictive_utilization,
             },
+            code=ReasonCode.FORECAST_PEAK if wanted == needed else ReasonCode.WITHIN_TOLERANCE,
         )
+
+
+def _fallback_code(code: ReasonCode) -> ReasonCode:
+    """Predictive off: the fallback's count, under ForecastStale, unless the fallback could not size at all (no
+    capacity, no demand), which says more."""
+    if code in (ReasonCode.REACTIVE_UTILIZATION, ReasonCode.WITHIN_TOLERANCE):
+        return ReasonCode.FORECAST_STALE
+    return code
 
 
 def _within_tolerance_down(current: int, needed: int, tolerance: float) -> int:
@@ -253,6 +283,8 @@ class Hybrid:
         reactive = self.reactive.decide(ctx)
         predictive = self.predictive.decide(ctx)
         chosen = predictive if predictive.replicas > reactive.replicas else reactive
+        # with the forecast off both say the same count: say why the forecast had no part (ForecastStale)
+        code = predictive.code if predictive.inputs.get("predictive") == "off" else chosen.code
         inputs = {
             **predictive.inputs,
             **reactive.inputs,
@@ -261,7 +293,11 @@ class Hybrid:
         inputs["reactive_replicas"] = reactive.replicas
         inputs["predictive_replicas"] = predictive.replicas
         return Decision(
-            chosen.replicas, self.name, f"hybrid: max of [{reactive.reason}] and [{predictive.reason}]", inputs
+            chosen.replicas,
+            self.name,
+            f"hybrid: max of [{reactive.reason}] and [{predictive.reason}]",
+            inputs,
+            code=code,
         )
 
 
@@ -281,11 +317,11 @@ POLICIES: dict[str, type[Static] | type[Reactive] | type[Predictive] | type[Hybr
 }
 
 
-def rules_per_interval(rules: tuple[ScalingPolicy, ...], interval_s: float) -> tuple[ScalingPolicy, ...]:
+def rules_per_interval(rules: tuple[ScalingRule, ...], interval_s: float) -> tuple[ScalingRule, ...]:
     """Step limits restated for one decision every ``interval_s``: rate_limited applies a rule once per call, so a
     rule of period P becomes interval/P periods' worth. ("Pods", 4, 15) every 60 s → ("Pods", 16, 60); every 5 s →
     ("Pods", 2, 5) (4 × 5/15, rounded up); ("Percent", 100, 15) every 60 s → ("Percent", 1500, 60) (2⁴ − 1)."""
-    scaled: list[ScalingPolicy] = []
+    scaled: list[ScalingRule] = []
     for kind, value, period in rules:
         periods = interval_s / period
         if kind == "Pods":
@@ -295,26 +331,31 @@ def rules_per_interval(rules: tuple[ScalingPolicy, ...], interval_s: float) -> t
     return tuple(scaled)
 
 
-def make_policy(name: str) -> Policy:
+def make_policy(name: str) -> ScalingPolicy:
     if name not in POLICIES:
         raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}")
     return POLICIES[name]()
 
 
-def guarded(policy: Policy, ctx: PoolContext) -> Decision:
-    """The policy's decision through the safety rails; the reason says which rail changed it, if any."""
+def guarded(policy: ScalingPolicy, ctx: PoolContext) -> Decision:
+    """The policy's decision through the safety rails; the reason says which rail changed it, if any, and the code
+    is the rail's when one bound the count (the last to bind wins: a scale-down the window allowed and the step
+    limit then slowed is a StepLimit)."""
     decision = policy.decide(ctx)
     if policy.name == "static":
         return decision
     current, s = ctx.current_replicas, ctx.settings
-    wanted, notes = decision.replicas, []
+    wanted, notes, code = decision.replicas, [], decision.code
     if ctx.starting_replicas > 0 and ctx.ready_replicas < wanted < current:
         # More than is ready, less than is on its way: cancelling replicas that are nearly there would only
         # have to be undone; a scale-up happens only when the need grows past ready + starting.
-        wanted = current
+        wanted, code = current, ReasonCode.REPLICAS_STARTING
         notes.append("replicas still starting cover the need")
     elif wanted < current:
-        wanted, note = _scale_down_rails(ctx, wanted, deciding_target(decision, s))
+        railed, note, rail = _scale_down_rails(ctx, wanted, deciding_target(decision, s))
+        if rail is not None and railed != wanted:
+            code = rail
+        wanted = railed
         if note:
             notes.append(note)
     limited, limit_reason = rate_limited(
@@ -327,8 +368,19 @@ def guarded(policy: Policy, ctx: PoolContext) -> Decision:
     )
     if limit_reason != "DesiredWithinRange":
         notes.append(limit_reason)
+        code = LIMIT_CODES[limit_reason]
     reason = decision.reason if not notes else f"{decision.reason}; {', '.join(notes)} → {limited}"
-    return replace(decision, replicas=limited, reason=reason, inputs={**decision.inputs, "limit": limit_reason})
+    inputs = {**decision.inputs, "limit": limit_reason}
+    return replace(decision, replicas=limited, reason=reason, inputs=inputs, code=code)
+
+
+# rate_limited's Kubernetes condition reasons, as codes (DesiredWithinRange binds nothing: no code of its own)
+LIMIT_CODES: Mapping[str, ReasonCode] = {
+    "ScaleUpLimit": ReasonCode.STEP_LIMIT,
+    "ScaleDownLimit": ReasonCode.STEP_LIMIT,
+    "TooManyReplicas": ReasonCode.MAX_REPLICAS,
+    "TooFewReplicas": ReasonCode.MIN_REPLICAS,
+}
 
 
 def scale_down_window_seconds(settings: PolicySettings, startup_seconds: float) -> float:
@@ -339,22 +391,24 @@ def scale_down_window_seconds(settings: PolicySettings, startup_seconds: float) 
     return max(settings.stabilization_window_seconds, startup_seconds)
 
 
-def _scale_down_rails(ctx: PoolContext, wanted: int, target: float) -> tuple[int, str | None]:
+def _scale_down_rails(ctx: PoolContext, wanted: int, target: float) -> tuple[int, str | None, ReasonCode | None]:
     """Scale down only on fresh metrics, once the stabilization window agrees, and never below what keeps the load
-    per surviving replica within the deciding policy's target (:func:`replicas_within_target`)."""
+    per surviving replica within the deciding policy's target (:func:`replicas_within_target`). The count, the note
+    and the code of the rail that changed it (None when none did)."""
     current, s = ctx.current_replicas, ctx.settings
     if not ctx.demand_is_fresh:
-        return current, "no scale-down on stale or missing metrics"
+        return current, "no scale-down on stale or missing metrics", ReasonCode.STALE_METRICS
     window = scale_down_window_seconds(s, ctx.startup_seconds)
     stable = stabilized(wanted, ctx.recent_recommendations, window)
     if stable >= current:
-        return current, f"stabilization window ({window:.0f} s) holds {current}"
+        return current, f"stabilization window ({window:.0f} s) holds {current}", ReasonCode.SCALE_DOWN_STABILIZED
     floor = replicas_within_target(ctx, target)
     if stable < floor:
         kept = min(floor, current)
-        return kept, f"load per surviving replica must stay within target: at least {kept}"
-    note = None if stable == wanted else f"stabilization window keeps {stable}"
-    return stable, note
+        return kept, f"load per surviving replica must stay within target: at least {kept}", ReasonCode.SCALE_DOWN_FLOOR
+    if stable == wanted:
+        return stable, None, None
+    return stable, f"stabilization window keeps {stable}", ReasonCode.SCALE_DOWN_STABILIZED
 
 
 def deciding_target(decision: Decision, settings: PolicySettings) -> float:

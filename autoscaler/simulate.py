@@ -24,9 +24,9 @@ import numpy as np
 from autoscaler.policy import (
     Decision,
     ForecastView,
-    Policy,
     PolicySettings,
     PoolContext,
+    ScalingPolicy,
     deciding_target,
     guarded,
     make_policy,
@@ -194,7 +194,7 @@ def simulate(
     return SimulationResult(policy_name, step_s, tuple(steps))
 
 
-def _decide(policy: Policy, ctx: PoolContext, *, first: bool) -> Decision:
+def _decide(policy: ScalingPolicy, ctx: PoolContext, *, first: bool) -> Decision:
     """The first decision sizes a fleet that does not exist yet and serves step 0 at once: the policy's own answer,
     but at least what keeps step 0's demand within the policy's target (a predictive answer sized for a quieter
     next step would otherwise miss step 0), clamped to min/max."""

@@ -6,7 +6,18 @@ from dataclasses import replace
 
 import pytest
 
-from autoscaler.policy import ForecastView, Hybrid, PolicySettings, PoolContext, Predictive, Reactive, Static, guarded
+from autoscaler.policy import (
+    ForecastView,
+    Hybrid,
+    PolicySettings,
+    PoolContext,
+    Predictive,
+    Reactive,
+    ScalingPolicy,
+    Static,
+    guarded,
+)
+from fleet.scaling_events import ReasonCode, reason_family
 
 NOW = 10_000.0
 
@@ -142,3 +153,57 @@ def test_static_is_fixed_and_bypasses_the_rails() -> None:
 def test_settings_reject_a_target_out_of_range(value: float) -> None:
     with pytest.raises(ValueError, match="target_utilization"):
         PolicySettings(target_utilization=value)
+
+
+UP_BY_4 = PolicySettings(scale_up_rules=(("Pods", 4.0, 15.0),))
+
+
+@pytest.mark.parametrize(
+    ("policy", "context", "replicas", "code"),
+    [
+        (Static(), ctx(), 1, ReasonCode.STATIC_COUNT),
+        (Reactive(), ctx(demand=140.0), 20, ReasonCode.REACTIVE_UTILIZATION),
+        (Reactive(), ctx(demand=35.0, recent_recommendations=((10, 400.0),)), 5, ReasonCode.REACTIVE_UTILIZATION),
+        (Reactive(), ctx(demand=75.0), 10, ReasonCode.WITHIN_TOLERANCE),
+        (Reactive(), ctx(per_replica_capacity=None, demand=500.0), 10, ReasonCode.NO_CAPACITY),
+        (Reactive(), ctx(demand=None), 10, ReasonCode.STALE_METRICS),
+        (Reactive(), ctx(demand=20.0, demand_age_seconds=120.0), 10, ReasonCode.STALE_METRICS),
+        (Predictive(), ctx(forecast=forecast(180.0)), 20, ReasonCode.FORECAST_PEAK),
+        (Predictive(), ctx(forecast=forecast(80.0)), 10, ReasonCode.WITHIN_TOLERANCE),
+        (Predictive(), ctx(demand=140.0, forecast=forecast(1000.0, stale=True)), 20, ReasonCode.FORECAST_STALE),
+        (Predictive(), ctx(demand=140.0), 20, ReasonCode.FORECAST_STALE),  # no forecast at all
+        (Hybrid(), ctx(demand=70.0, forecast=forecast(150.0)), 17, ReasonCode.FORECAST_PEAK),
+        (Hybrid(), ctx(demand=140.0, forecast=forecast(90.0)), 20, ReasonCode.REACTIVE_UTILIZATION),
+        (Hybrid(), ctx(demand=140.0, forecast=forecast(90.0, stale=True)), 20, ReasonCode.FORECAST_STALE),
+        (Reactive(), ctx(demand=35.0, recent_recommendations=((10, 60.0),)), 10, ReasonCode.SCALE_DOWN_STABILIZED),
+        (Reactive(), ctx(demand=35.0, recent_recommendations=((7, 60.0),)), 7, ReasonCode.SCALE_DOWN_STABILIZED),
+        (Predictive(), ctx(demand=70.0, forecast=forecast(30.0)), 8, ReasonCode.SCALE_DOWN_FLOOR),
+        (Reactive(), ctx(ready_replicas=10, starting_replicas=6, demand=84.0), 16, ReasonCode.REPLICAS_STARTING),
+        (Reactive(), ctx(ready_replicas=2, demand=140.0, settings=UP_BY_4), 6, ReasonCode.STEP_LIMIT),
+        (Reactive(), ctx(demand=700.0, max_replicas=15), 15, ReasonCode.MAX_REPLICAS),
+        (Reactive(), ctx(demand=7.0, min_replicas=4, recent_recommendations=()), 4, ReasonCode.MIN_REPLICAS),
+    ],
+)
+def test_every_decision_carries_the_code_of_what_decided_its_replicas(
+    policy: ScalingPolicy, context: PoolContext, replicas: int, code: ReasonCode
+) -> None:
+    """The rail that bound the policy's wish names the decision; the prose keeps the policy's reason beside it."""
+    decision = guarded(policy, context)
+    assert (decision.replicas, decision.code) == (replicas, code)
+
+
+@pytest.mark.parametrize(
+    ("code", "before", "after", "family"),
+    [
+        (ReasonCode.REACTIVE_UTILIZATION, 3, 5, "up"),
+        (ReasonCode.REACTIVE_UTILIZATION, 5, 3, "down"),
+        (ReasonCode.STEP_LIMIT, 2, 6, "up"),
+        (ReasonCode.SCALE_DOWN_STABILIZED, 5, 5, "held"),
+        (ReasonCode.STALE_METRICS, 5, 5, "held"),
+        (ReasonCode.NO_CAPACITY, 5, 5, "refused"),
+        (ReasonCode.NO_PLACEMENT, 0, 3, "refused"),
+        (None, 1, 2, "up"),  # an event from before codes: by its direction
+    ],
+)
+def test_each_code_falls_in_one_colour_family(code: ReasonCode | None, before: int, after: int, family: str) -> None:
+    assert reason_family(code, before, after) == family
