@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
-from pydantic import BaseModel
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
 
 from autoscaler.routing import routing_weights
 from fleet.pools import Coefficients, coefficients
+from fleet.scaling_events import ReasonCode
 from fleet.view import read_fleet
 from web.auth import ServicesDep, ViewerToken
 from web.errors import ERROR_RESPONSES, error_responses, not_found
@@ -26,6 +27,9 @@ class ScalingEventOut(BaseModel):
     to_replicas: int
     policy: str
     reason: str
+    reason_code: ReasonCode | None = Field(
+        description="what decided the replicas, from a fixed set (null: recorded before codes)"
+    )
     inputs: dict[str, Any]
     outcome: str
     actuator: str
@@ -42,11 +46,12 @@ def scaling_events(
     services: ServicesDep,
     _token: ViewerToken,
     pool: str | None = None,
+    reason: Annotated[ReasonCode | None, Query(description="only the events of this reason code")] = None,
     limit: PageLimit = 100,
     cursor: Cursor = None,
 ) -> ScalingEventPage:
-    """Newest first."""
-    events = services.events.list(pool=pool, before=before_id(cursor), limit=limit)
+    """Newest first; ``reason`` keeps one reason code's events (an unknown code is 422)."""
+    events = services.events.list(pool=pool, reason=reason, before=before_id(cursor), limit=limit)
     items = [ScalingEventOut(**{**vars(e), "inputs": dict(e.inputs)}) for e in events]
     return ScalingEventPage(items=items, next=next_cursor([i.id for i in items], limit))
 
