@@ -1,8 +1,14 @@
 """The tenants part of what each agent should enforce: every tenant's SLO class and its admission limits per pool,
-as that node's share of the pool's quota and multiplied by the tenant's throttle level there.
+as that node's share of the pool's quota and multiplied by the tenant's throttle level there, each pool's device
+limits, and every tenant key's digest.
 
-The shape is the one ``inference_agent.serving.admission.QuotaBook.from_desired`` and
-``inference_agent.serving.pools.limits_from_desired`` read::
+It is a :class:`fleet.desired.DesiredPart` of :class:`collector.control.DesiredState`: ``common`` is what every
+node is told (every tenant's class and whole quotas, the pool limits of a CPU node running none of the pools, the
+keys), ``nodes`` only what differs on a node (its shares, its throttles, its pools' limits), so the snapshot grows
+with the replicas and throttles, not with nodes × tenants × pools. :class:`TenantsAnswer` builds it, pure;
+:class:`TenantsPublisher` reads its inputs and publishes it on the board: every enforcer tick
+(:mod:`isolation.enforcer`) and at once after an API change of tenants, quotas or keys. The merged answer of a node
+reads (``DesiredState.model_dump(exclude_none=True)``)::
 
     {"tenants": {"acme": {"slo_class": "latency_critical",
                           "quotas": {"chat": {"rate_rps": 5.0, "burst": 5.0, "max_concurrency": 4,
@@ -33,30 +39,26 @@ fraction of the node's cores (the server does not know a node's cores; the agent
 2 cores → 400 millicores). A pool whose tenants hold the whole device gets no limit; a pool with tenants that the
 node does not run yet is planned as one replica, so a replica starting there has its limits from the start.
 
-**Keys.** ``tenant_keys`` (:class:`inference_agent.serving.tenant_keys.TenantKeyHashes`) carries the digest of every
-tenant's every key to every node, like ``tenants`` names every tenant: a client may reach any node its gateway or
-DNS picks, and the pools a node serves move, so a node told only its pools' tenants would refuse a key the moment a
-replica lands there. It is bounded by the store (16 keys a tenant; 100 tenants with 2 keys each → 200 digests,
-about 16 KB), never by a caller.
-
-The answer is computed for every node at once and kept for ``cache_seconds``, since every ingest request asks for
-it.
+**Keys.** ``tenant_keys`` carries the digest of every tenant's every key to every node, like ``tenants`` names every
+tenant: a client may reach any node its gateway or DNS picks, and the pools a node serves move, so a node told only
+its pools' tenants would refuse a key the moment a replica lands there. It is bounded by the store (16 keys a
+tenant; 100 tenants with 2 keys each → 200 digests, about 16 KB), never by a caller.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection
 
-from collector.control import DesiredState
-from collector.registry import node_gpus, pools_on_up_nodes
+from collector.control import DesiredState, PoolLimits, QuotaDesired, SloClass, TenantDesired
+from collector.registry import node_gpus
+from fleet.desired import DesiredBoard, DesiredPart, Part
+from fleet.view import FleetReader, FleetView
 from isolation.events import EnforcementStore, ThrottleLevel
 from isolation.planning import (
     GpuDevice,
@@ -73,11 +75,12 @@ from isolation.tenants import QuotaSpec, Tenant, TenantStore
 
 # The agent's defaults for what it is not told (inference_agent.serving.admission; a test holds them equal).
 AGENT_DEFAULT_MAX_CONCURRENCY = 64
-AGENT_DEFAULT_SLO_CLASS = "standard"
+AGENT_DEFAULT_SLO_CLASS = SloClass.STANDARD
 RATE_FLOOR_RPS = 0.001  # the planner's rounding step: a throttled rate never reaches 0
 
 NodePool = tuple[str, str]
 NodePoolTenant = tuple[str, str, str]
+Levels = Mapping[tuple[str, str], float]  # (pool, tenant) → its throttle level on one node
 
 
 @dataclass(frozen=True)
@@ -91,130 +94,163 @@ class AdmissionLimits:
 
 @dataclass(frozen=True)
 class TenantsAnswer:
-    """Everything the tenants part is made of, read once for all nodes: tenants, shares and standing levels, and
-    what each node runs and has."""
+    """Everything the tenants part is made of, read once for all nodes: tenants and standing levels, what each up
+    node runs and has, and the keys; :meth:`part` builds it."""
 
     tenants: Sequence[Tenant]
-    shares: Mapping[NodePoolTenant, AdmissionLimits]  # (node, pool, tenant) → its replicas' limits, summed
-    levels: Sequence[ThrottleLevel]
+    levels: Sequence[ThrottleLevel] = ()
     replicas: Mapping[NodePool, int] = field(default_factory=dict)  # (node, pool) → ready and starting replicas
     gpus: Mapping[str, Sequence[GpuDevice]] = field(default_factory=dict)  # node → its GPUs
     keys: Mapping[str, str] = field(default_factory=dict)  # every live key's digest → its tenant
 
-    def for_node(self, node_id: str) -> dict[str, Any] | None:
-        """``{"tenants": {...}, "pool_limits": {...}}`` for the node, or None while there is no tenant and no
-        throttle (agent defaults)."""
-        level = {(lv.pool, lv.tenant): lv.level for lv in self.levels if lv.node == node_id}
-        planned = [
-            _planned(t, pool, q, level.get((pool, t.name), 1.0)) for t in self.tenants for pool, q in t.quotas.items()
-        ]
-        kv = _kv_shares(planned)
-        body: dict[str, Any] = {}
-        for t in self.tenants:
-            quotas = {
-                pool: _admission(
-                    self.shares.get((node_id, pool, t.name), _whole(q)),
-                    level.get((pool, t.name), 1.0),
-                    kv.get((pool, t.name)),
-                )
-                for pool, q in t.quotas.items()
-            }
-            body[t.name] = {"slo_class": t.slo_class.value, "quotas": quotas}
-        for (pool, tenant), lv in sorted(level.items()):
-            entry = body.setdefault(tenant, {"slo_class": AGENT_DEFAULT_SLO_CLASS, "quotas": {}})
-            entry["quotas"].setdefault(pool, _admission(AdmissionLimits(None, None), lv))
-        if not body:
-            return None
-        return {"tenants": body, "pool_limits": self.pool_limits(node_id, planned), "tenant_keys": self._key_digests}
+    def part(self) -> DesiredPart:
+        """What every node is told and, per node, what differs from it; empty while there is no tenant (nothing is
+        limited, nor is anyone throttled: with nobody named there is nobody to protect)."""
+        if not self.tenants:
+            return DesiredPart()
+        common = DesiredState(
+            pool_limits=self._pool_limits(None, self._planned({})),
+            tenants={t.name: TenantDesired(slo_class=SloClass(t.slo_class.value), quotas=q) for t, q in self._whole},
+            tenant_keys=dict(self.keys),
+        )
+        nodes = {node: own for node in self._nodes() if not (own := self._differs(node, common)).is_empty()}
+        return DesiredPart(common, nodes)
 
     @cached_property
-    def _key_digests(self) -> dict[str, str]:
-        """The wire form of ``keys``, checked once per answer rather than once per ingest request."""
-        return DesiredState(tenant_keys=dict(self.keys)).tenant_keys
+    def shares(self) -> dict[NodePoolTenant, AdmissionLimits]:
+        return node_shares(self.tenants, self.replicas)
+
+    @cached_property
+    def _levels(self) -> dict[str, dict[tuple[str, str], float]]:
+        by_node: dict[str, dict[tuple[str, str], float]] = defaultdict(dict)
+        for lv in self.levels:
+            by_node[lv.node][(lv.pool, lv.tenant)] = lv.level
+        return by_node
 
     @cached_property
     def _pools_by_node(self) -> dict[str, set[str]]:
-        """node → the pools it runs, indexed once per answer (every ingest request asks for one node)."""
         by_node: dict[str, set[str]] = defaultdict(set)
         for node, pool in self.replicas:
             by_node[node].add(pool)
         return by_node
 
-    def pool_limits(self, node_id: str, quotas: Sequence[TenantQuota]) -> dict[str, dict[str, Any]]:
-        """Each pool's per-replica device limits on the node (only pools that are limited at all)."""
-        pools = {q.pool for q in quotas} | self._pools_by_node.get(node_id, set())
-        devices = tuple(self.gpus.get(node_id, ()))
+    @cached_property
+    def _whole(self) -> list[tuple[Tenant, dict[str, QuotaDesired]]]:
+        """Every tenant's whole quotas, unthrottled: what a node running none of a pool is told."""
+        kv = _kv_shares(self._planned({}))
+        return [
+            (t, {pool: _admission(_whole(q), 1.0, kv.get((pool, t.name))) for pool, q in t.quotas.items()})
+            for t in self.tenants
+        ]
+
+    def _nodes(self) -> list[str]:
+        """The nodes that may differ from common: those running a pool, or with a tenant throttled."""
+        return sorted(set(self._pools_by_node) | set(self._levels))
+
+    def _planned(self, level: Levels) -> list[TenantQuota]:
+        return [
+            _planned(t, pool, q, level.get((pool, t.name), 1.0)) for t in self.tenants for pool, q in t.quotas.items()
+        ]
+
+    def _differs(self, node: str, common: DesiredState) -> DesiredState:
+        """The node's quotas and pool limits where they are not common's."""
+        level = self._levels.get(node, {})
+        planned = self._planned(level)
+        limits = self._pool_limits(node, planned)
+        pool_limits = {
+            pool: mine
+            for pool in sorted(set(limits) | set(common.pool_limits))
+            if (mine := limits.get(pool, PoolLimits())) != common.pool_limits.get(pool, PoolLimits())
+        }
+        return DesiredState(tenants=self._tenants_differ(node, level, planned), pool_limits=pool_limits)
+
+    def _tenants_differ(self, node: str, level: Levels, planned: Sequence[TenantQuota]) -> dict[str, TenantDesired]:
+        """Only the pools the node runs or has a tenant throttled on can differ from the whole quotas: its shares,
+        its levels and the KV shares those move. A tenant throttled where it has no quota (or never named) is told
+        the agent's defaults times its level."""
+        kv = _kv_shares(planned) if level else {}
+        touched = self._pools_by_node.get(node, set()) | {pool for pool, _ in level}
+        quotas: dict[str, dict[str, QuotaDesired]] = defaultdict(dict)
+        for t, whole in self._whole:
+            for pool in sorted(touched & whole.keys()):
+                share = self.shares.get((node, pool, t.name), _whole(t.quotas[pool]))
+                kv_share = kv.get((pool, t.name)) if level else whole[pool].kv_share
+                mine = _admission(share, level.get((pool, t.name), 1.0), kv_share)
+                if mine != whole[pool]:
+                    quotas[t.name][pool] = mine
+        classes = {t.name: SloClass(t.slo_class.value) for t in self.tenants}
+        quota_pools = {t.name: t.quotas.keys() for t in self.tenants}
+        for (pool, tenant), lv in sorted(level.items()):
+            if pool not in quota_pools.get(tenant, ()):
+                quotas[tenant][pool] = _admission(AdmissionLimits(None, None), lv)
+        return {
+            tenant: TenantDesired(slo_class=classes.get(tenant, AGENT_DEFAULT_SLO_CLASS), quotas=own)
+            for tenant, own in quotas.items()
+        }
+
+    def _pool_limits(self, node_id: str | None, quotas: Sequence[TenantQuota]) -> dict[str, PoolLimits]:
+        """Each pool's per-replica device limits on the node (only pools that are limited at all); ``None``: a CPU
+        node running none of the pools."""
+        name = node_id or ""  # no node runs a pool or has GPUs under this name
+        pools = {q.pool for q in quotas} | self._pools_by_node.get(name, set())
+        devices = tuple(self.gpus.get(name, ()))
         placed = [
             ReplicaPlacement(f"{pool}/{i}", pool, devices[i % len(devices)].index if devices else None)
             for pool in sorted(pools)
-            for i in range(max(1, self.replicas.get((node_id, pool), 0)))
+            for i in range(max(1, self.replicas.get((name, pool), 0)))
         ]
-        node = NodeResources(node_id, cpu_cores=1, gpus=devices, replicas=tuple(placed))
+        node = NodeResources(name, cpu_cores=1, gpus=devices, replicas=tuple(placed))
         first: dict[str, ReplicaLimits] = {}
         for plan in plan_replica_limits(quotas, [node]):
             first.setdefault(plan.pool, plan)
-        return {pool: limits for pool, plan in sorted(first.items()) if (limits := _device_limits(plan))}
+        return {pool: limits for pool, plan in sorted(first.items()) if (limits := _device_limits(plan)) is not None}
 
 
-def read_answer(engine: Engine, *, now: float, node_down_after_seconds: float) -> TenantsAnswer:
-    with engine.connect() as conn:
-        on_nodes = pools_on_up_nodes(conn, now=now, down_after_seconds=node_down_after_seconds)
-        gpus = node_gpus(conn, sorted({p.node_id for p in on_nodes}))
-    replicas = {(p.node_id, p.pool): p.ready + p.starting for p in on_nodes if p.ready + p.starting > 0}
-    tenants = TenantStore(engine).list()
+class TenantsPublisher:
+    """Reads what the tenants part is made of and publishes it on the board, the same way after an enforcer tick
+    (with the fleet view the tick read) and after an API change (reading the fleet itself)."""
+
+    def __init__(self, fleet: FleetReader, board: DesiredBoard) -> None:
+        self.fleet = fleet
+        self.board = board
+        self.engine = fleet.engine
+
+    def publish(self, now: float, *, view: FleetView | None = None, tenants: Sequence[Tenant] | None = None) -> int:
+        """Build the part at ``now`` and publish it when it is not what the board holds; the board's version."""
+        part = self.build(now, view=view, tenants=tenants)
+        version = self.board.version(Part.TENANTS)
+        if version is not None and self.board.part(Part.TENANTS) == part:
+            return version  # unchanged: no write, and no server reloads or re-merges anything
+        return self.board.publish(Part.TENANTS, part, now=now)
+
+    def build(
+        self, now: float, *, view: FleetView | None = None, tenants: Sequence[Tenant] | None = None
+    ) -> DesiredPart:
+        tenants = TenantStore(self.engine).list() if tenants is None else tenants
+        if not tenants:
+            return DesiredPart()  # the last tenant deleted: an empty part, and no fleet read
+        levels = EnforcementStore(self.engine).levels()
+        with self.engine.connect() as conn:
+            view = self.fleet.read_with(conn, now) if view is None else view
+            answer = read_answer(conn, view, tenants, levels, TenantKeyStore(self.engine).digests())
+        return answer.part()
+
+
+def read_answer(
+    conn: Connection,
+    view: FleetView,
+    tenants: Sequence[Tenant],
+    levels: Sequence[ThrottleLevel],
+    keys: Mapping[str, str],
+) -> TenantsAnswer:
+    """The answer's inputs from the fleet view: what each up node runs, and the GPUs of those running a pool."""
+    replicas = {(p.node_id, p.pool): p.current for p in view.pools_on_nodes if p.current > 0}
+    gpus = node_gpus(conn, sorted({node for node, _ in replicas}))
     devices = {
         node: tuple(GpuDevice(g.index, (g.memory_total_bytes or 0) // 2**20) for g in found)
         for node, found in gpus.items()
     }
-    levels = EnforcementStore(engine).levels()
-    keys = TenantKeyStore(engine).digests()
-    return TenantsAnswer(tenants, node_shares(tenants, replicas), levels, replicas, devices, keys)
-
-
-class TenantsDesired:
-    """``desired(node_id)`` for the ingest answer: one :class:`TenantsAnswer` read for all nodes per
-    ``cache_seconds``, so a thousand agents pushing every few seconds cost a few queries a second.
-
-    Ingest asks from its worker threads, so when the answer expires one thread reads the next while the others keep
-    answering with the one a second old: 16 requests each reading it at once took the ingest bench from 3,000 to 900
-    rows/s. Only the very first read, with nothing to answer yet, makes the others wait for it.
-    """
-
-    def __init__(
-        self, engine: Engine, *, node_down_after_seconds: float, cache_seconds: float, clock: Callable[[], float]
-    ) -> None:
-        self.engine = engine
-        self.node_down_after_seconds = node_down_after_seconds
-        self.cache_seconds = cache_seconds
-        self.clock = clock
-        self._cached: tuple[float, TenantsAnswer] | None = None
-        self._reading = threading.Lock()
-
-    def __call__(self, node_id: str) -> dict[str, Any] | None:
-        now = self.clock()
-        cached = self._cached
-        if cached is None or not self._fresh(cached, now):
-            cached = self._refresh(now, stale=cached)
-        return cached[1].for_node(node_id)
-
-    def _read(self, now: float) -> TenantsAnswer:
-        return read_answer(self.engine, now=now, node_down_after_seconds=self.node_down_after_seconds)
-
-    def _fresh(self, cached: tuple[float, TenantsAnswer], now: float) -> bool:
-        return 0 <= now - cached[0] < self.cache_seconds
-
-    def _refresh(self, now: float, *, stale: tuple[float, TenantsAnswer] | None) -> tuple[float, TenantsAnswer]:
-        if not self._reading.acquire(blocking=stale is None):
-            assert stale is not None  # a blocking acquire always succeeds
-            return stale
-        try:
-            cached = self._cached
-            if cached is not None and self._fresh(cached, now):
-                return cached  # read by the thread we waited for
-            self._cached = (now, self._read(now))
-            return self._cached
-        finally:
-            self._reading.release()
+    return TenantsAnswer(tenants, levels, replicas, devices, keys)
 
 
 def node_shares(tenants: Sequence[Tenant], replicas: Mapping[NodePool, int]) -> dict[NodePoolTenant, AdmissionLimits]:
@@ -259,16 +295,15 @@ def _whole(quota: QuotaSpec) -> AdmissionLimits:
     return AdmissionLimits(quota.rate_rps, quota.max_concurrency, quota.tokens_per_second)
 
 
-def _device_limits(plan: ReplicaLimits) -> dict[str, Any]:
-    """One replica's device limits as the agent reads them; empty when nothing limits it (the whole device)."""
-    limits: dict[str, Any] = {}
-    if plan.cpu_millicores is not None:
-        limits["cpu_share"] = plan.cpu_millicores / 1000  # planned with the node as one core
-    if plan.active_thread_percentage is not None and plan.compute_percent < 100:
-        limits["active_thread_percentage"] = plan.active_thread_percentage
-    if plan.pinned_memory_mib is not None:
-        limits["gpu_memory_mib"] = plan.pinned_memory_mib
-    return limits
+def _device_limits(plan: ReplicaLimits) -> PoolLimits | None:
+    """One replica's device limits as the agent reads them; None when nothing limits it (the whole device)."""
+    threads = plan.active_thread_percentage
+    limits = PoolLimits(
+        cpu_share=None if plan.cpu_millicores is None else plan.cpu_millicores / 1000,  # the node planned as 1 core
+        active_thread_percentage=threads if threads is not None and plan.compute_percent < 100 else None,
+        gpu_memory_mib=plan.pinned_memory_mib,
+    )
+    return None if limits == PoolLimits() else limits
 
 
 def _kv_shares(quotas: Sequence[TenantQuota]) -> dict[tuple[str, str], float]:
@@ -284,21 +319,18 @@ def _kv_shares(quotas: Sequence[TenantQuota]) -> dict[tuple[str, str], float]:
     }
 
 
-def _admission(limits: AdmissionLimits, level: float, kv_share: float | None = None) -> dict[str, Any]:
-    """The agent's quota body; at level 0.5, 4 rps and 10 in flight → 2 rps (burst 2) and 5."""
+def _admission(limits: AdmissionLimits, level: float, kv_share: float | None = None) -> QuotaDesired:
+    """The agent's quota; at level 0.5, 4 rps and 10 in flight → 2 rps (burst 2) and 5."""
     rate = None if limits.rate_rps is None else max(RATE_FLOOR_RPS, round(limits.rate_rps * level, 3))
-    body: dict[str, Any] = {"rate_rps": rate}
-    if rate is not None:
-        body["burst"] = max(1.0, rate)
     concurrency = limits.max_concurrency
     if level < 1.0:
         concurrency = max(1, math.floor((concurrency or AGENT_DEFAULT_MAX_CONCURRENCY) * level))
-    if concurrency is not None:
-        body["max_concurrency"] = concurrency
-    if limits.tokens_per_second is not None:
-        tokens = max(1.0, round(limits.tokens_per_second * level, 3))
-        body["tokens_per_second"] = tokens
-        body["token_burst"] = tokens
-    if kv_share is not None:
-        body["kv_share"] = max(0.0001, round(kv_share, 4))
-    return body
+    tokens = None if limits.tokens_per_second is None else max(1.0, round(limits.tokens_per_second * level, 3))
+    return QuotaDesired(
+        rate_rps=rate,
+        burst=None if rate is None else max(1.0, rate),
+        max_concurrency=concurrency,
+        tokens_per_second=tokens,
+        token_burst=tokens,
+        kv_share=None if kv_share is None else max(0.0001, round(kv_share, 4)),
+    )

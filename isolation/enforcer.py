@@ -1,33 +1,38 @@
-"""The noisy-neighbour enforcement loop: each tick, every pool on every up node is judged and noisy tenants are
-throttled or restored.
+"""The noisy-neighbour enforcement loop: each tick, every pool on every up node is judged, noisy tenants are
+throttled or restored, and the tenants part of the desired state is published.
 
 A tick (``Enforcer.run(now)``, every ``interval_seconds`` from the server's scheduler):
 
 1. takes or renews its own leader lease (``"enforcer"``, :mod:`fleet.lease`); a server without it does nothing
    and forgets its in-memory streaks, so that on winning the lease it starts again from the stored levels;
-2. reads the latest pool readings of the up nodes and turns each one's per-tenant usage (the agent's
-   ``extra["tenants"]``) into a :class:`~isolation.noisy.ScopeObservation` for scope ``node/pool``
-   (:func:`observe`); a reading older than ``stale_after_seconds`` is not observed;
+2. reads the fleet once (:class:`fleet.view.FleetReader`, the fleet's one liveness threshold) and turns each up
+   node's pool, with the per-tenant usage of the node's latest report, into a
+   :class:`~isolation.noisy.ScopeObservation` for scope ``node/pool`` (:func:`observe`); a pool whose readings are
+   older than ``stale_after_seconds`` is not observed;
 3. calls :func:`isolation.noisy.decide` with the state it keeps in memory;
-4. stores every throttle and restore as an event and as the standing level (:mod:`isolation.events`), which the
-   ingest answer applies (:mod:`isolation.desired`), and exports the levels and event counts as metrics.
+4. stores every throttle and restore as an event and as the standing level (:mod:`isolation.events`), and exports
+   the levels and event counts as metrics;
+5. builds the tenants part from the same fleet view and the standing levels and publishes it
+   (:class:`isolation.desired.TenantsPublisher`): the ingest answer only looks it up. With no tenant left the part
+   published is empty, so nothing stays limited.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
-from sqlalchemy import Engine
 
-from collector.registry import LatestSeries, NodeStatus, node_statuses, read_latest
+from collector.control import TenantUsage as ReportedUsage
+from collector.registry import PoolOnNode
 from collector.skipped_rows import Job, SkippedRows
+from fleet.desired import DesiredBoard
 from fleet.lease import Lease
 from fleet.pools import PoolStore
+from fleet.view import FleetReader, FleetView
+from isolation.desired import TenantsPublisher
 from isolation.events import EnforcementEvent, EnforcementStore
 from isolation.noisy import (
     Action,
@@ -50,7 +55,6 @@ UNKNOWN_TENANT_CLASS = SloClass.STANDARD  # what the agent's admission gives a t
 @dataclass(frozen=True)
 class EnforcerLoopSettings:
     interval_seconds: float = 10.0
-    node_down_after_seconds: float = 3.0
     lease_seconds: float = 15.0
     decide: EnforcerSettings = field(default_factory=EnforcerSettings)
 
@@ -89,19 +93,22 @@ def split_scope(scope: str) -> tuple[str, str]:
 class Enforcer:
     def __init__(
         self,
-        engine: Engine,
+        fleet: FleetReader,
         settings: EnforcerLoopSettings,
         *,
+        board: DesiredBoard,
         holder: str,
         telemetry: EnforcerTelemetry | None = None,
         skipped: SkippedRows | None = None,
     ) -> None:
-        self.engine = engine
+        self.fleet = fleet
+        self.engine = fleet.engine
+        self.publisher = TenantsPublisher(fleet, board)
         self.settings = settings
-        self.store = EnforcementStore(engine)
+        self.store = EnforcementStore(self.engine)
         self.telemetry = telemetry
         self.skipped = skipped if skipped is not None else SkippedRows(Job.ENFORCER)
-        self.lease = Lease(engine, LEASE_NAME, holder, settings.lease_seconds)
+        self.lease = Lease(self.engine, LEASE_NAME, holder, settings.lease_seconds)
         self._state: EnforcerState | None = None  # None: not leading, or not yet loaded from the stored levels
 
     def run(self, now: float) -> list[Action]:
@@ -110,11 +117,20 @@ class Enforcer:
             self._state = None
             return []
         tenants = TenantStore(self.engine).list()
-        if not tenants:  # nobody to protect or throttle: no fleet read at all
-            return []
+        view, actions = None, []
+        if tenants:  # nobody to protect or throttle: no fleet read, and an empty part
+            view = self.fleet.read(now)
+            actions = self._decide(view, tenants, now)
+        self.publisher.publish(now, view=view, tenants=tenants)
+        return actions
+
+    def stop(self) -> None:
+        self.lease.release()
+
+    def _decide(self, view: FleetView, tenants: Sequence[Tenant], now: float) -> list[Action]:
         if self._state is None:
             self._state = self._stored_state()
-        state, actions = decide(self._state, self._observe(now, tenants), self.settings.decide, now)
+        state, actions = decide(self._state, self._observe(view, tenants, now), self.settings.decide, now)
         changes = [a for a in actions if a.kind is not ActionKind.HOLD]
         if changes:  # stored before the state moves on: a failed write is decided again next tick
             self.store.record([_event(a) for a in changes])
@@ -127,9 +143,6 @@ class Enforcer:
                 self.telemetry.events.labels(action.tenant or "", action.kind.value).inc()
         return actions
 
-    def stop(self) -> None:
-        self.lease.release()
-
     def _stored_state(self) -> EnforcerState:
         """The standing levels with no streaks: a new leader goes on throttling, and counts windows afresh."""
         entries = {
@@ -141,56 +154,55 @@ class Enforcer:
                 self.telemetry.level.labels(tenant, scope).set(entry.level)
         return EnforcerState(entries)
 
-    def _observe(self, now: float, tenants: Sequence[Tenant]) -> list[ScopeObservation]:
-        with self.engine.connect() as conn:
-            statuses = node_statuses(conn, now=now, down_after_seconds=self.settings.node_down_after_seconds)
-            up = sorted(n for n, s in statuses.items() if s is NodeStatus.UP)
-            series = read_latest(conn, up, pools_only=True)
-        fresh = [s for s in series if s.pool is not None and now - s.ts <= self.settings.stale_after_seconds]
+    def _observe(self, view: FleetView, tenants: Sequence[Tenant], now: float) -> list[ScopeObservation]:
+        fresh = [p for p in view.pools_on_nodes if now - p.ts <= self.settings.stale_after_seconds]
         slo = {pool.name: pool.spec.slo_p99_seconds for pool in PoolStore(self.engine).list()}
         return observe(fresh, tenants, slo, self.skipped)
 
 
 def observe(
-    readings: Sequence[LatestSeries],
+    pools: Sequence[PoolOnNode],
     tenants: Sequence[Tenant],
     slo_p99_seconds: Mapping[str, float],
     skipped: SkippedRows | None = None,
 ) -> list[ScopeObservation]:
-    """One observation per pool reading that carries per-tenant usage; a reading without it is not observed, and
-    one whose figures cannot be read (a 400-digit integer) is left out to ``skipped``.
+    """One observation per pool on a node whose report carries per-tenant usage; a pool without it is not observed,
+    and one whose figures break the observation is left out to ``skipped``.
 
     A tenant's compute share is its part of the pool's generated tokens/s when the pool generates text (its reading
     has ``token_throughput_per_second``), else of its requests/s: 90 and 10 tokens/s → 0.9 and 0.1. A tenant whose
     figure is missing gets no share (``decide`` then holds the scope); when nobody sent anything every share is 0.
     """
     by_name = {t.name: t for t in tenants}
-    observed = [r for r in readings if r.pool is not None and isinstance((r.extra or {}).get("tenants"), Mapping)]
     skipped = skipped if skipped is not None else SkippedRows(Job.ENFORCER)
     return skipped.each(
-        observed,
-        lambda r: f"node {r.node_id} pool {r.pool}",
-        lambda r: _observation(r, by_name, slo_p99_seconds.get(r.pool or "")),
+        [p for p in pools if p.tenants],
+        lambda p: f"node {p.node_id} pool {p.pool}",
+        lambda p: _observation(p, by_name, slo_p99_seconds.get(p.pool)),
     )
 
 
-def _observation(reading: LatestSeries, by_name: Mapping[str, Tenant], slo: float | None) -> ScopeObservation:
-    usage: Mapping[str, Any] = (reading.extra or {})["tenants"]
-    pool = reading.pool or ""
-    measure = "tokens_per_second" if "token_throughput_per_second" in reading.metrics else "requests_per_second"
-    amounts = {name: _number(body, measure) for name, body in usage.items()}
+def _observation(on: PoolOnNode, by_name: Mapping[str, Tenant], slo: float | None) -> ScopeObservation:
+    text = "token_throughput_per_second" in on.metrics
+    amounts = {name: u.tokens_per_second if text else u.requests_per_second for name, u in on.tenants.items()}
     total = sum(v for v in amounts.values() if v is not None)
     return ScopeObservation(
-        scope_of(reading.node_id, pool),
+        scope_of(on.node_id, on.pool),
         tuple(
-            _usage(name, usage[name], by_name.get(name), pool, amount, total, slo)
+            _usage(name, on.tenants[name], by_name.get(name), on.pool, amount, total, slo)
             for name, amount in sorted(amounts.items())
         ),
     )
 
 
 def _usage(
-    name: str, body: Any, tenant: Tenant | None, pool: str, amount: float | None, total: float, slo: float | None
+    name: str,
+    reported: ReportedUsage,
+    tenant: Tenant | None,
+    pool: str,
+    amount: float | None,
+    total: float,
+    slo: float | None,
 ) -> TenantUsage:
     quota = tenant.quotas.get(pool) if tenant is not None else None
     threads = quota.active_thread_percentage if quota is not None else None
@@ -198,18 +210,10 @@ def _usage(
         tenant=name,
         slo_class=(tenant.slo_class if tenant is not None else UNKNOWN_TENANT_CLASS).value,
         compute_share=None if amount is None else (amount / total if total > 0 else 0.0),
-        latency_p99_seconds=_number(body, "latency_p99_seconds"),
+        latency_p99_seconds=reported.latency_p99_seconds,
         slo_p99_seconds=slo,
         quota_share=None if threads is None else threads / 100,
     )
-
-
-def _number(body: Any, key: str) -> float | None:
-    """A finite, non-negative figure of a tenant's usage, or None when it is absent or malformed."""
-    value = body.get(key) if isinstance(body, Mapping) else None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        return None
-    return float(value)
 
 
 def _event(action: Action) -> EnforcementEvent:

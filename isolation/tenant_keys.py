@@ -1,7 +1,7 @@
 """Tenant API keys: created (the clear key answered once), listed without secrets, revoked; stored as digests.
 
-The serving front ends learn the digests from the desired state (``isolation.desired``), so a revoked key stops
-working on a node within the desired state's cache and one push: 1 s + 1 s with the defaults.
+The serving front ends learn the digests from the desired state (``isolation.desired``): a change of keys publishes
+the tenants part at once, so a revoked key stops working on a node at its next push (1 s with the defaults).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, Row, delete, func, insert, select
 
-from inference_agent.serving.tenant_keys import MAX_KEYS_PER_TENANT, SHOWN_PREFIX_CHARS, key_digest, new_tenant_key
+from collector.control import MAX_KEYS_PER_TENANT, SHOWN_PREFIX_CHARS, key_digest, new_tenant_key
 from isolation.tenants import TenantNotFound, tenant_api_keys, tenants
 
 

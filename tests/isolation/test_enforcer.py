@@ -7,12 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine, insert
 
-from collector.registry import LatestSeries
-from collector.skipped_rows import Job, SkippedRows, skipped_rows_counter
-from collector.tables import NO_DEVICE, nodes, series_latest
+from collector.control import DesiredState, NodeReport, TenantUsage
+from collector.registry import PoolOnNode
+from collector.tables import NO_DEVICE, node_reports, nodes, series_latest
+from fleet.desired import DesiredBoard, Part
 from fleet.pools import PoolSpec, PoolStore
 from inference_agent.serving.admission import Quota, QuotaBook
 from isolation.enforcer import Enforcer, EnforcerLoopSettings, observe
@@ -20,6 +20,7 @@ from isolation.events import EnforcementStore
 from isolation.noisy import ActionKind
 from isolation.tenants import QuotaSpec, SloClass, Tenant, TenantStore
 from tests.support.clock import FakeClock
+from tests.support.fleet_reader import fleet_reader
 from web.services import AppServices
 
 NOISY = {"lc": {"tokens_per_second": 10.0, "latency_p99_seconds": 0.3}, "bulk": {"tokens_per_second": 90.0}}
@@ -28,14 +29,16 @@ CALM = {"lc": {"tokens_per_second": 10.0, "latency_p99_seconds": 0.05}, "bulk": 
 
 def report(engine: Engine, clock: FakeClock, usage: dict[str, Any], node: str = "node-a") -> None:
     """``node`` is up and its text pool ``chat`` (one replica) reports this per-tenant usage now."""
-    extra = {"replicas_ready": 1, "replicas_starting": 0, "tenants": usage}
+    body = {"ts": clock(), "pools": {"chat": {"ready": 1, "tenants": usage}}}
     with engine.begin() as conn:
-        conn.execute(nodes.delete().where(nodes.c.id == node))
+        for table, column in ((nodes, nodes.c.id), (node_reports, node_reports.c.node_id)):
+            conn.execute(table.delete().where(column == node))
         conn.execute(insert(nodes).values(id=node, first_seen=clock() - 600, last_seen=clock()))
+        conn.execute(insert(node_reports).values(node_id=node, ts=clock(), received_at=clock(), report=body))
         conn.execute(series_latest.delete().where(series_latest.c.node_id == node))
         conn.execute(
             insert(series_latest).values(
-                node_id=node, device=NO_DEVICE, pool="chat", ts=clock(), token_throughput_per_second=100.0, extra=extra
+                node_id=node, device=NO_DEVICE, pool="chat", ts=clock(), token_throughput_per_second=100.0
             )
         )
 
@@ -50,8 +53,15 @@ def tenants(engine: Engine, clock: FakeClock) -> None:
 
 
 def enforcer(engine: Engine, holder: str = "server-a", services: AppServices | None = None) -> Enforcer:
-    telemetry = services.enforcer_telemetry if services is not None else None
-    return Enforcer(engine, EnforcerLoopSettings(), holder=holder, telemetry=telemetry)
+    if services is not None:
+        return Enforcer(
+            services.fleet,
+            EnforcerLoopSettings(),
+            board=services.desired,
+            holder=holder,
+            telemetry=services.enforcer_telemetry,
+        )
+    return Enforcer(fleet_reader(engine), EnforcerLoopSettings(), board=DesiredBoard(engine), holder=holder)
 
 
 def ticks(loop: Enforcer, engine: Engine, clock: FakeClock, usage: dict[str, Any], n: int) -> list[ActionKind]:
@@ -64,8 +74,13 @@ def ticks(loop: Enforcer, engine: Engine, clock: FakeClock, usage: dict[str, Any
     return kinds
 
 
+def told(services: AppServices) -> DesiredState:
+    """What node-a's next ingest answer says (the board the enforcer published on)."""
+    return services.desired.for_node("node-a") or DesiredState()
+
+
 def bulk_quota(services: AppServices) -> Quota:
-    return QuotaBook.from_desired(services.desired_state("node-a") or {}).policy("bulk").quota("chat")
+    return QuotaBook.from_desired(told(services)).policy("bulk").quota("chat")
 
 
 @pytest.mark.usefixtures("tenants")
@@ -88,9 +103,9 @@ def test_a_noisy_tenant_is_throttled_on_the_third_window_and_its_quota_halved(
     assert "missed its SLO" in event.message
     clock.advance(1)  # the next ingest answer
     assert bulk_quota(services) == Quota(rate_rps=4.0, burst=4.0, max_concurrency=4, kv_share=0.25)
-    lc = QuotaBook.from_desired(services.desired_state("node-a") or {}).policy("lc").quota("chat")
+    lc = QuotaBook.from_desired(told(services)).policy("lc").quota("chat")
     assert lc == Quota(rate_rps=10.0, burst=10.0, max_concurrency=4, kv_share=0.75)  # what bulk gave up
-    assert (services.desired_state("node-a") or {})["pool_limits"] == {}  # the shared replica is not capped
+    assert told(services).pool_limits == {}  # the shared replica is not capped
     labels = {"tenant": "bulk", "scope": "node-a/chat"}
     assert services.registry.get_sample_value("fleetpilot_isolation_throttle_level", labels) == 0.5
     counted = {"tenant": "bulk", "kind": "throttle"}
@@ -154,15 +169,16 @@ def test_only_the_lease_holder_acts_and_a_new_leader_keeps_the_throttle(engine: 
     assert [e.level_from for e in EnforcementStore(engine).list()] == [0.5, 1.0]
 
 
-def _reading(pool: str, metrics: dict[str, float], usage: Any) -> LatestSeries:
-    return LatestSeries("node-a", None, pool, 1.0, metrics, {"replicas_ready": 1, "tenants": usage})
+def _pool(pool: str, metrics: dict[str, float], usage: dict[str, Any]) -> PoolOnNode:
+    tenants = {name: TenantUsage.model_validate(body) for name, body in usage.items()}
+    return PoolOnNode("node-a", pool, 1, 0, 1.0, metrics, tenants=tenants)
 
 
 def test_observe_uses_tokens_for_text_pools_requests_for_the_others_and_the_pools_slo() -> None:
     lc = Tenant("lc", SloClass.LATENCY_CRITICAL, 1, 0.0, 0.0, {"chat": QuotaSpec(active_thread_percentage=30)})
-    text = _reading("chat", {"token_throughput_per_second": 100.0}, NOISY)
-    classify = _reading("vision", {}, {"lc": {"requests_per_second": 1.0}, "x": {"requests_per_second": 3.0}})
-    untracked = LatestSeries("node-a", None, "ext", 1.0, {}, {"replicas_ready": 1})
+    text = _pool("chat", {"token_throughput_per_second": 100.0}, NOISY)
+    classify = _pool("vision", {}, {"lc": {"requests_per_second": 1.0}, "x": {"requests_per_second": 3.0}})
+    untracked = _pool("ext", {}, {})  # an external engine: no tenant usage in any report
     chat, vision = observe([text, classify, untracked], [lc], {"chat": 0.1})
     assert chat.scope == "node-a/chat"
     by_name = {u.tenant: u for u in chat.tenants}
@@ -177,14 +193,11 @@ def test_observe_uses_tokens_for_text_pools_requests_for_the_others_and_the_pool
 
 
 @pytest.mark.usefixtures("tenants")
-def test_a_reading_whose_figures_break_the_observation_is_skipped_and_counted_and_the_others_enforced(
+def test_a_stored_report_that_cannot_be_read_leaves_its_node_out_and_the_others_enforced(
     engine: Engine, clock: FakeClock
 ) -> None:
-    """node-b's row, written before ingest refused 400-digit integers, used to fail every tick (OverflowError)."""
-    registry = CollectorRegistry()
-    loop = Enforcer(
-        engine, EnforcerLoopSettings(), holder="a", skipped=SkippedRows(Job.ENFORCER, skipped_rows_counter(registry))
-    )
+    """node-b's report, written before ingest refused 400-digit integers, used to fail every tick (OverflowError)."""
+    loop = enforcer(engine)
     kinds = []
     for _ in range(3):
         clock.advance(10)
@@ -192,4 +205,27 @@ def test_a_reading_whose_figures_break_the_observation_is_skipped_and_counted_an
         report(engine, clock, NOISY)
         kinds += [(a.kind, a.scope) for a in loop.run(clock())]
     assert kinds == [(ActionKind.THROTTLE, "node-a/chat")]
-    assert registry.get_sample_value("fleetpilot_jobs_skipped_rows_total", {"job": "enforcer"}) == 3
+
+
+@pytest.mark.usefixtures("tenants")
+def test_each_tick_publishes_the_tenants_part_and_an_empty_one_once_the_last_tenant_is_gone(
+    engine: Engine, clock: FakeClock, services: AppServices
+) -> None:
+    assert services.desired.for_node("node-a") is None  # nothing published yet: the ingest answer says nothing
+    loop = enforcer(engine, services=services)
+    ticks(loop, engine, clock, NOISY, 3)
+    assert bulk_quota(services).rate_rps == 4.0  # throttled, published by the tick that decided it
+    version = services.desired.version(Part.TENANTS)
+    for name in ("lc", "bulk"):
+        TenantStore(engine).delete(name)
+    clock.advance(10)
+    assert loop.run(clock()) == []
+    assert services.desired.version(Part.TENANTS) == (version or 0) + 1
+    part = services.desired.part(Part.TENANTS)
+    assert part is not None and part.common.is_empty() and not part.nodes
+    assert services.desired.for_node("node-a") is None  # nothing limited any more
+
+
+def test_a_report_is_read_as_the_node_report_model() -> None:
+    """What ``report`` stores is what an agent's report is (the helper cannot drift from the model)."""
+    NodeReport.model_validate({"ts": 1.0, "pools": {"chat": {"ready": 1, "tenants": NOISY}}})
