@@ -5,14 +5,17 @@ A tick (``Controller.run(now)``, every ``interval_seconds`` from the server's sc
 
 1. takes or renews the leader lease (:mod:`fleet.lease`); a server without it does nothing this tick, so with
    several servers on one database exactly one controller acts;
-2. reads the fleet once (:mod:`fleet.view`) and, per pool, builds the :class:`PoolContext`: ready and
-   starting replicas and the summed demand from the up nodes, the per-replica capacity (configured, else learned by
-   the forecast loop), the latest demand forecast (stale when its last attempt failed or it is older than
-   ``forecast_stale_after_seconds``) and the pool's recent recommendations for the stabilization window;
+2. reads the fleet once (:class:`fleet.view.FleetReader`, with the fleet's one liveness threshold) and, per pool,
+   builds the :class:`PoolContext`: ready and starting replicas and the summed demand from the up nodes, the
+   per-replica capacity (configured, else learned by the forecast loop), the latest demand forecast (stale when its
+   last attempt failed or it is older than ``forecast_stale_after_seconds``) and the pool's recent recommendations
+   for the stabilization window;
 3. decides: a manual scale still in force wins; otherwise the pool's policy through the safety rails;
-4. stores the desired replicas, applies them through the actuator (every tick, so a node that went down has its
-   replicas placed elsewhere), and records a scaling event whenever the desired count changes or an actuation
-   fails with a new error; exports the figures as metrics.
+4. stores the desired replicas, applies them through the actuator with the tick's fleet view (every tick, so a
+   node that went down has its replicas placed elsewhere), and records a scaling event whenever the desired count
+   changes or an actuation fails with a new error; exports the figures as metrics;
+5. after every pool, has the actuator tell the nodes (local: the pools part of the desired-state board, for every
+   up node at once, so the ingest answer only looks it up).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from collector.skipped_rows import BAD_VALUE_ERRORS, Job, SkippedRows
 from fleet.lease import Lease
 from fleet.pools import Mode, Pool, PoolStore
 from fleet.scaling_events import EventStore, ReasonCode, ScalingEvent
-from fleet.view import FleetView, read_fleet
+from fleet.view import FleetReader, FleetView
 from predictor.store import ForecastStore, StoredForecast, SubjectKind
 
 log = logging.getLogger(__name__)
@@ -52,10 +55,8 @@ NO_PLACEMENT_ERROR = "no node that is up runs pool"
 @dataclass(frozen=True)
 class ControllerSettings:
     interval_seconds: float = 5.0
-    node_down_after_seconds: float = 3.0
     forecast_stale_after_seconds: float = 180.0
     lease_seconds: float = 15.0
-    cpu_replicas_per_node: int = 4
     # A new leader watches this long before acting: agents that were pushing to another server (or have just
     # started) must be seen first, or the first placement would put every replica on the first node to report.
     settle_seconds: float = 0.0
@@ -93,6 +94,7 @@ class Controller:
         settings: ControllerSettings,
         actuator: Actuator,
         *,
+        fleet: FleetReader,
         holder: str,
         telemetry: AutoscalerTelemetry | None = None,
         skipped: SkippedRows | None = None,
@@ -102,6 +104,7 @@ class Controller:
         self.telemetry = telemetry
         self.skipped = skipped if skipped is not None else SkippedRows(Job.AUTOSCALER)
         self.engine = engine
+        self.fleet = fleet
         self.pools = PoolStore(engine)
         self.forecasts = ForecastStore(engine)
         self.events = EventStore(engine)
@@ -125,15 +128,7 @@ class Controller:
         if now - self._leading_since < self.settings.settle_seconds:
             return {}
         pools = self.pools.list()
-        if not pools:  # nothing to scale: no fleet read at all
-            return {}
-        with self.engine.connect() as conn:
-            fleet = read_fleet(
-                conn,
-                now=now,
-                down_after_seconds=self.settings.node_down_after_seconds,
-                cpu_replicas_per_node=self.settings.cpu_replicas_per_node,
-            )
+        fleet = self.fleet.read(now)  # once per tick: every pool and every actuation share it
         decisions = {}
         for pool in pools:
             try:
@@ -142,6 +137,10 @@ class Controller:
                 self.skipped.skip(f"pool {pool.name}", error)
             except Exception:  # any other trouble of one pool must not stop the others either
                 log.exception("autoscaler: pool %s failed this tick", pool.name)
+        try:
+            self.actuator.publish(pools, fleet)
+        except Exception:  # the nodes keep the last part published; the next tick tries again
+            log.exception("autoscaler: telling the nodes their pools failed this tick")
         return decisions
 
     def stop(self) -> None:
@@ -201,8 +200,8 @@ class Controller:
         else:
             decision = guarded(make_policy(pool.spec.policy.value), ctx)
         self._recent[pool.name].append((decision.recommendation, now))
-        before = pool.desired_replicas if pool.desired_replicas is not None else self._running(pool, ctx)
-        outcome, note = self._actuate(pool, decision)
+        before = pool.desired_replicas if pool.desired_replicas is not None else self._running(pool, ctx, fleet)
+        outcome, note = self._actuate(pool, decision, fleet)
         changed = decision.replicas != before
         if changed or pool.desired_replicas is None:  # the first decision is the pool's desired count, changed or not
             self.pools.set_desired(pool.name, decision.replicas)
@@ -218,21 +217,21 @@ class Controller:
             self.telemetry.ready.labels(pool.name).set(ctx.ready_replicas)
         return decision
 
-    def _running(self, pool: Pool, ctx: PoolContext) -> int:
-        """Before the first decision: what the actuator's target runs (a Deployment's replicas), else what the
-        agents report."""
+    def _running(self, pool: Pool, ctx: PoolContext, fleet: FleetView) -> int:
+        """Before the first decision: the current replicas of the actuator's target (a Deployment's pods), else
+        what the agents report."""
         try:
-            known = self.actuator.current(pool.name)
+            known = self.actuator.current_replicas(pool.name, fleet)
         except ActuationError as exc:
             log.warning("autoscaler: %s: cannot read the current replicas: %s", pool.name, exc)
             known = None
         return known if known is not None else ctx.current_replicas
 
-    def _actuate(self, pool: Pool, decision: Decision) -> tuple[str, str | None]:
+    def _actuate(self, pool: Pool, decision: Decision, fleet: FleetView) -> tuple[str, str | None]:
         if pool.spec.mode is Mode.DRY_RUN:
             return "dry_run", "dry run: decided and recorded, not applied"
         try:
-            return "applied", self.actuator.apply(pool.name, decision.replicas)
+            return "applied", self.actuator.apply(pool.name, decision.replicas, fleet)
         except ActuationError as exc:
             log.warning("autoscaler: %s: %s", pool.name, exc)
             return "failed", str(exc)

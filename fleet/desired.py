@@ -16,6 +16,7 @@ part, the rest from the tenants part). A part never published says nothing: no p
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Mapping
@@ -79,6 +80,13 @@ class DesiredPart:
 
 def _dump(state: DesiredState) -> dict[str, Any]:
     return state.model_dump(mode="json", exclude_none=True)
+
+
+def wire_json(state: DesiredState) -> bytes:
+    """The ingest answer's form: unset fields and empty limits, tenants and keys left out (the agent's defaults);
+    ``pools`` kept even when empty (run nothing)."""
+    body = {k: v for k, v in _dump(state).items() if k == "pools" or v}
+    return json.dumps(body, separators=(",", ":")).encode()
 
 
 def overlay(base: DesiredState, over: DesiredState) -> DesiredState:
@@ -202,7 +210,7 @@ class DesiredBoard:
         with self._lock:
             generation, snapshots = self._generation, self._snapshots
         merged = self._merge(node_id, snapshots)
-        answer = (merged, NULL_JSON if merged is None else merged.model_dump_json(exclude_none=True).encode())
+        answer = (merged, NULL_JSON if merged is None else wire_json(merged))
         with self._lock:
             if generation == self._generation:  # no part changed while merging: the answer is current
                 self._answers[node_id] = answer

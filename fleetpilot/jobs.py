@@ -32,6 +32,8 @@ from web.services import AppServices
 
 log = logging.getLogger(__name__)
 
+DESIRED_REFRESH_SECONDS = 1.0  # a part published on another server reaches this one's ingest answers within 1 s
+
 
 @dataclass
 class Jobs:
@@ -62,6 +64,12 @@ def start_jobs(services: AppServices, settings: ServerSettings) -> Jobs:
         rollup_retention_seconds=settings.rollup_retention_days * 86400,
     )
     scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30})
+
+    def refresh_board(*, now: float) -> None:
+        """Every server, leader or not: the parts another server's control loops published reach its answers."""
+        services.desired.refresh()
+
+    _every(scheduler, "desired-board", DESIRED_REFRESH_SECONDS, refresh_board)
     _every(scheduler, "rollups", settings.rollup_interval_seconds, rollups.run)
     _every(scheduler, "retention", settings.retention_interval_seconds, retention.run)
     forecasts = ForecastJob(
@@ -76,13 +84,12 @@ def start_jobs(services: AppServices, settings: ServerSettings) -> Jobs:
         services.engine,
         ControllerSettings(
             interval_seconds=settings.autoscale_interval_seconds,
-            node_down_after_seconds=settings.node_down_after_seconds,
             forecast_stale_after_seconds=3 * settings.forecast_interval_seconds,
             lease_seconds=settings.leader_lease_seconds,
-            cpu_replicas_per_node=settings.cpu_replicas_per_node,
-            settle_seconds=max(10.0, 3 * settings.node_down_after_seconds),
+            settle_seconds=max(10.0, 3 * services.fleet.node_down_after_seconds),
         ),
         services.actuator,
+        fleet=services.fleet,
         holder=holder,
         telemetry=services.autoscaler_telemetry,
         skipped=SkippedRows(Job.AUTOSCALER, skipped),

@@ -6,7 +6,6 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
@@ -20,41 +19,39 @@ from autoscaler.controller import AutoscalerTelemetry
 from collector.database import make_engine
 from collector.exposition import FleetCollector, FleetSnapshot
 from collector.ingest import SampleWriter
-from collector.registry import node_statuses, read_latest
+from collector.registry import read_latest
 from collector.telemetry import IngestTelemetry
+from fleet.desired import DesiredBoard
 from fleet.pools import PoolStore
 from fleet.scaling_events import EventStore
 from fleet.view import FleetReader
 from fleetpilot.settings import ActuatorKind, ServerSettings
-from isolation.desired import TenantsDesired
+from isolation.desired import TenantsPublisher
 from isolation.enforcer import EnforcerTelemetry
 from isolation.events import EnforcementStore
 from migrations import runner
 from predictor.store import ForecastStore
 from predictor.telemetry import ForecastTelemetry
 from web.app import create_app
-from web.services import AppServices, DesiredStateSource
+from web.services import AppServices
 from web.tokens import Role, TokenStore
 
 log = logging.getLogger(__name__)
 
 
-def build_actuator(settings: ServerSettings, engine: Engine) -> Actuator:
+def build_actuator(settings: ServerSettings, engine: Engine, board: DesiredBoard) -> Actuator:
     if settings.actuator is ActuatorKind.KUBERNETES:
         from autoscaler.actuators.kubernetes import KubernetesActuator  # the kubernetes client only where used
 
         return KubernetesActuator.from_config(settings.kubernetes_namespace)
-    return LocalActuator(
-        engine,
-        node_down_after_seconds=settings.node_down_after_seconds,
-        cpu_replicas_per_node=settings.cpu_replicas_per_node,
-    )
+    return LocalActuator(engine, board=board)
 
 
 def build_services(settings: ServerSettings, engine: Engine | None = None) -> AppServices:
     engine = engine or make_engine(settings.database_url)
     registry = CollectorRegistry()
-    actuator = build_actuator(settings, engine)
+    board = DesiredBoard(engine)
+    actuator = build_actuator(settings, engine, board)
     services = AppServices(
         settings=settings,
         engine=engine,
@@ -76,44 +73,20 @@ def build_services(settings: ServerSettings, engine: Engine | None = None) -> Ap
             node_down_after_seconds=settings.node_down_after_seconds,
             cpu_replicas_per_node=settings.cpu_replicas_per_node,
         ),
+        desired=board,
     )
 
-    def now() -> float:
-        """The services' clock as it is at each call (tests set theirs after building)."""
-        return services.clock()
-
-    tenants = TenantsDesired(
-        engine,
-        node_down_after_seconds=settings.node_down_after_seconds,
-        cache_seconds=settings.desired_cache_seconds,
-        clock=now,
-    )
-    services.desired_state = desired_state_source(actuator, tenants)
+    tenants = TenantsPublisher(services.fleet, board)
+    services.publish_tenants = lambda: tenants.publish(services.clock())  # the services' clock at each call
     registry.register(FleetCollector(lambda: fleet_snapshot(services)))
     return services
-
-
-def desired_state_source(actuator: Actuator, tenants: DesiredStateSource) -> DesiredStateSource:
-    """What a node is told in its ingest answer: its share of each managed pool (local actuator only) and the
-    tenants' admission limits on it; None while the control plane has nothing for it."""
-
-    def desired(node_id: str) -> dict[str, Any] | None:
-        parts: dict[str, Any] = {}
-        if isinstance(actuator, LocalActuator):
-            parts.update(actuator.desired_for_node(node_id) or {})
-        parts.update(tenants(node_id) or {})
-        return parts or None
-
-    return desired
 
 
 def fleet_snapshot(services: AppServices) -> FleetSnapshot:
     with services.engine.connect() as conn:
         return FleetSnapshot(
             series=read_latest(conn),
-            node_status=node_statuses(
-                conn, now=services.clock(), down_after_seconds=services.settings.node_down_after_seconds
-            ),
+            node_status=services.fleet.statuses(conn, services.clock()),
         )
 
 

@@ -123,6 +123,11 @@ class EnforcementStore:
         with self.engine.connect() as conn:
             return [ThrottleLevel(**dict(r._mapping)) for r in conn.execute(query)]
 
+    def forget_pool(self, pool: str) -> None:
+        """Delete the standing throttles on ``pool`` everywhere (the pool was deleted; its events stay history)."""
+        with self.engine.begin() as conn:
+            conn.execute(delete(throttle_levels).where(throttle_levels.c.pool == pool))
+
     def list(self, *, tenant: str | None = None, before: int | None = None, limit: int = 100) -> list[EnforcementEvent]:
         """Newest first; ``before`` is the id cursor of the previous page."""
         query = select(enforcement_events).order_by(enforcement_events.c.id.desc()).limit(limit)

@@ -267,6 +267,11 @@ class TenantStore:
             conn.execute(delete(tenant_api_keys).where(tenant_api_keys.c.tenant == name))
             return conn.execute(delete(tenants).where(tenants.c.name == name)).rowcount == 1
 
+    def forget_pool(self, pool: str) -> None:
+        """Delete every tenant's quota on ``pool`` (the pool was deleted)."""
+        with self.engine.begin() as conn:
+            conn.execute(delete(tenant_quotas).where(tenant_quotas.c.pool == pool))
+
     @staticmethod
     def _bump(conn: Connection, tenant: Tenant, now: float, expected: int | None, **values: Any) -> Tenant:
         """Write ``values`` and the next version if the tenant is still at ``expected`` (compare-and-set)."""

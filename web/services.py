@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine
@@ -15,6 +14,7 @@ from autoscaler.actuators.base import Actuator
 from autoscaler.controller import AutoscalerTelemetry
 from collector.ingest import SampleWriter
 from collector.telemetry import IngestTelemetry
+from fleet.desired import DesiredBoard
 from fleet.pools import PoolStore
 from fleet.scaling_events import EventStore
 from fleet.view import FleetReader
@@ -25,13 +25,6 @@ from predictor.telemetry import ForecastTelemetry
 from web.ingest_gate import InFlightLimit
 from web.settings import WebSettings
 from web.tokens import TokenStore
-
-# What a node should run, as the control plane sees it; None while nothing is decided for the node.
-DesiredStateSource = Callable[[str], dict[str, Any] | None]
-
-
-def _nothing_desired(_node_id: str) -> dict[str, Any] | None:
-    return None
 
 
 @dataclass
@@ -52,7 +45,10 @@ class AppServices:
     enforcer_telemetry: EnforcerTelemetry
     alerting_telemetry: AlertingTelemetry
     fleet: FleetReader  # the one liveness-aware read of the fleet (one node_down_after_seconds)
-    desired_state: DesiredStateSource = _nothing_desired
+    desired: DesiredBoard  # what each node should run and enforce, as the control loops last published it
+    # Publish the tenants part now (isolation.desired.TenantsPublisher, set by the composition root): after an API
+    # change of tenants, quotas or tenant keys, so it reaches the nodes at their next push, not the enforcer's tick.
+    publish_tenants: Callable[[], object] = field(default=lambda: None)
     clock: Callable[[], float] = field(default=time.time)
     ingest_gate: InFlightLimit = field(init=False)
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
+
+from fleet.pools import Pool
+from fleet.view import FleetView
 
 
 class ActuationError(Exception):
@@ -10,14 +14,24 @@ class ActuationError(Exception):
 
 
 class Actuator(Protocol):
-    """``local`` (the agents, through the ingest answer) or ``kubernetes`` (a Deployment's scale subresource)."""
+    """``local`` (the agents, through the ingest answer) or ``kubernetes`` (a Deployment's scale subresource).
+
+    Each takes the tick's :class:`FleetView` (read once per tick by the controller); one that has its own view of
+    the replicas (a Deployment) ignores it.
+    """
 
     name: str
 
-    def current(self, pool: str) -> int | None:
-        """The replicas the pool's target runs now as the actuator sees them; None when it cannot tell."""
+    def current_replicas(self, pool: str, fleet: FleetView) -> int | None:
+        """The pool's current replicas, ready + starting (docs/architecture.md, glossary), as the actuator's target
+        sees them; None when it cannot tell."""
         ...
 
-    def apply(self, pool: str, replicas: int) -> str:
+    def apply(self, pool: str, replicas: int, fleet: FleetView) -> str:
         """Ask for ``replicas``; returns a short note for the scaling event; raises ActuationError on refusal."""
+        ...
+
+    def publish(self, pools: Sequence[Pool], fleet: FleetView) -> None:
+        """After every pool of a tick was applied: tell the nodes what they run, where the actuator does it through
+        them (local: the pools part of the desired-state board); nothing for one that acts on its own target."""
         ...

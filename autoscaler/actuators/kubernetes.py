@@ -9,13 +9,15 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import urllib3
 from kubernetes import client, config
 
 from autoscaler.actuators.base import ActuationError
+from fleet.pools import Pool
+from fleet.view import FleetView
 
 HPA_CACHE_S = 30.0  # one HPA list per namespace every 30 s, not one per decision (the controller ticks every 5 s)
 REQUEST_TIMEOUT_S = 10.0  # a hung API server must not stall the controller loop
@@ -76,8 +78,10 @@ class KubernetesActuator:
         """The Deployment that runs ``pool``."""
         return self._deployments.get(pool, pool)
 
-    def current(self, pool: str) -> int | None:
-        """The Deployment's observed replicas (``status.replicas``), or the asked-for ones before it has a status."""
+    def current_replicas(self, pool: str, fleet: FleetView | None = None) -> int | None:
+        """The Deployment's current replicas, ready + starting (docs/architecture.md, glossary): its observed
+        ``status.replicas``, every pod it runs that is not terminating, ready or not yet. None before the
+        Deployment controller has observed it (``spec.replicas`` is what was asked, not what runs)."""
         name = self.deployment(pool)
         scale = self._call(
             f"read the scale of deployment {self.namespace}/{name}",
@@ -87,11 +91,9 @@ class KubernetesActuator:
         )
         if scale.status is not None and scale.status.replicas is not None:
             return int(scale.status.replicas)
-        if scale.spec is not None and scale.spec.replicas is not None:
-            return int(scale.spec.replicas)
         return None
 
-    def apply(self, pool: str, replicas: int) -> str:
+    def apply(self, pool: str, replicas: int, fleet: FleetView | None = None) -> str:
         """Patch the Deployment's ``spec.replicas``, unless an HPA scales the same Deployment."""
         name = self.deployment(pool)
         hpas = self._hpas_targeting(name)
@@ -108,6 +110,9 @@ class KubernetesActuator:
             {"spec": {"replicas": replicas}},
         )
         return f"deployment {self.namespace}/{name} scaled to {replicas} replicas"
+
+    def publish(self, pools: Sequence[Pool], fleet: FleetView) -> None:
+        """Nothing: the Deployments are the whole answer, the agents on their pods are told no pools."""
 
     def _hpas_targeting(self, deployment: str) -> list[str]:
         """Names of the HPAs whose scale target is ``deployment``, from a list at most ``hpa_cache_s`` old."""

@@ -1,32 +1,33 @@
 """The ``local`` actuator: replicas run by the fleetpilot agents, told through the ingest answer's ``desired``.
 
-``apply(pool, n)`` places ``n`` replicas over the up nodes that run the pool (:func:`autoscaler.placement.place`,
-by free slots and routing weight) and stores the placement; each node's next ingest answer carries its share.
-Applied every controller tick, so a node that goes down loses its share at the next tick and the others take it
-over (failover: node down after ``node_down_after_seconds``, re-placed at the next tick, told at the next push).
+``apply(pool, n, fleet)`` places ``n`` replicas over the up nodes that run the pool (:func:`autoscaler.placement.place`,
+by free slots and routing weight) and stores the placement. Applied every controller tick, so a node that goes down
+loses its share at the next tick and the others take it over (failover: node down after ``node_down_after_seconds``,
+re-placed at the next tick, told at the next push).
 
-What a node is told (``desired_for_node``): every managed pool (one with a placement) at its share, 0 where it has
-none, and every other pool it reports at what it runs now — ``desired`` replaces the node's whole pool set, so an
-unmanaged pool must be restated to keep running.
+After every pool of the tick, ``publish`` puts the pools part on the desired-state board (:mod:`fleet.desired`);
+each node's next ingest answer carries it. What a node is told (:func:`pools_part`): every managed pool (one with a
+placement) at its share, 0 where it has none but runs it, and every other pool it reports at what it runs now —
+``desired`` replaces the node's whole pool set, so an unmanaged pool must be restated to keep running. A deleted
+pool (retired, :meth:`PlacementStore.retire`) is told at 0 to every up node still running it, until none does.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable
-from typing import Any
+from collections import defaultdict
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from sqlalchemy import Column, Double, Engine, Integer, String, Table, delete, select
 
 from autoscaler.actuators.base import ActuationError
 from autoscaler.placement import Slot, place
 from autoscaler.routing import routing_weights
+from collector.control import DesiredState, PoolDesired
 from collector.database import insert_for
-from collector.registry import read_latest, replica_counts
 from collector.tables import metadata
-from fleet.pools import Coefficients
-from fleet.view import FleetView, read_fleet
+from fleet.desired import DesiredBoard, DesiredPart, Part
+from fleet.pools import Coefficients, Pool
+from fleet.view import FleetView
 
 placements = Table(
     "placements",
@@ -37,6 +38,100 @@ placements = Table(
     Column("updated_at", Double, nullable=False),
 )
 
+# A pool deleted while nodes may still run it: told 0 replicas until no up node runs any (then forgotten).
+retired_pools = Table(
+    "retired_pools",
+    metadata,
+    Column("pool", String(128), primary_key=True),
+    Column("retired_at", Double, nullable=False),
+)
+
+Layout = Mapping[str, Mapping[str, int]]  # pool → node → replicas placed there
+
+
+class PlacementStore:
+    """Where each managed pool's replicas are placed, and the retired pools the nodes still drain."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        upsert = insert_for(engine, placements)
+        self._upsert = upsert.on_conflict_do_update(
+            index_elements=["pool", "node_id"],
+            set_={"replicas": upsert.excluded.replicas, "updated_at": upsert.excluded.updated_at},
+        )
+        retire = insert_for(engine, retired_pools)
+        self._retire = retire.on_conflict_do_nothing(index_elements=["pool"])
+
+    def layout(self) -> dict[str, dict[str, int]]:
+        """Every managed pool's replicas per node, in one read."""
+        layout: dict[str, dict[str, int]] = defaultdict(dict)
+        with self.engine.connect() as conn:
+            for pool, node, count in conn.execute(
+                select(placements.c.pool, placements.c.node_id, placements.c.replicas)
+            ):
+                layout[pool][node] = count
+        return dict(layout)
+
+    def of_pool(self, pool: str) -> dict[str, int]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(placements.c.node_id, placements.c.replicas).where(placements.c.pool == pool))
+            return {node: count for node, count in rows}
+
+    def place(self, pool: str, shares: Mapping[str, int], *, candidates: Collection[str], now: float) -> None:
+        """The pool's placement is ``shares``; a node that is no candidate any more loses its row."""
+        with self.engine.begin() as conn:
+            conn.execute(delete(placements).where(placements.c.pool == pool, placements.c.node_id.not_in(candidates)))
+            if shares:
+                conn.execute(
+                    self._upsert,
+                    [{"pool": pool, "node_id": n, "replicas": c, "updated_at": now} for n, c in shares.items()],
+                )
+
+    def retire(self, pool: str, *, now: float) -> None:
+        """The pool is deleted: its placement goes, and the nodes still running it are told 0 until none does."""
+        with self.engine.begin() as conn:
+            conn.execute(delete(placements).where(placements.c.pool == pool))
+            conn.execute(self._retire, [{"pool": pool, "retired_at": now}])
+
+    def retired(self) -> set[str]:
+        with self.engine.connect() as conn:
+            return set(conn.scalars(select(retired_pools.c.pool)))
+
+    def forget_retired(self, pools: Iterable[str]) -> None:
+        names = sorted(pools)
+        if names:
+            with self.engine.begin() as conn:
+                conn.execute(delete(retired_pools).where(retired_pools.c.pool.in_(names)))
+
+
+def pools_part(fleet: FleetView, layout: Layout, retired: Collection[str]) -> DesiredPart:
+    """The pools part of the board for every up node (module docstring); empty (nothing said, each agent keeps its
+    own pools) while no pool is managed and no retired pool runs anywhere. Chat placed 2 on node a and none on b,
+    which also runs vision (unmanaged, 3 replicas) and the deleted pool old: a → chat 2; b → chat 0, vision 3, old 0.
+    """
+    running: dict[str, dict[str, int]] = defaultdict(dict)
+    for p in fleet.pools_on_nodes:
+        running[p.node_id][p.pool] = p.ready + p.starting
+    draining = set(retired) & {pool for on in running.values() for pool in on}
+    if not layout and not draining:
+        return DesiredPart()
+    nodes = {}
+    for node in sorted(fleet.up_nodes):
+        on = running.get(node, {})
+        pools = {name: count for name, count in on.items() if name not in layout and name not in retired}
+        for name, shares in layout.items():
+            share = shares.get(node, 0)
+            if share > 0 or name in on:
+                pools[name] = share
+        pools.update({name: 0 for name in draining if name in on})
+        nodes[node] = DesiredState(pools={name: PoolDesired(replicas=n) for name, n in sorted(pools.items())})
+    return DesiredPart(nodes=nodes)
+
+
+def still_running(fleet: FleetView, pools: Collection[str]) -> set[str]:
+    """Those of ``pools`` that some up node runs a replica of (ready or starting)."""
+    return {p.pool for p in fleet.pools_on_nodes if p.pool in pools and p.ready + p.starting > 0}
+
 
 class LocalActuator:
     name = "local"
@@ -45,48 +140,22 @@ class LocalActuator:
         self,
         engine: Engine,
         *,
-        node_down_after_seconds: float,
-        cpu_replicas_per_node: int = 4,
+        board: DesiredBoard,
         coefficients: Callable[[str], Coefficients] = lambda _pool: Coefficients(),
-        clock: Callable[[], float] = time.time,
-        cache_seconds: float = 1.0,
     ) -> None:
-        self.engine = engine
-        self.cache_seconds = cache_seconds
-        self._cached: tuple[float, dict[str, dict[str, int]]] | None = None  # (read at, pool → node → replicas)
-        self._cache_lock = threading.Lock()
-        self.down_after = node_down_after_seconds
-        self.cpu_replicas_per_node = cpu_replicas_per_node
+        self.store = PlacementStore(engine)
+        self.board = board
         self.coefficients = coefficients
-        self.clock = clock
-        upsert = insert_for(engine, placements)
-        self._upsert = upsert.on_conflict_do_update(
-            index_elements=["pool", "node_id"],
-            set_={"replicas": upsert.excluded.replicas, "updated_at": upsert.excluded.updated_at},
-        )
 
-    def _fleet(self) -> FleetView:
-        with self.engine.connect() as conn:
-            return read_fleet(
-                conn,
-                now=self.clock(),
-                down_after_seconds=self.down_after,
-                cpu_replicas_per_node=self.cpu_replicas_per_node,
-            )
+    def current_replicas(self, pool: str, fleet: FleetView) -> int | None:
+        """Current = ready + starting replicas the up nodes report (docs/architecture.md, glossary)."""
+        return sum(p.ready + p.starting for p in fleet.pools_on_nodes if p.pool == pool)
 
-    def current(self, pool: str) -> int | None:
-        fleet = self._fleet()
-        return sum(p.ready for p in fleet.pools_on_nodes if p.pool == pool)
-
-    def apply(self, pool: str, replicas: int) -> str:
-        fleet = self._fleet()
+    def apply(self, pool: str, replicas: int, fleet: FleetView) -> str:
         candidates = sorted({p.node_id for p in fleet.pools_on_nodes if p.pool == pool})
         if replicas > 0 and not candidates:
             raise ActuationError(f"no node that is up runs pool {pool!r}: nowhere to place {replicas} replicas")
-        with self.engine.connect() as conn:
-            placed_now = {
-                r.node_id: r.replicas for r in conn.execute(select(placements).where(placements.c.pool == pool))
-            }
+        placed_now = self.store.of_pool(pool)
         weights = routing_weights([n for n in fleet.node_loads if n.node_id in candidates], self.coefficients(pool))
         slots = []
         for node in candidates:
@@ -95,56 +164,26 @@ class LocalActuator:
             )
             mine = placed_now.get(node, reported)
             others = fleet.replicas_on_node(node) - reported
-            free = max(0, fleet.node_replica_slots.get(node, self.cpu_replicas_per_node) - others - mine)
+            free = max(0, fleet.node_replica_slots.get(node, 0) - others - mine)
             slots.append(Slot(node, mine, weights.get(node, 0.5), free))
         shares = place(replicas, slots)
-        now = self.clock()
-        with self.engine.begin() as conn:
-            conn.execute(delete(placements).where(placements.c.pool == pool, placements.c.node_id.not_in(candidates)))
-            if shares:
-                conn.execute(
-                    self._upsert,
-                    [{"pool": pool, "node_id": n, "replicas": c, "updated_at": now} for n, c in shares.items()],
-                )
-        with self._cache_lock:
-            self._cached = None  # this server's next ingest answers see the new placement at once
+        self.store.place(pool, shares, candidates=candidates, now=fleet.now)
         placed = sum(shares.values())
         layout = ", ".join(f"{n}: {c}" for n, c in sorted(shares.items()))
         if placed < replicas:
             return f"placed {placed} of {replicas} (no free slot for the rest) on {layout}"
         return f"placed {placed} on {layout}" if layout else "no replicas"
 
-    def placements(self) -> dict[str, dict[str, int]]:
-        """Every managed pool's replicas per node, read at most once per ``cache_seconds`` (every ingest request
-        asks; the controller changes them every few seconds at most, and ``apply`` refreshes this server's copy)."""
-        now = time.monotonic()
-        with self._cache_lock:
-            if self._cached is not None and now - self._cached[0] < self.cache_seconds:
-                return self._cached[1]
-        layout: dict[str, dict[str, int]] = {}
-        with self.engine.connect() as conn:
-            for pool, node, count in conn.execute(
-                select(placements.c.pool, placements.c.node_id, placements.c.replicas)
-            ):
-                layout.setdefault(pool, {})[node] = count
-        with self._cache_lock:
-            self._cached = (now, layout)
-        return layout
-
-    def desired_for_node(self, node_id: str) -> dict[str, Any] | None:
-        """The ``desired`` pools for a node's ingest answer; None while no pool is managed (the agent keeps its own).
-
-        Called on every ingest request: the cached placements, and the node's own latest series (it is pushing, so
-        up) only when some pool is managed.
-        """
-        managed = self.placements()
-        if not managed:
-            return None
-        with self.engine.connect() as conn:
-            running = {s.pool: sum(replica_counts(s.extra)) for s in read_latest(conn, [node_id]) if s.pool is not None}
-        pools = {name: {"replicas": count} for name, count in running.items() if name not in managed}
-        for name, layout in managed.items():
-            share = layout.get(node_id, 0)
-            if share > 0 or name in running:
-                pools[name] = {"replicas": share}
-        return {"pools": pools}
+    def publish(self, pools: Sequence[Pool], fleet: FleetView) -> None:
+        """Put the pools part for every up node on the board (written only when it changed). A placement of a pool
+        no longer in the registry (deleted while a tick was placing it) is retired like the delete itself."""
+        names = {p.name for p in pools}
+        layout = self.store.layout()
+        for pool in set(layout) - names:
+            self.store.retire(pool, now=fleet.now)
+        retired = self.store.retired()
+        done = (retired & names) | (retired - still_running(fleet, retired))  # created again, or drained everywhere
+        part = pools_part(fleet, {p: s for p, s in layout.items() if p in names}, retired - names)
+        self.store.forget_retired(done)
+        if self.board.part(Part.POOLS) != part:
+            self.board.publish(Part.POOLS, part, now=fleet.now)

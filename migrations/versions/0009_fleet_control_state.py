@@ -1,7 +1,8 @@
 """fleet control state: node reports, replica history, desired snapshots, scaling reason codes
 
 The typed control state of issue 16: each node's latest report and its replicas over time (collector), the
-desired-state board's snapshots (fleet) and the reason code of each scaling event.
+desired-state board's snapshots (fleet), the pools deleted while nodes still run them (autoscaler's local
+actuator) and the reason code of each scaling event.
 
 Revision ID: 0009
 Revises: 0008
@@ -28,6 +29,12 @@ def upgrade() -> None:
         sa.Column("generated_at", sa.Double(), nullable=False),
         sa.Column("body", sa.JSON(), nullable=False),
         sa.PrimaryKeyConstraint("part", name=op.f("pk_desired_snapshots")),
+    )
+    op.create_table(
+        "retired_pools",
+        sa.Column("pool", sa.String(length=128), nullable=False),
+        sa.Column("retired_at", sa.Double(), nullable=False),
+        sa.PrimaryKeyConstraint("pool", name=op.f("pk_retired_pools")),
     )
     op.create_table(
         "node_reports",
@@ -65,4 +72,5 @@ def downgrade() -> None:
 
     op.drop_table("replica_reports")
     op.drop_table("node_reports")
+    op.drop_table("retired_pools")
     op.drop_table("desired_snapshots")

@@ -1,20 +1,26 @@
 """The control loop on a real database: decisions recorded and applied, dry-run, manual scale, failures, the
-leader lease between two controllers, and the local actuator's placement, failover and desired state."""
+leader lease between two controllers, one fleet read per tick, and the local actuator's placement, failover and
+the pools part it publishes on the desired-state board."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, insert, update
+from sqlalchemy import Engine, insert
 
-from autoscaler.actuators.base import ActuationError
-from autoscaler.actuators.local import LocalActuator
+from autoscaler.actuators.base import ActuationError, Actuator
+from autoscaler.actuators.local import Layout, LocalActuator, pools_part
 from autoscaler.controller import Controller, ControllerSettings
-from collector.tables import NO_DEVICE, nodes, series_latest
-from fleet.pools import Mode, Policy, PoolSpec, PoolStore
+from collector.control import DesiredState, NodeReport, PoolReport
+from collector.registry import NodeStatus, PoolOnNode
+from collector.tables import NO_DEVICE, node_reports, nodes, series_latest
+from fleet.desired import DesiredBoard, DesiredPart, Part
+from fleet.pools import Mode, Policy, Pool, PoolSpec, PoolStore
 from fleet.scaling_events import EventStore
+from fleet.view import FleetReader, FleetView
 from predictor.store import ForecastPoint, ForecastStore, GoodForecast, SubjectKind
 from tests.support.clock import FakeClock
 
@@ -23,26 +29,46 @@ from tests.support.clock import FakeClock
 class RecordingActuator:
     name: str = "recording"
     applied: list[tuple[str, int]] = field(default_factory=list)
+    fleets: list[FleetView] = field(default_factory=list)  # the view each call was given
     error: str | None = None
 
-    def current(self, pool: str) -> int | None:
+    def current_replicas(self, pool: str, fleet: FleetView) -> int | None:
         return None
 
-    def apply(self, pool: str, replicas: int) -> str:
+    def apply(self, pool: str, replicas: int, fleet: FleetView) -> str:
+        self.fleets.append(fleet)
         if self.error is not None:
             raise ActuationError(self.error)
         self.applied.append((pool, replicas))
         return f"asked for {replicas}"
 
+    def publish(self, pools: Sequence[Pool], fleet: FleetView) -> None:
+        self.fleets.append(fleet)
+
 
 def report(
-    engine: Engine, clock: FakeClock, node: str, pool: str, *, demand: float, ready: int, starting: int = 0
+    engine: Engine,
+    clock: FakeClock,
+    node: str,
+    pool: str,
+    *,
+    demand: float,
+    ready: int,
+    starting: int = 0,
+    also: dict[str, int] | None = None,
 ) -> None:
-    """``node`` is up and reports ``pool`` with ``ready`` replicas serving ``demand`` requests/s."""
+    """``node`` is up and reports ``pool`` with ``ready`` replicas serving ``demand`` requests/s (and the pools
+    ``also`` names with that many ready replicas, no readings)."""
+    counts = {pool: PoolReport(ready=ready, starting=starting)} | {
+        name: PoolReport(ready=n) for name, n in (also or {}).items()
+    }
+    body = NodeReport(ts=clock(), pools=counts).model_dump(mode="json")
     extra: dict[str, Any] = {"replicas_ready": ready, "replicas_starting": starting}
     with engine.begin() as conn:
         conn.execute(nodes.delete().where(nodes.c.id == node))
         conn.execute(insert(nodes).values(id=node, first_seen=clock() - 600, last_seen=clock()))
+        conn.execute(node_reports.delete().where(node_reports.c.node_id == node))
+        conn.execute(insert(node_reports).values(node_id=node, ts=clock(), received_at=clock(), report=body))
         conn.execute(series_latest.delete().where(series_latest.c.node_id == node))
         conn.execute(
             insert(series_latest).values(
@@ -51,8 +77,12 @@ def report(
         )
 
 
-def controller(engine: Engine, actuator: Any, holder: str = "server-a") -> Controller:
-    return Controller(engine, ControllerSettings(), actuator, holder=holder)
+def reader(engine: Engine) -> FleetReader:
+    return FleetReader(engine, node_down_after_seconds=3.0, cpu_replicas_per_node=4)
+
+
+def controller(engine: Engine, actuator: Actuator, holder: str = "server-a", **settings: Any) -> Controller:
+    return Controller(engine, ControllerSettings(**settings), actuator, fleet=reader(engine), holder=holder)
 
 
 def chat(engine: Engine, clock: FakeClock, **changes: Any) -> None:
@@ -176,48 +206,110 @@ def test_only_the_lease_holder_acts(engine: Engine, clock: FakeClock) -> None:
     assert first.applied and second.applied
 
 
+def fleet_of(*on: tuple[str, str, int, int]) -> FleetView:
+    """A view of up nodes running (node, pool, ready, starting)."""
+    pools = tuple(PoolOnNode(node, pool, ready, starting, 0.0, {}) for node, pool, ready, starting in on)
+    up = frozenset(p.node_id for p in pools)
+    return FleetView(0.0, dict.fromkeys(up, NodeStatus.UP), up, pools, (), dict.fromkeys(up, 4))
+
+
+def told(part: DesiredPart) -> dict[str, dict[str, int]]:
+    return {node: {p: d.replicas for p, d in (s.pools or {}).items()} for node, s in part.nodes.items()}
+
+
+@pytest.mark.parametrize(
+    ("on", "layout", "retired", "expected"),
+    [
+        pytest.param([("a", "chat", 1, 0)], {}, set(), {}, id="nothing-managed-nothing-said"),
+        pytest.param(
+            [("a", "chat", 1, 0), ("b", "chat", 0, 1), ("b", "vision", 3, 0)],
+            {"chat": {"a": 2, "b": 0}},
+            set(),
+            {"a": {"chat": 2}, "b": {"chat": 0, "vision": 3}},
+            id="managed-at-share-unmanaged-restated-at-current",
+        ),
+        pytest.param(
+            [("a", "vision", 1, 0), ("b", "vision", 1, 0)],
+            {"chat": {"a": 2}},
+            set(),
+            {"a": {"chat": 2, "vision": 1}, "b": {"vision": 1}},
+            id="a-share-on-a-node-not-running-it-yet",
+        ),
+        pytest.param(
+            [("a", "old", 2, 0), ("a", "vision", 1, 0), ("b", "vision", 1, 0)],
+            {},
+            {"old"},
+            {"a": {"old": 0, "vision": 1}, "b": {"vision": 1}},
+            id="a-retired-pool-is-told-zero-where-it-runs",
+        ),
+        pytest.param([("a", "vision", 1, 0)], {}, {"old"}, {}, id="a-retired-pool-run-nowhere-says-nothing"),
+    ],
+)
+def test_the_pools_part_for_every_up_node(
+    on: list[tuple[str, str, int, int]], layout: Layout, retired: set[str], expected: dict[str, dict[str, int]]
+) -> None:
+    part = pools_part(fleet_of(*on), layout, retired)
+    assert told(part) == expected
+    assert part.common == DesiredState()  # a node not up is told nothing new: it keeps what it was told
+
+
 def test_local_actuator_places_replicas_and_moves_them_off_a_node_that_goes_down(
     engine: Engine, clock: FakeClock
 ) -> None:
     chat(engine, clock)
     for node in ("node-a", "node-b", "node-c"):
         report(engine, clock, node, "chat", demand=20.0, ready=1)
-    local = LocalActuator(engine, node_down_after_seconds=3.0, cpu_replicas_per_node=4, clock=clock)
-    assert local.apply("chat", 6) == "placed 6 on node-a: 2, node-b: 2, node-c: 2"
-    assert local.desired_for_node("node-a") == {"pools": {"chat": {"replicas": 2}}}
+    fleet = reader(engine)
+    local = LocalActuator(engine, board=DesiredBoard(engine))
+    assert local.apply("chat", 6, fleet.read(clock())) == "placed 6 on node-a: 2, node-b: 2, node-c: 2"
     clock.advance(10)  # node-c stops pushing: down
-    for node in ("node-a", "node-b"):
-        report(engine, clock, node, "chat", demand=30.0, ready=2)
-    assert local.apply("chat", 6) == "placed 6 on node-a: 3, node-b: 3"
-    assert local.current("chat") == 4
-    with engine.begin() as conn:  # node-b is full: other pools take 2 of its 4 slots
-        conn.execute(
-            insert(series_latest).values(
-                node_id="node-b", device=NO_DEVICE, pool="vision", ts=clock(), extra={"replicas_ready": 2}
-            )
-        )
-    assert local.apply("chat", 9).startswith("placed 7 of 9")  # node-a takes 1 more; node-b keeps its 3, no more
+    report(engine, clock, "node-a", "chat", demand=30.0, ready=2)
+    report(engine, clock, "node-b", "chat", demand=30.0, ready=1, starting=1)
+    assert local.apply("chat", 6, fleet.read(clock())) == "placed 6 on node-a: 3, node-b: 3"
+    assert local.current_replicas("chat", fleet.read(clock())) == 4  # current: ready 3 + starting 1
+    # node-b is full: another pool takes 2 of its 4 slots
+    report(engine, clock, "node-b", "chat", demand=30.0, ready=2, also={"vision": 2})
+    view = fleet.read(clock())
+    assert local.apply("chat", 9, view).startswith("placed 7 of 9")  # node-a takes 1 more; node-b keeps its 3
 
 
-def test_desired_state_keeps_unmanaged_pools_and_zeroes_managed_ones_placed_elsewhere(
+def test_the_controller_publishes_the_pools_part_with_unmanaged_pools_kept_and_managed_ones_zeroed(
     engine: Engine, clock: FakeClock
 ) -> None:
-    local = LocalActuator(engine, node_down_after_seconds=3.0, clock=clock)
-    report(engine, clock, "node-a", "chat", demand=20.0, ready=1)
-    assert local.desired_for_node("node-a") is None  # nothing managed yet: the agent keeps its own pools
-    with engine.begin() as conn:
-        conn.execute(
-            insert(series_latest).values(
-                node_id="node-a", device=NO_DEVICE, pool="vision", ts=clock(), extra={"replicas_ready": 3}
-            )
-        )
-    report_b = dict(demand=20.0, ready=1)
-    report(engine, clock, "node-b", "chat", **report_b)  # type: ignore[arg-type]
-    with engine.begin() as conn:  # node-a's chat is full of other work: everything goes to node-b
-        conn.execute(update(nodes).where(nodes.c.id == "node-a").values(last_seen=clock() - 60))
-    local.apply("chat", 2)
-    assert local.desired_for_node("node-a") == {"pools": {"vision": {"replicas": 3}, "chat": {"replicas": 0}}}
-    assert local.desired_for_node("node-b") == {"pools": {"chat": {"replicas": 2}}}
+    board = DesiredBoard(engine)
+    local = LocalActuator(engine, board=board)
+    report(engine, clock, "node-a", "chat", demand=20.0, ready=1, also={"vision": 3})
+    report(engine, clock, "node-b", "chat", demand=20.0, ready=1)
+    loop = controller(engine, local)
+    loop.run(clock())
+    assert board.for_node("node-a") is None  # nothing managed yet: each agent keeps its own pools
+    chat(engine, clock, min_replicas=2, max_replicas=2)
+    loop.run(clock())
+    a, b = board.for_node("node-a"), board.for_node("node-b")
+    assert a is not None and b is not None
+    assert {n: p.replicas for n, p in (a.pools or {}).items()}["vision"] == 3  # restated at what it runs
+    assert sum(s.pools["chat"].replicas for s in (a, b) if s.pools) == 2  # the decision, placed over both
+    version = board.version(Part.POOLS)
+    loop.run(clock())
+    assert board.version(Part.POOLS) == version  # the same part is not written again
+
+
+def test_a_tick_reads_the_fleet_once_for_every_pool_and_actuation(engine: Engine, clock: FakeClock) -> None:
+    class CountingReader(FleetReader):
+        reads = 0
+
+        def read(self, now: float) -> FleetView:
+            CountingReader.reads += 1
+            return super().read(now)
+
+    chat(engine, clock)
+    PoolStore(engine).create("vision", PoolSpec(min_replicas=1, max_replicas=4, replica_capacity=5.0), now=clock())
+    report(engine, clock, "node-a", "chat", demand=20.0, ready=1, also={"vision": 1})
+    actuator = RecordingActuator()
+    fleet = CountingReader(engine, node_down_after_seconds=3.0, cpu_replicas_per_node=4)
+    Controller(engine, ControllerSettings(), actuator, fleet=fleet, holder="server-a").run(clock())
+    assert len(actuator.applied) == 2 and len(actuator.fleets) == 3  # two applies and the publish
+    assert CountingReader.reads == 1 and all(f is actuator.fleets[0] for f in actuator.fleets)
 
 
 @pytest.mark.parametrize("replicas", [-1])
@@ -232,7 +324,7 @@ def test_a_new_leader_watches_the_fleet_before_acting(engine: Engine, clock: Fak
     chat(engine, clock)
     report(engine, clock, "node-a", "chat", demand=140.0, ready=2)
     actuator = RecordingActuator()
-    loop = Controller(engine, ControllerSettings(settle_seconds=10.0), actuator, holder="server-a")
+    loop = controller(engine, actuator, settle_seconds=10.0)
     assert loop.run(clock()) == {} and actuator.applied == []
     clock.advance(10)
     report(engine, clock, "node-a", "chat", demand=140.0, ready=2)
@@ -242,7 +334,7 @@ def test_a_new_leader_watches_the_fleet_before_acting(engine: Engine, clock: Fak
 def test_the_first_event_starts_from_what_the_actuators_target_runs(engine: Engine, clock: FakeClock) -> None:
     @dataclass
     class Deployment(RecordingActuator):
-        def current(self, pool: str) -> int | None:
+        def current_replicas(self, pool: str, fleet: FleetView) -> int | None:
             return 7  # e.g. a Deployment's replicas, whatever the agents report
 
     chat(engine, clock)

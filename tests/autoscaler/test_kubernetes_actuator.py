@@ -13,11 +13,13 @@ from kubernetes import client, config
 
 from autoscaler.actuators.base import ActuationError, Actuator
 from autoscaler.actuators.kubernetes import KubernetesActuator
+from fleet.view import FleetView
 from tests.support.clock import FakeClock
 from tests.support.fake_kube import FakeKube
 
 NS = "inference"
 RBAC = Path(__file__).parents[2] / "deploy" / "kubernetes" / "rbac.yaml"
+NO_FLEET = FleetView(0.0, {}, frozenset(), (), (), {})
 
 
 @pytest.fixture
@@ -34,11 +36,11 @@ def actuator(kube: FakeKube, clock: FakeClock) -> KubernetesActuator:
 
 def test_apply_patches_the_scale_and_current_reads_it_back(kube: FakeKube, actuator: KubernetesActuator) -> None:
     as_protocol: Actuator = actuator
-    assert as_protocol.current("llama-8b") == 2
-    note = as_protocol.apply("llama-8b", 5)
+    assert as_protocol.current_replicas("llama-8b", NO_FLEET) == 2
+    note = as_protocol.apply("llama-8b", 5, NO_FLEET)  # the tick's fleet view means nothing to a Deployment
     assert note == "deployment inference/llama-8b scaled to 5 replicas"
     assert kube.deployments[(NS, "llama-8b")].spec_replicas == 5
-    assert actuator.current("llama-8b") == 5
+    assert actuator.current_replicas("llama-8b") == 5
     (patch,) = kube.sent("PATCH")
     assert patch.path == f"/apis/apps/v1/namespaces/{NS}/deployments/llama-8b/scale"
     assert json.loads(patch.body) == {"spec": {"replicas": 5}}
@@ -52,13 +54,19 @@ def test_a_mapping_names_the_deployment_of_a_pool(kube: FakeKube, clock: FakeClo
     assert kube.deployments[(NS, "llama-8b")].spec_replicas == 2
 
 
-def test_current_reads_status_and_falls_back_to_spec_before_the_first_observation(
+def test_current_is_the_pods_that_run_and_unknown_before_the_first_observation(
     kube: FakeKube, actuator: KubernetesActuator
 ) -> None:
+    # current = ready + starting: every pod not terminating, as status.replicas counts them, not what spec asks
     kube.deployments[(NS, "llama-8b")].status_replicas = 3  # spec says 2, three pods still run (a scale-down)
-    assert actuator.current("llama-8b") == 3
+    assert actuator.current_replicas("llama-8b") == 3
     kube.add_deployment(NS, "fresh", 4, observed=False)
-    assert actuator.current("fresh") == 4
+    assert actuator.current_replicas("fresh") is None  # spec's 4 were asked for; none is known to run yet
+
+
+def test_publish_tells_the_nodes_nothing(kube: FakeKube, actuator: KubernetesActuator) -> None:
+    actuator.publish([], NO_FLEET)
+    assert kube.requests == []
 
 
 def test_an_hpa_on_the_same_deployment_refuses_and_sends_no_patch(kube: FakeKube, actuator: KubernetesActuator) -> None:
@@ -96,7 +104,7 @@ def test_the_hpa_list_is_cached_for_30_seconds(kube: FakeKube, actuator: Kuberne
 
 def test_an_unknown_deployment_is_an_actuation_error_with_404(actuator: KubernetesActuator) -> None:
     with pytest.raises(ActuationError, match=r'404 Not Found: deployments.apps "missing" not found'):
-        actuator.current("missing")
+        actuator.current_replicas("missing")
     with pytest.raises(ActuationError, match="patch the scale of deployment inference/missing: 404"):
         actuator.apply("missing", 1)
 
@@ -110,15 +118,15 @@ def test_rbac_refusal_is_an_actuation_error_with_403(
 ) -> None:
     kube.forbidden = {verb}
     with pytest.raises(ActuationError, match=f'403 Forbidden: .* cannot {verb} resource "{resource}') as caught:
-        actuator.current("llama-8b") if call == "current" else actuator.apply("llama-8b", 3)
+        actuator.current_replicas("llama-8b") if call == "current" else actuator.apply("llama-8b", 3)
     assert kube.deployments[(NS, "llama-8b")].spec_replicas == 2
     assert kube.token not in str(caught.value)
 
 
 def test_requests_carry_the_bearer_token_and_errors_never_show_it(kube: FakeKube, actuator: KubernetesActuator) -> None:
-    actuator.current("llama-8b")
+    actuator.current_replicas("llama-8b")
     with pytest.raises(ActuationError) as caught:
-        actuator.current("missing")
+        actuator.current_replicas("missing")
     assert {request.headers["authorization"] for request in kube.requests} == {f"Bearer {kube.token}"}
     assert kube.token not in str(caught.value)
 
@@ -128,7 +136,7 @@ def test_an_unreachable_api_server_is_an_actuation_error(clock: FakeClock) -> No
         api_client = kube.api_client()
     actuator = KubernetesActuator(api_client, NS, clock=clock)
     with pytest.raises(ActuationError, match="API server unreachable"):
-        actuator.current("llama-8b")
+        actuator.current_replicas("llama-8b")
 
 
 def test_from_config_reads_a_kubeconfig_and_names_a_missing_one(kube: FakeKube, tmp_path: Path) -> None:
@@ -146,7 +154,7 @@ def test_from_config_reads_a_kubeconfig_and_names_a_missing_one(kube: FakeKube, 
         )
     )
     actuator = KubernetesActuator.from_config(NS, {"chat": "llama-8b"}, in_cluster=False, kubeconfig=str(kubeconfig))
-    assert actuator.current("chat") == 2
+    assert actuator.current_replicas("chat") == 2
     with pytest.raises(ActuationError, match=r"kubeconfig .*missing"):
         KubernetesActuator.from_config(NS, None, in_cluster=False, kubeconfig=str(tmp_path / "missing"))
 
@@ -197,9 +205,9 @@ def test_scales_a_deployment_on_a_real_cluster() -> None:
         scale = apps.read_namespaced_deployment_scale("fleetpilot-actuator-test", namespace)
         assert scale.spec is not None and scale.spec.replicas == 1
         deadline = time.monotonic() + 60
-        while actuator.current("probe") != 1 and time.monotonic() < deadline:
+        while actuator.current_replicas("probe") != 1 and time.monotonic() < deadline:
             time.sleep(1)
-        assert actuator.current("probe") == 1
+        assert actuator.current_replicas("probe") == 1
     finally:
         apps.delete_namespaced_deployment("fleetpilot-actuator-test", namespace)
 

@@ -87,7 +87,7 @@ def test_a_hanging_forecaster_makes_the_autoscaler_fall_back_to_reactive_and_say
     agent = token("agent", node_id=NODE)
     rolled_up_history(engine, clock, rate=30.0)
     ingest_demand(client, agent, clock, seq=1, rate=30.0, ready=4)
-    controller = Controller(engine, ControllerSettings(), services.actuator, holder="test")
+    controller = Controller(engine, ControllerSettings(), services.actuator, fleet=services.fleet, holder="test")
 
     settings = ForecastSettings(timeout_seconds=TIMEOUT_S, model="naive")
     working = ForecastJob(engine, settings)

@@ -18,6 +18,7 @@ from collector.errors import TooManyPools
 from collector.ingest import PoolBound, SampleWriter
 from collector.tables import devices, node_reports, replica_reports, samples
 from collector.wire import IngestBatch
+from fleet.desired import DesiredBoard
 from fleet.pools import PoolSpec, PoolStore
 from tests.conftest import gpu_sample, pool_sample
 from tests.support.clock import FakeClock
@@ -125,11 +126,12 @@ def test_finding_1_the_desired_state_is_computed_off_the_event_loop(
 ) -> None:
     where: list[bool] = []
 
-    def desired(node_id: str) -> dict[str, Any] | None:
-        where.append(on_the_event_loop())
-        return None
+    class Watched(DesiredBoard):
+        def for_node_json(self, node_id: str) -> bytes:
+            where.append(on_the_event_loop())
+            return super().for_node_json(node_id)
 
-    services.desired_state = desired
+    services.desired = Watched(services.engine)
     good = {**pool_sample(1, clock()), "extra": {"replicas_ready": 256}}  # at the bound: accepted
     with TestClient(create_app(services)) as client:
         answer = client.post(

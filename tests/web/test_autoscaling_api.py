@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 
 from autoscaler.actuators.local import LocalActuator
 from autoscaler.controller import Controller, ControllerSettings
+from fleet.pools import PoolSpec
 from tests.conftest import gpu_sample, pool_sample
 from tests.support.clock import FakeClock
 from web.services import AppServices
@@ -48,8 +49,7 @@ def test_scaling_events_list_newest_first_with_a_cursor(
     body = {"name": "chat", "policy": "reactive", "replica_capacity": 10, "max_replicas": 50}
     client.post("/api/v1/pools", json=body, headers=auth("admin"))
     assert isinstance(services.actuator, LocalActuator)
-    services.actuator.clock = clock
-    loop = Controller(services.engine, ControllerSettings(), services.actuator, holder="test")
+    loop = Controller(services.engine, ControllerSettings(), services.actuator, fleet=services.fleet, holder="test")
     for seq, (rate, ready) in enumerate(((140.0, 2), (280.0, 4), (560.0, 8))):  # each tick wants more: 3 events
         push(client, auth, "node-a", [chat_sample(seq, clock, rate, ready)])
         loop.run(clock())
@@ -71,8 +71,10 @@ def test_ingest_answer_carries_the_nodes_share_once_the_pool_is_managed(
 ) -> None:
     assert push(client, auth, "node-a", [chat_sample(1, clock, 10.0, 1)])["desired"] is None
     assert isinstance(services.actuator, LocalActuator)
-    services.actuator.clock = clock
-    services.actuator.apply("chat", 3)
+    services.pools.create("chat", PoolSpec(), now=clock())
+    fleet = services.fleet.read(clock())
+    services.actuator.apply("chat", 3, fleet)
+    services.actuator.publish(services.pools.list(), fleet)
     assert push(client, auth, "node-a", [chat_sample(2, clock, 10.0, 1)])["desired"] == {
         "pools": {"chat": {"replicas": 3}}
     }

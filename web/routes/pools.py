@@ -14,9 +14,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Response, status
 from pydantic import BaseModel, Field
 
+from autoscaler.actuators.local import PlacementStore
 from collector.control import NAME_PATTERN
 from collector.registry import pool_replicas
 from fleet.pools import DemandMetric, Mode, Policy, Pool, PoolSpec, PoolStore
+from isolation.tenants import TenantStore
 from predictor.store import SubjectKind
 from web.audit import Auditor, AuditorDep
 from web.auth import AdminToken, OperatorToken, ServicesDep, ViewerToken
@@ -258,7 +260,11 @@ def delete_pool(name: str, services: ServicesDep, _token: AdminToken, audit: Aud
         require_match(if_match, before.version, f"pool {name!r}")
         store.delete(name)
         change.before = _audited(before, now)
+    # what was kept for the pool goes with it, and the nodes still running it are told 0 until none does
     services.forecasts.forget(SubjectKind.POOL, name)
+    PlacementStore(services.engine).retire(name, now=now)
+    TenantStore(services.engine).forget_pool(name)
+    services.enforcement.forget_pool(name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
