@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from prometheus_client import CollectorRegistry
 
+from collector.control import DesiredState, NodeReport
 from inference_agent.endpoint import AgentEndpoint
 from inference_agent.http_server import ConnectionLimits
 from inference_agent.probes.base import GpuInfo, GpuProbe, Probe, ProbeUnavailable
-from inference_agent.pusher import Pusher, inventory_body
+from inference_agent.pusher import MalformedDesired, Pusher, inventory_body
 from inference_agent.sampler import Sampler
-from inference_agent.serving.pools import desired_refusal
+from inference_agent.serving.pools import RefusalReason, desired_refusal
 from inference_agent.settings import AgentSettings
 from inference_agent.spool import Spool
 from inference_agent.stop_signals import stop_on_signals
@@ -57,8 +58,8 @@ class Agent:
         self.stop_event = threading.Event()
         self.registry = CollectorRegistry()
         self.telemetry = AgentTelemetry(self.registry)
-        self.desired: dict[str, Any] | None = None
-        self._refused: dict[str, Any] | None = None  # the last desired state refused, so it is logged once
+        self.desired: DesiredState | None = None  # the last good one; None until one came
+        self._refused: DesiredState | MalformedDesired | None = None  # the last one refused, so it is logged once
         self.spool = Spool(
             settings.spool_dir / "samples",
             segment_seconds=SPOOL_SEGMENT_SECONDS,
@@ -80,6 +81,7 @@ class Agent:
             token=settings.token,
             inventory=inventory_body(socket.gethostname(), AGENT_VERSION, probes.inventory),
             on_desired=self._on_desired,
+            report=self._report,
             max_batch=settings.push_max_samples,
             rejected_dir=settings.spool_dir / "rejected",
             max_retry_after_s=settings.push_max_retry_after_seconds,
@@ -118,17 +120,20 @@ class Agent:
         self.probes.others.append(BackgroundProbe(workload.probe(), self.settings.sample_interval_seconds))
         return workload
 
-    def _on_desired(self, desired: dict[str, Any]) -> None:
-        """Take the ingest answer's desired state, unless it asks more than this node runs: then it is refused as a
-        whole and the node keeps what it runs (``pools.py`` says why refusing beats trimming)."""
+    def _report(self, ts: float) -> NodeReport | None:
+        """What the node runs now; an agent without a supervisor (external engines) knows no replica counts and
+        reports nothing: the server counts each of its pool series as one ready replica."""
+        return self.workload.report(ts) if self.workload is not None else None
+
+    def _on_desired(self, desired: DesiredState | MalformedDesired) -> None:
+        """Take the ingest answer's desired state, unless it is malformed or asks more than this node runs: then it
+        is refused as a whole and the node keeps its last good one (``pools.py`` says why refusing beats trimming)."""
+        if isinstance(desired, MalformedDesired):
+            self._refuse(desired, RefusalReason.MALFORMED, desired.detail)
+            return
         refusal = desired_refusal(desired, self.settings.max_replicas)
         if refusal is not None:
-            if desired != self._refused:  # one line and one count per state, not one per push (1 a second)
-                log.error(
-                    "desired state refused (%s): %s; the node keeps running what it runs", refusal.reason, refusal
-                )
-                self.telemetry.desired_refused.labels(refusal.reason.value).inc()
-            self._refused = desired
+            self._refuse(desired, refusal.reason, str(refusal))
             return
         self._refused = None
         if desired != self.desired:
@@ -136,6 +141,12 @@ class Agent:
         self.desired = desired
         if self.workload is not None:
             self.workload.on_desired(desired)
+
+    def _refuse(self, desired: DesiredState | MalformedDesired, reason: RefusalReason, detail: str) -> None:
+        if desired != self._refused:  # one line and one count per state, not one per push (1 a second)
+            log.error("desired state refused (%s): %s; the node keeps its last good desired state", reason, detail)
+            self.telemetry.desired_refused.labels(reason.value).inc()
+        self._refused = desired
 
     def health(self) -> dict[str, Any]:
         """``status`` ok (``/healthz`` 200), or stopping, or degraded with the ``reason`` (the pusher's)."""

@@ -1,9 +1,13 @@
 """The pusher: spooled samples to ``POST /api/v1/ingest``, in order, acknowledged only when the collector committed.
 
 Keep-alive HTTP and gzip bodies; exponential backoff with full jitter while the collector is away (honouring
-``Retry-After``); the round trip of each answered push becomes ``network_latency_seconds``; the ``desired`` state
-of each answer goes to the workload side. A batch the collector rejects as invalid (422) can never succeed: it is
-set aside in ``rejected/`` with the collector's reason, counted, and the pusher goes on.
+``Retry-After``); the round trip of each answered push becomes ``network_latency_seconds``. Each body carries the
+node's ``report`` (``collector.control.NodeReport``) taken as it is sent, so a spool replayed after an outage sends
+old samples with the node's state now, its ``ts`` saying when it was taken; a node with nothing to report (no
+supervisor of its own) sends none. The ``desired`` state of each answer is parsed once (``parse_ack``) and goes to the
+workload side: a ``DesiredState``, or a ``MalformedDesired`` saying which field was bad (the samples are delivered
+all the same). A batch the collector rejects as invalid (422) can never succeed: it is set aside in ``rejected/``
+with the collector's reason, counted, and the pusher goes on.
 
 Nothing a collector answers ends or stalls the pusher: a 200 whose body is not the ingest answer is logged, counted
 (``outcome="unexpected"``) and its samples stay spooled for the next try; a ``Retry-After`` is believed up to
@@ -27,7 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from pydantic import ValidationError
 
+from collector.control import DesiredState, NodeReport
 from inference_agent.probes.base import GpuInfo
 from inference_agent.spool import Spool, SpoolBatch
 from inference_agent.telemetry import AgentTelemetry
@@ -54,12 +60,19 @@ class PushResult:
 
 
 @dataclass(frozen=True)
+class MalformedDesired:
+    """An answer's ``desired`` with a field the agent knows holding a bad value: what is wrong, by field path."""
+
+    detail: str
+
+
+@dataclass(frozen=True)
 class Ack:
     """The collector's answer to a committed push (CONTRACT section 5)."""
 
     accepted: int
     duplicates: int
-    desired: dict[str, Any]
+    desired: DesiredState | MalformedDesired
 
 
 class UnexpectedAnswer(ValueError):
@@ -81,7 +94,20 @@ def parse_ack(body: bytes) -> Ack:
     desired = answer.get("desired") or {}  # nothing desired: the control plane's limits are lifted
     if not isinstance(desired, dict):
         raise UnexpectedAnswer(f"desired is a {type(desired).__name__}, not an object")
-    return Ack(counts["accepted"], counts["duplicates"], desired)
+    try:  # fields a newer server added are dropped (extra="ignore"); a known one with a bad value is an error
+        return Ack(counts["accepted"], counts["duplicates"], DesiredState.model_validate(desired))
+    except ValidationError as exc:
+        return Ack(counts["accepted"], counts["duplicates"], MalformedDesired(describe(exc)))
+
+
+def describe(exc: ValidationError, most: int = 5) -> str:
+    """Pydantic's errors as ``field.path: what is wrong``: "pools.chat.replicas: Input should be greater than or
+    equal to 0"; past ``most`` errors, how many more (a state can be 9 MB of keys, each one wrong)."""
+    errors = exc.errors(include_url=False)
+    lines = [f"{'.'.join(map(str, e['loc'])) or 'desired'}: {e['msg']}" for e in errors[:most]]
+    if len(errors) > most:
+        lines.append(f"and {len(errors) - most} more")
+    return "; ".join(lines)
 
 
 def retry_after_s(value: str | None, *, cap_s: float) -> float | None:
@@ -132,7 +158,9 @@ class Pusher:
         node_id: str,
         token: str,
         inventory: dict[str, Any] | None,
-        on_desired: Callable[[dict[str, Any]], None] = lambda _d: None,
+        on_desired: Callable[[DesiredState | MalformedDesired], None] = lambda _d: None,
+        report: Callable[[float], NodeReport | None] = lambda _ts: None,
+        wall_clock: Callable[[], float] = time.time,
         max_batch: int = 2000,
         rejected_dir: Path,
         max_retry_after_s: float = 60.0,
@@ -149,6 +177,9 @@ class Pusher:
         }
         self._inventory = inventory
         self._on_desired = on_desired
+        self._report = report
+        self._wall_clock = wall_clock
+        self._report_failing = False
         self._max_batch = max_batch
         self._rejected_dir = rejected_dir
         self._max_retry_after_s = max_retry_after_s
@@ -190,6 +221,9 @@ class Pusher:
         body: dict[str, Any] = {"node_id": self._node_id, "samples": batch.samples}
         if self._inventory is not None:
             body["inventory"] = self._inventory
+        report = self._report_now()
+        if report is not None:
+            body["report"] = report.model_dump(mode="json", exclude_none=True)
         payload = gzip.compress(json.dumps(body, separators=(",", ":")).encode(), compresslevel=5)
         started = time.perf_counter()
         try:
@@ -202,6 +236,19 @@ class Pusher:
         self._latency = (self._clock(), round_trip)
         self._telemetry.push_latency.observe(round_trip)
         return self._handle(answer, batch)
+
+    def _report_now(self) -> NodeReport | None:
+        """The node's report as of now; one that cannot be built is logged (once until it can) and left out, so the
+        samples still go."""
+        try:
+            report = self._report(self._wall_clock())
+        except Exception:
+            if not self._report_failing:
+                log.exception("the node's report could not be built; pushing without it")
+            self._report_failing = True
+            return None
+        self._report_failing = False
+        return report
 
     def _handle(self, answer: httpx.Response, batch: SpoolBatch) -> PushResult:
         if answer.status_code == 200:

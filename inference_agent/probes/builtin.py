@@ -10,23 +10,31 @@ A replica counts toward a rate from its second read on (same ``instance``): a re
 (just warm, its counters holding the warm-up) or restarted between reads (a new instance, counters reset) gives no
 delta yet, so neither warm-up tokens nor a counter reset ever distort a rate.
 
-Per tenant (the replicas' ``tenants`` in ``/stats``), the same figures go in the extra ``tenants``:
-``{NAME: {"requests_per_second", "tokens_per_second", "latency_p99_seconds", "kv_blocks"}}``, each left out where
-nothing measured it (no comparable previous read, no finished request in the window, a classify pool).
+Per tenant (the replicas' ``tenants`` in ``/stats``), the same figures as ``collector.control.TenantUsage``
+(requests and tokens per second, p99 latency, KV blocks held), each left out where nothing measured it (no comparable
+previous read, no finished request in the window, a classify pool): not in the reading, which carries only alertable
+figures, but in ``tenant_usage()``, which the node's report takes when it is sent. The pool's replica counts are the
+supervisor's (``Supervisor.replica_counts``); the reading keeps only ``replica_consecutive_crashes``, which alert
+rules watch (``alerting.signals``).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from pydantic import ValidationError
 
 from collector.aggregate import percentile
+from collector.control import NAME_PATTERN, TenantUsage
 from inference_agent.probes.base import Reading
 from inference_agent.serving.supervisor import PoolRoutes
+
+_TENANT_NAME = re.compile(NAME_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -59,11 +67,23 @@ class BuiltinEngineProbe:
         self._client = client or httpx.Client(timeout=httpx.Timeout(1.0, connect=0.3))
         self._clock = clock
         self._previous: dict[str, _PoolRead] = {}
+        self._usage: tuple[float, dict[str, dict[str, TenantUsage]]] | None = None  # (read at, by pool and tenant)
 
     def read(self) -> list[Reading]:
-        return [self._read_pool(name, routes) for name, routes in sorted(self._routes().items())]
+        usage: dict[str, dict[str, TenantUsage]] = {}
+        readings = [self._read_pool(name, routes, usage) for name, routes in sorted(self._routes().items())]
+        self._usage = (self._clock(), usage)
+        return readings
 
-    def _read_pool(self, pool: str, routes: PoolRoutes) -> Reading:
+    def tenant_usage(self, max_age_s: float) -> dict[str, dict[str, TenantUsage]]:
+        """Each pool's tenants' usage as of the latest read, none when that is older than ``max_age_s`` (a stuck
+        probe's figures are not passed off as the node's current usage)."""
+        latest = self._usage
+        if latest is None or self._clock() - latest[0] > max_age_s:
+            return {}
+        return latest[1]
+
+    def _read_pool(self, pool: str, routes: PoolRoutes, usage: dict[str, dict[str, TenantUsage]]) -> Reading:
         now = self._clock()
         stats: dict[str, dict[str, Any]] = {}
         errors: list[str] = []
@@ -81,15 +101,9 @@ class BuiltinEngineProbe:
         if comparable is not None:
             metrics.update(_rates(routes.kind, comparable, counts, now))
         self._previous[pool] = _PoolRead(now, counts)
-        extra: dict[str, Any] = {
-            "replicas_ready": len(routes.ready),
-            "replicas_starting": routes.starting,
-            "replica_consecutive_crashes": routes.consecutive_crashes,
-        }
+        extra: dict[str, Any] = {"replica_consecutive_crashes": routes.consecutive_crashes}
         extra.update(_extras(stats.values()))
-        tenants = _tenant_extras(routes.kind, stats.values(), comparable, counts, now)
-        if tenants:
-            extra["tenants"] = tenants
+        usage[pool] = _tenant_usage(routes.kind, stats.values(), comparable, counts, now)
         return Reading(metrics, pool=pool, extra=extra, error="; ".join(errors) or None)
 
     def close(self) -> None:
@@ -151,12 +165,13 @@ def _extras(stats: Any) -> dict[str, float]:
     return extras
 
 
-def _tenant_extras(
+def _tenant_usage(
     kind: str, stats: Any, previous: _PoolRead | None, counts: Mapping[str, _Counts], now: float
-) -> dict[str, dict[str, float]]:
-    """Each tenant's rates (deltas over replicas comparable with the previous read), p99 and KV blocks in use."""
+) -> dict[str, TenantUsage]:
+    """Each tenant's rates (deltas over replicas comparable with the previous read), p99 and KV blocks in use; a name
+    the wire would refuse (never one the front end gives) is left out rather than sink the node's report."""
     by_replica = [s.get("tenants") or {} for s in stats]
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, TenantUsage] = {}
     for name in sorted({name for tenants in by_replica for name in tenants}):
         mine = [tenants[name] for tenants in by_replica if name in tenants]
         figures = _tenant_rates(kind, name, previous, counts, now) if previous is not None else {}
@@ -166,8 +181,11 @@ def _tenant_extras(
         blocks = [float(t["kv_blocks"]) for t in mine if "kv_blocks" in t]
         if kind == "text" and blocks:
             figures["kv_blocks"] = sum(blocks)
-        if figures:
-            out[name] = figures
+        if figures and _TENANT_NAME.match(name):
+            try:
+                out[name] = TenantUsage(**figures)
+            except ValidationError:
+                continue
     return out
 
 

@@ -4,8 +4,8 @@ a concurrency cap, and the tenant's SLO class.
 Pure: time is passed in, state is a value. The quotas come from the control plane's ``desired`` state (the isolation
 enforcer fills them); until it says anything every tenant is ``standard`` with an unlimited rate and 64 concurrent
 requests per pool — except ``default``, the tenant of every caller without a key, whose callers all share
-``ANONYMOUS_QUOTA`` on each pool unless the control plane gives ``default`` quotas of its own. Shape read from
-``desired["tenants"]`` (absent fields keep their defaults)::
+``ANONYMOUS_QUOTA`` on each pool unless the control plane gives ``default`` quotas of its own. Read from the
+desired state's ``tenants`` (``collector.control.TenantDesired``; absent fields keep their defaults)::
 
     {"tenants": {"acme": {"slo_class": "latency_critical",
                           "quotas": {"text-small": {"rate_rps": 5.0, "burst": 10, "max_concurrency": 4,
@@ -27,26 +27,20 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
 
+from collector.control import DesiredState, QuotaDesired, SloClass
 from inference_agent.engine.api import Priority
 
 DEFAULT_MAX_CONCURRENCY = 64
 DEFAULT_TENANT = "default"  # every caller without a key, and every name the control plane does not know
 
 
-class SloClass(StrEnum):
-    LATENCY_CRITICAL = "latency_critical"
-    STANDARD = "standard"
-    BATCH = "batch"
-
-    @property
-    def priority(self) -> Priority:
-        return {
-            SloClass.LATENCY_CRITICAL: Priority.LATENCY_CRITICAL,
-            SloClass.STANDARD: Priority.STANDARD,
-            SloClass.BATCH: Priority.BATCH,
-        }[self]
+# The engine's scheduling priority of each SLO class (collector.control.SloClass, the control plane's word for it).
+PRIORITY: Mapping[SloClass, Priority] = {
+    SloClass.LATENCY_CRITICAL: Priority.LATENCY_CRITICAL,
+    SloClass.STANDARD: Priority.STANDARD,
+    SloClass.BATCH: Priority.BATCH,
+}
 
 
 @dataclass(frozen=True)
@@ -91,50 +85,27 @@ class QuotaBook:
         return found or TenantPolicy()
 
     @classmethod
-    def from_desired(cls, desired: Mapping[str, Any], anonymous: Quota = ANONYMOUS_QUOTA) -> QuotaBook:
-        """The book carried by ``desired["tenants"]``; raises ValueError naming the offending field."""
-        tenants: dict[str, TenantPolicy] = {}
-        for name, body in (desired.get("tenants") or {}).items():
-            where = f"tenants.{name}"
-            if not isinstance(body, Mapping):
-                raise ValueError(f"{where}: expected an object")
-            try:
-                slo = SloClass(body.get("slo_class", SloClass.STANDARD))
-            except ValueError:
-                raise ValueError(f"{where}.slo_class: one of {[s.value for s in SloClass]}") from None
-            quotas = {pool: _quota(f"{where}.quotas.{pool}", q) for pool, q in (body.get("quotas") or {}).items()}
-            tenants[name] = TenantPolicy(slo, quotas)
+    def from_desired(cls, desired: DesiredState, anonymous: Quota = ANONYMOUS_QUOTA) -> QuotaBook:
+        """The book carried by ``desired.tenants`` (validated where it was parsed, ``collector.control``)."""
+        tenants = {
+            name: TenantPolicy(body.slo_class, {pool: quota_of(q) for pool, q in body.quotas.items()})
+            for name, body in desired.tenants.items()
+        }
         return cls(tenants, anonymous)
 
 
-def _quota(where: str, body: Any) -> Quota:
-    if not isinstance(body, Mapping):
-        raise ValueError(f"{where}: expected an object")
-    rate = _rate(f"{where}.rate_rps", body.get("rate_rps"))
-    burst = _burst(f"{where}.burst", body.get("burst", max(1.0, rate) if rate is not None else 1.0))
-    concurrency = body.get("max_concurrency", DEFAULT_MAX_CONCURRENCY)
-    if not isinstance(concurrency, int) or concurrency < 1:
-        raise ValueError(f"{where}.max_concurrency: an integer >= 1")
-    tokens = _rate(f"{where}.tokens_per_second", body.get("tokens_per_second"))
-    token_burst = _burst(f"{where}.token_burst", body.get("token_burst", max(1.0, tokens or 1.0)))
-    kv_share = body.get("kv_share")
-    if kv_share is not None and (
-        isinstance(kv_share, bool) or not isinstance(kv_share, int | float) or not 0 < kv_share <= 1
-    ):
-        raise ValueError(f"{where}.kv_share: a fraction in (0, 1] or null")
-    return Quota(rate, burst, concurrency, tokens, token_burst, None if kv_share is None else float(kv_share))
-
-
-def _rate(where: str, value: Any) -> float | None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or not value > 0):
-        raise ValueError(f"{where}: a positive number or null")
-    return None if value is None else float(value)
-
-
-def _burst(where: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 1:
-        raise ValueError(f"{where}: a number >= 1")
-    return float(value)
+def quota_of(desired: QuotaDesired) -> Quota:
+    """A quota as the control plane sends it, each field it leaves out at the agent's default: a burst of one
+    second's rate (at least 1), ``DEFAULT_MAX_CONCURRENCY``, no rate, no tokens/s, no KV share."""
+    rate, tokens = desired.rate_rps, desired.tokens_per_second
+    return Quota(
+        rate_rps=rate,
+        burst=desired.burst if desired.burst is not None else max(1.0, rate or 1.0),
+        max_concurrency=desired.max_concurrency if desired.max_concurrency is not None else DEFAULT_MAX_CONCURRENCY,
+        tokens_per_second=tokens,
+        token_burst=desired.token_burst if desired.token_burst is not None else max(1.0, tokens or 1.0),
+        kv_share=desired.kv_share,
+    )
 
 
 @dataclass(frozen=True)
@@ -194,7 +165,7 @@ def admit(
     """Admit one request costing ``cost_tokens`` (taking a request token, its generation tokens and a concurrency
     slot) or say why not and when to retry."""
     quota = policy.quota(pool)
-    priority = policy.slo_class.priority
+    priority = PRIORITY[policy.slo_class]
     bucket = refill(state.bucket, quota.rate_rps, quota.burst, now)
     tokens = refill(state.token_bucket, quota.tokens_per_second, quota.token_burst, now)
     waiting = replace(state, bucket=bucket, token_bucket=tokens)

@@ -17,10 +17,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from functools import cached_property
-from typing import Any
 
 import httpx
 
+from collector.control import DesiredState
 from inference_agent.engine.api import Priority
 from inference_agent.http_server import ClientGone, ConnectionLimits, JsonHandler, Server
 from inference_agent.serving.admission import (
@@ -38,7 +38,6 @@ from inference_agent.serving.schema import BadRequest, model_of, parse_classify,
 from inference_agent.serving.supervisor import Endpoint, PoolRoutes
 from inference_agent.serving.telemetry import ServingTelemetry
 from inference_agent.serving.tenant_identity import GatewayTrust, UnknownKey, identify
-from inference_agent.serving.tenant_keys import TenantKeyHashes
 
 log = logging.getLogger(__name__)
 ROUTES = {"/v1/completions": "text", "/v1/classify": "classify"}
@@ -65,11 +64,11 @@ class TenantDirectory:
     """The tenants the control plane named (their policies and key digests), swapped whole on each desired state."""
 
     book: QuotaBook
-    keys: TenantKeyHashes
+    keys: Mapping[str, str]  # a live key's digest → its tenant
 
     @cached_property
     def known(self) -> frozenset[str]:
-        return frozenset(self.book.tenants) | frozenset(self.keys.tenant_keys.values()) | {DEFAULT_TENANT}
+        return frozenset(self.book.tenants) | frozenset(self.keys.values()) | {DEFAULT_TENANT}
 
 
 class Frontend:
@@ -81,7 +80,7 @@ class Frontend:
         port: int = 0,
         limits: FrontendLimits = FrontendLimits(),
         quotas: QuotaBook | None = None,
-        keys: TenantKeyHashes | None = None,
+        keys: Mapping[str, str] | None = None,
         gateway: GatewayTrust | None = None,
         telemetry: ServingTelemetry | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -90,7 +89,7 @@ class Frontend:
         self.routes = routes
         self.limits = limits
         self.gateway = gateway or GatewayTrust()
-        self._directory = TenantDirectory(quotas or QuotaBook(), keys or TenantKeyHashes())
+        self._directory = TenantDirectory(quotas or QuotaBook(), keys or {})
         self.telemetry = telemetry
         self.clock = clock
         self.dispatcher = Dispatcher(
@@ -123,12 +122,10 @@ class Frontend:
     def quotas(self) -> QuotaBook:
         return self._directory.book
 
-    def apply_desired(self, desired: Mapping[str, Any]) -> None:
+    def apply_desired(self, desired: DesiredState) -> None:
         """Take the tenants' policies and key digests of a desired state (none when absent: every key is refused
-        and every caller is ``default``); ValueError names a bad field and keeps the previous ones."""
-        directory = TenantDirectory(
-            QuotaBook.from_desired(desired, self.quotas.anonymous), TenantKeyHashes.from_desired(desired)
-        )
+        and every caller is ``default``)."""
+        directory = TenantDirectory(QuotaBook.from_desired(desired, self.quotas.anonymous), desired.tenant_keys)
         directory.known  # computed here, once, not by the first request after the swap  # noqa: B018
         self._directory = directory
         with self._admission_lock:

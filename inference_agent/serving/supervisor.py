@@ -8,7 +8,8 @@ flight or the drain deadline passed), restart crashed ones after their back-off.
 its replicas right after its process starts, and changes in place on running ones (``isolation/cpu.py``); the cap's
 cgroup goes with the process. Under MPS the GPU limits travel in the replica's environment, the MPS server is made
 to allow them once the process runs (``isolation/mps.py``), and new GPU limits replace the replicas (``reconcile``).
-``routes()`` is what the front end and the builtin probe read.
+``routes()`` is what the front end and the builtin probe read; ``replica_counts()`` what the node's report says of
+each pool, with each pool's measured startup time: from its latest replica's launch to its first warm ``/healthz``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 import httpx
 
+from collector.control import DesiredState
 from inference_agent.isolation.cpu import CpuLimits
 from inference_agent.isolation.limits import IsolationError, LimitApplier, ReplicaLimits
 from inference_agent.serving.launcher import Launcher, LaunchSpec, ReplicaProcess, free_port
@@ -31,7 +33,6 @@ from inference_agent.serving.pools import (
     MAX_REPLICAS_PER_NODE,
     DesiredRefused,
     PoolSpec,
-    limits_from_desired,
     pools_from_desired,
     with_limits,
 )
@@ -72,6 +73,18 @@ class PoolRoutes:
     ready: tuple[Endpoint, ...] = ()
     starting: int = 0
     consecutive_crashes: int = 0
+
+
+@dataclass(frozen=True)
+class ReplicaCounts:
+    """A pool's replicas by phase as the supervisor sees them (a replica in crash back-off is none of them), the most
+    consecutive crashes among them, and the latest replica's launch → ready in seconds (None until one was ready)."""
+
+    ready: int = 0
+    starting: int = 0
+    draining: int = 0
+    consecutive_crashes: int = 0
+    startup_seconds: float | None = None
 
 
 @dataclass
@@ -116,6 +129,8 @@ class Supervisor:
         self._replicas: list[_Replica] = []
         self._stopping: list[_Stopping] = []
         self._routes: dict[str, PoolRoutes] = {}
+        self._counts: dict[str, ReplicaCounts] = {}
+        self._startup_s: dict[str, float] = {}  # by pool: the latest replica's launch → ready
         self._step_lock = threading.Lock()
         self._next_id = 0
         self._publish()
@@ -124,23 +139,23 @@ class Supervisor:
     def routes(self) -> dict[str, PoolRoutes]:
         return self._routes
 
+    def replica_counts(self) -> dict[str, ReplicaCounts]:
+        """Every pool the node targets or still has replicas of (a removed pool's draining ones)."""
+        return self._counts
+
     def target(self) -> dict[str, PoolSpec]:
         return dict(self._target)
 
-    def set_desired(self, desired: Mapping[str, Any]) -> None:
-        """Take the control plane's pools and limits; a malformed ``desired``, or one asking more than
-        ``max_replicas``, is refused as a whole: logged, and the target kept."""
+    def set_desired(self, desired: DesiredState) -> None:
+        """Take the control plane's pools and limits; one asking more than ``max_replicas`` is refused as a whole:
+        logged, and the target kept."""
         try:
             pools = pools_from_desired(desired, self._pools, self.max_replicas)
-            limits = limits_from_desired(desired)
         except DesiredRefused as exc:
             running = sum(spec.replicas for spec in self._target.values())
             log.error("desired state refused (%s): %s; keeping the %d replicas targeted now", exc.reason, exc, running)
             return
-        except ValueError as exc:
-            log.error("desired state ignored: %s", exc)
-            return
-        target = with_limits(self._pools if pools is None else pools, limits, len(self.cpus))
+        target = with_limits(self._pools if pools is None else pools, desired.pool_limits, len(self.cpus))
         if target != self._target:
             log.info("target pools now %s", {name: (p.kind, p.replicas) for name, p in target.items()})
             self._pools = self._pools if pools is None else pools
@@ -204,7 +219,7 @@ class Supervisor:
                 self._exited(replica, now)
             elif view.phase is Phase.STARTING and self._answers(replica, "/healthz"):
                 replica.view = replace(view, phase=Phase.READY, since=now)
-                log.info("replica %s of pool %s is warm on port %d", view.id, view.pool, replica.port)
+                self._warm(replica, now - view.since)  # ``since``: when its process was launched
             elif view.phase is Phase.READY:
                 replica.view = settled(replace(view, in_flight=self.load(view.id)), now, self.timing)
             elif view.phase is Phase.DRAINING:
@@ -212,6 +227,13 @@ class Supervisor:
                 if stats is not None:
                     replica.view = replace(view, in_flight=int(stats["requests"]["in_flight"]))
         self._replicas = [r for r in self._replicas if r.view.phase is not Phase.DRAINING or r.process is not None]
+
+    def _warm(self, replica: _Replica, startup_s: float) -> None:
+        pool = replica.view.pool
+        self._startup_s[pool] = startup_s
+        if self.telemetry is not None:
+            self.telemetry.replica_startup.labels(pool).set(startup_s)
+        log.info("replica %s of pool %s warm on port %d after %.1f s", replica.view.id, pool, replica.port, startup_s)
 
     def _exited(self, replica: _Replica, now: float) -> None:
         code = replica.process.poll() if replica.process is not None else None
@@ -359,11 +381,24 @@ class Supervisor:
             starting = sum(r.view.phase is Phase.STARTING for r in mine)
             routes[name] = PoolRoutes(spec.kind, ready, starting, max((r.view.crashes for r in mine), default=0))
         self._routes = routes
+        pools = set(self._target) | {r.view.pool for r in self._replicas}
+        self._startup_s = {p: s for p, s in self._startup_s.items() if p in pools}
+        self._counts = {p: self._count(p, routes.get(p)) for p in sorted(pools)}
         if self.telemetry is not None:
-            pools = set(self._target) | {r.view.pool for r in self._replicas}
             counts = {p: dict(Counter(r.view.phase for r in self._replicas if r.view.pool == p)) for p in pools}
             crashes = {p: max((r.view.crashes for r in self._replicas if r.view.pool == p), default=0) for p in pools}
             self.telemetry.set_replicas(counts, crashes)
+
+    def _count(self, pool: str, routes: PoolRoutes | None) -> ReplicaCounts:
+        """Ready and starting as routing sees them (a removed pool has none), draining of any kind."""
+        mine = [r.view for r in self._replicas if r.view.pool == pool]
+        return ReplicaCounts(
+            ready=len(routes.ready) if routes else 0,
+            starting=routes.starting if routes else 0,
+            draining=sum(v.phase is Phase.DRAINING for v in mine),
+            consecutive_crashes=max((v.crashes for v in mine), default=0),
+            startup_seconds=self._startup_s.get(pool),
+        )
 
 
 def _device_index(device: str) -> int:

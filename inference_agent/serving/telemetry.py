@@ -34,6 +34,12 @@ class ServingTelemetry:
             ["pool"],
             registry=registry,
         )
+        self.replica_startup = Gauge(
+            "fleetpilot_agent_replica_startup_seconds",
+            "The latest replica's launch to its first ready /healthz, by pool (absent until one was ready).",
+            ["pool"],
+            registry=registry,
+        )
         self.requests = Counter(
             "fleetpilot_agent_serving_requests",
             "Requests answered by the serving front end, by pool and status code.",

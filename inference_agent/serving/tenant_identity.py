@@ -16,11 +16,11 @@ give itself state of its own by inventing names: 20,000 names from a gateway →
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from collector.control import key_digest
 from inference_agent.serving.admission import DEFAULT_TENANT
-from inference_agent.serving.tenant_keys import TenantKeyHashes
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -64,17 +64,18 @@ def identify(
     gateway_tenant: str | None,
     peer: str,
     *,
-    keys: TenantKeyHashes,
+    keys: Mapping[str, str],
     known: Collection[str],
     trust: GatewayTrust,
 ) -> str:
-    """The request's tenant (see the module's rules); ``known`` are the tenants the control plane named."""
+    """The request's tenant (see the module's rules); ``keys`` maps each live key's digest to its tenant (the desired
+    state's ``tenant_keys``), ``known`` are the tenants the control plane named."""
     if gateway_tenant and trust.trusts(peer):
         return gateway_tenant if gateway_tenant in known else DEFAULT_TENANT
     key = bearer(authorization)
     if key is None:
         return DEFAULT_TENANT
-    tenant = keys.tenant_of(key)
+    tenant = keys.get(key_digest(key))
     if tenant is None:
         raise UnknownKey("unknown or revoked tenant key")
     return tenant

@@ -1,8 +1,8 @@
 """The built-in workload as the agent runs it: the supervisor, the serving front end and the probe, wired together.
 
-The daemon builds one with ``--workload builtin``, starts it before sampling, hands it each ``desired`` state from
-the ingest answers (pools to the supervisor, tenant quotas to the front end), and stops it on SIGTERM: the front
-end refuses new work, every replica drains, then all stop.
+The daemon builds one with ``--workload builtin``, starts it before sampling, hands it each desired state from the
+ingest answers (pools to the supervisor, tenant quotas to the front end), asks it for the node's report at each push
+(``report``), and stops it on SIGTERM: the front end refuses new work, every replica drains, then all stop.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from collector.control import DesiredState, NodeReport
 from inference_agent.http_server import ConnectionLimits
 from inference_agent.isolation.cpu import CpuLimits
 from inference_agent.isolation.mps import MpsControl
@@ -23,6 +23,7 @@ from inference_agent.serving.frontend import Frontend, FrontendLimits
 from inference_agent.serving.launcher import Launcher, ProcessLauncher
 from inference_agent.serving.reconcile import Timing
 from inference_agent.serving.replica_quota import mps_daemon_running
+from inference_agent.serving.report import node_report
 from inference_agent.serving.supervisor import Supervisor
 from inference_agent.serving.telemetry import ServingTelemetry
 from inference_agent.serving.tenant_identity import GatewayTrust
@@ -32,9 +33,11 @@ log = logging.getLogger(__name__)
 
 
 class BuiltinWorkload:
-    def __init__(self, supervisor: Supervisor, frontend: Frontend) -> None:
+    def __init__(self, supervisor: Supervisor, frontend: Frontend, *, usage_fresh_for_s: float = 5.0) -> None:
         self.supervisor = supervisor
         self.frontend = frontend
+        self._probe = BuiltinEngineProbe(supervisor.routes, queued=frontend.queued)
+        self._usage_fresh_for_s = usage_fresh_for_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=supervisor.run, args=(self._stop,), name="supervisor", daemon=True)
         self._stopped = False
@@ -84,24 +87,27 @@ class BuiltinWorkload:
         )
         frontend_box.append(frontend)
         log.info("built-in workload: replicas on %s, serving API on %s:%d", device, settings.serve_host, frontend.port)
-        return cls(supervisor, frontend)
+        # the probe's figures are as stale as the sampler lets them be (BackgroundProbe's bound), no more
+        return cls(supervisor, frontend, usage_fresh_for_s=max(3 * settings.sample_interval_seconds, 5.0))
 
     def probe(self) -> BuiltinEngineProbe:
-        return BuiltinEngineProbe(self.supervisor.routes, queued=self.frontend.queued)
+        return self._probe
+
+    def report(self, ts: float) -> NodeReport:
+        """The node's replicas and tenant usage now, as of the wall-clock ``ts``."""
+        counts = self.supervisor.replica_counts()
+        return node_report(ts, counts, self._probe.tenant_usage(self._usage_fresh_for_s))
 
     def start(self) -> None:
         self.frontend.start()
         self.supervisor.step()
         self._thread.start()
 
-    def on_desired(self, desired: Mapping[str, Any]) -> None:
+    def on_desired(self, desired: DesiredState) -> None:
         """Take the control plane's answer: pools and their limits to the supervisor, tenants and their key digests to
         the front end (an answer without ``tenants`` means none: every tenant gets the defaults)."""
         self.supervisor.set_desired(desired)
-        try:
-            self.frontend.apply_desired(desired)
-        except ValueError as exc:
-            log.error("tenant quotas in the desired state ignored: %s", exc)
+        self.frontend.apply_desired(desired)
 
     def status(self) -> dict[str, Any]:
         return {

@@ -1,21 +1,31 @@
-"""The agent's own endpoint: its health and why GPU metrics are absent, in /metrics and /healthz."""
+"""The agent's own endpoint (its health, why GPU metrics are absent), and how it takes the desired state of each
+ingest answer: typed, a newer server's fields ignored, a malformed one refused with the last good one kept."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from collector.control import DesiredState
 from inference_agent.daemon import Agent, Probes, open_probes
 from inference_agent.fake_collector import FakeCollector
+from inference_agent.pusher import PushOutcome
 from inference_agent.settings import AgentSettings, WorkloadSpec
 
 
 @pytest.fixture
-def agent(tmp_path: Path) -> Iterator[Agent]:
+def collector() -> FakeCollector:
+    return FakeCollector()
+
+
+@pytest.fixture
+def agent(tmp_path: Path, collector: FakeCollector) -> Iterator[Agent]:
     settings = AgentSettings(
         collector="http://collector",
         token="agent-token",
@@ -24,7 +34,7 @@ def agent(tmp_path: Path) -> Iterator[Agent]:
         spool_dir=tmp_path,
         metrics_port=0,
     )
-    agent = Agent(settings, Probes(None, "no NVIDIA driver on this machine"), transport=FakeCollector().transport)
+    agent = Agent(settings, Probes(None, "no NVIDIA driver on this machine"), transport=collector.transport)
     agent.endpoint.start()
     yield agent
     agent.close()
@@ -60,14 +70,68 @@ def test_the_pusher_is_up_until_then(agent: Agent) -> None:
     assert "fleetpilot_agent_pusher_up 1.0" in httpx.get(f"http://127.0.0.1:{agent.endpoint.port}/metrics").text
 
 
+def refused(agent: Agent, reason: str) -> float | None:
+    return agent.registry.get_sample_value("fleetpilot_agent_desired_refused_total", {"reason": reason})
+
+
+def push(agent: Agent, collector: FakeCollector, desired: dict[str, Any] | None) -> None:
+    collector.desired = desired
+    agent.spool.append([{"ts": 1000.0, "device": None, "pool": None, "metrics": {"host_cpu_ratio": 0.1}, "extra": {}}])
+    assert agent.pusher.push_once().outcome is PushOutcome.PUSHED
+
+
 def test_a_desired_state_past_max_replicas_is_refused_once_and_counted(agent: Agent) -> None:
-    agent._on_desired({"pools": {"a": {"replicas": 1}}})
-    huge = {"pools": {f"p{i}": {"replicas": 64} for i in range(1000)}}
+    good = DesiredState.model_validate({"pools": {"a": {"replicas": 1}}})
+    agent._on_desired(good)
+    huge = DesiredState.model_validate({"pools": {"a": {"replicas": 40}, "b": {"replicas": 40}}})  # 80 > 64
     for _ in range(3):  # one answer a second carries it: one line, one count
         agent._on_desired(huge)
-    assert agent.desired == {"pools": {"a": {"replicas": 1}}}
-    text = httpx.get(f"http://127.0.0.1:{agent.endpoint.port}/metrics").text
-    assert 'fleetpilot_agent_desired_refused_total{reason="TooManyPools"} 1.0' in text
+    assert agent.desired == good
+    assert refused(agent, "TooManyReplicas") == 1
+
+
+def test_the_desired_state_is_read_typed_and_a_newer_servers_fields_are_ignored(
+    agent: Agent, collector: FakeCollector
+) -> None:
+    newer = {
+        "pools": {"a": {"replicas": 2, "placement_hint": "rack-3"}},
+        "tenants": {"acme": {"slo_class": "batch", "quotas": {"a": {"rate_rps": 5.0, "gpu_seconds_per_hour": 9}}}},
+        "rollout": {"wave": 2},  # a top-level field this agent does not know
+    }
+    push(agent, collector, newer)
+    assert agent.desired == DesiredState.model_validate(
+        {"pools": {"a": {"replicas": 2}}, "tenants": {"acme": {"slo_class": "batch", "quotas": {"a": {"rate_rps": 5}}}}}
+    )
+    assert refused(agent, "Malformed") == 0
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        ({"pools": {"a": {"replicas": -1}}}, "pools.a.replicas"),
+        ({"tenants": {"acme": {"slo_class": "gold"}}}, "tenants.acme.slo_class"),
+        ({"pool_limits": {"a": {"cpu_share": 2}}}, "pool_limits.a.cpu_share"),
+    ],
+)
+def test_a_malformed_desired_state_is_logged_counted_and_the_last_good_one_kept(
+    agent: Agent, collector: FakeCollector, caplog: pytest.LogCaptureFixture, bad: dict[str, Any], field: str
+) -> None:
+    good = {"pools": {"a": {"replicas": 1}}, "pool_limits": {"a": {"cpu_share": 0.5}}}
+    push(agent, collector, good)
+    with caplog.at_level(logging.ERROR, logger="inference_agent.daemon"):
+        for _ in range(3):
+            push(agent, collector, bad)  # the samples are delivered all the same
+    assert agent.desired == DesiredState.model_validate(good)  # limits not lifted, pools not changed
+    assert refused(agent, "Malformed") == 1  # once per state, not once per push
+    [line] = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert "desired state refused (Malformed)" in line.getMessage() and field in line.getMessage()
+    push(agent, collector, None)  # null: nothing desired, as before
+    assert agent.desired == DesiredState()
+
+
+def test_an_agent_without_a_supervisor_sends_no_report(agent: Agent, collector: FakeCollector) -> None:
+    push(agent, collector, None)
+    assert "report" not in collector.requests[-1]  # the server counts its pool series as one ready replica each
 
 
 def test_without_a_gpu_auto_leaves_gpu_metrics_absent_with_the_reason(tmp_path: Path) -> None:

@@ -1,7 +1,9 @@
-"""The pusher: in order, acknowledged only on 200, backing off through outages, rejected batches set aside."""
+"""The pusher: in order, acknowledged only on 200, backing off through outages, rejected batches set aside; each
+body with the node's report as of its sending, each answer's desired state parsed once."""
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -13,8 +15,18 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
+from collector.control import (
+    DesiredState,
+    NodeReport,
+    PoolDesired,
+    PoolReport,
+    QuotaDesired,
+    TenantDesired,
+    TenantUsage,
+)
 from inference_agent.fake_collector import FakeCollector, ScriptedAnswer, ScriptedCollector
 from inference_agent.pusher import (
+    MalformedDesired,
     Pusher,
     PushOutcome,
     UnexpectedAnswer,
@@ -118,13 +130,95 @@ def test_too_large_halves_the_batch(tmp_path: Path) -> None:
     assert pusher.push_once().samples == 4
 
 
-def test_desired_state_is_handed_over(tmp_path: Path) -> None:
-    got: list[dict[str, Any]] = []
+def test_desired_state_is_handed_over_typed(tmp_path: Path) -> None:
+    got: list[DesiredState | MalformedDesired] = []
     collector = FakeCollector(desired={"pools": {"llama-8b": {"replicas": 2}}})
     pusher, spool = make_pusher(tmp_path, collector, on_desired=got.append)
     spool.append([sample(1000)])
     pusher.push_once()
-    assert got == [{"pools": {"llama-8b": {"replicas": 2}}}]
+    assert got == [DesiredState(pools={"llama-8b": PoolDesired(replicas=2)})]
+
+
+def test_a_malformed_desired_state_is_handed_over_as_what_is_wrong_and_the_samples_are_delivered(
+    tmp_path: Path,
+) -> None:
+    got: list[DesiredState | MalformedDesired] = []
+    collector = FakeCollector(desired={"pools": {"chat": {"replicas": -1}}, "tenants": {"a": {"slo_class": "gold"}}})
+    pusher, spool = make_pusher(tmp_path, collector, on_desired=got.append)
+    spool.append([sample(1000)])
+    assert pusher.push_once().outcome is PushOutcome.PUSHED and spool.pending == 0
+    [malformed] = got
+    assert isinstance(malformed, MalformedDesired)
+    assert malformed.detail.startswith("pools.chat.replicas: Input should be greater than or equal to 0; ")
+    assert "tenants.a.slo_class: Input should be 'latency_critical', 'standard' or 'batch'" in malformed.detail
+
+
+class Node:
+    """The node as its report would say: ``ready`` replicas of chat, now ``now`` by the wall clock."""
+
+    def __init__(self, ready: int, now: float) -> None:
+        self.ready, self.now = ready, now
+
+    def report(self, ts: float) -> NodeReport:
+        return NodeReport(ts=ts, pools={"chat": PoolReport(ready=self.ready)})
+
+
+def test_each_body_carries_the_nodes_report_as_it_is_sent(tmp_path: Path) -> None:
+    collector = FakeCollector()
+    usage = {"acme": TenantUsage(requests_per_second=3.5, latency_p99_seconds=0.8)}
+    report = NodeReport(
+        ts=1.0,  # replaced: the pusher asks for the report with the time it sends it
+        pools={
+            "chat": PoolReport(
+                ready=2, starting=1, draining=1, consecutive_crashes=4, startup_seconds=41.2, tenants=usage
+            )
+        },
+    )
+    pusher, spool = make_pusher(
+        tmp_path, collector, report=lambda ts: report.model_copy(update={"ts": ts}), wall_clock=lambda: 2000.5
+    )
+    spool.append([sample(1000)])
+    pusher.push_once()
+    assert collector.requests[0]["report"] == {
+        "ts": 2000.5,
+        "pools": {
+            "chat": {
+                "ready": 2,
+                "starting": 1,
+                "draining": 1,
+                "consecutive_crashes": 4,
+                "startup_seconds": 41.2,
+                "tenants": {"acme": {"requests_per_second": 3.5, "latency_p99_seconds": 0.8}},
+            }
+        },
+    }
+
+
+def test_a_spool_replayed_after_an_outage_carries_the_report_of_now_not_of_its_samples(tmp_path: Path) -> None:
+    collector = FakeCollector(down=True)
+    node = Node(ready=1, now=1000.0)
+    pusher, spool = make_pusher(tmp_path, collector, max_batch=2, report=node.report, wall_clock=lambda: node.now)
+    spool.append([sample(1000 + i) for i in range(4)])  # spooled while the node had 1 ready
+    assert pusher.push_once().outcome is PushOutcome.FAILED
+    node.ready, node.now = 3, 4600.0  # an hour later, 3 ready
+    collector.down = False
+    pusher.push_once()
+    node.now = 4601.0
+    pusher.push_once()
+    reports = [(r["report"]["ts"], r["report"]["pools"]["chat"]["ready"]) for r in collector.requests]
+    assert reports == [(4600.0, 3), (4601.0, 3)]  # each taken as its body was sent
+    assert [s["ts"] for r in collector.requests for s in r["samples"]] == [1000, 1001, 1002, 1003]
+
+
+def test_a_report_that_cannot_be_built_leaves_it_out_and_the_samples_still_go(tmp_path: Path) -> None:
+    def broken(ts: float) -> NodeReport:
+        raise RuntimeError("bug")
+
+    collector = FakeCollector()
+    pusher, spool = make_pusher(tmp_path, collector, report=broken)
+    spool.append([sample(1000)])
+    assert pusher.push_once().outcome is PushOutcome.PUSHED
+    assert "report" not in collector.requests[0]
 
 
 def test_run_delivers_everything_exactly_once_through_an_outage(tmp_path: Path) -> None:
@@ -172,7 +266,21 @@ def test_an_answer_that_is_no_ingest_answer_is_unexpected(body: bytes) -> None:
 
 def test_an_ingest_answer_is_read() -> None:
     ack = parse_ack(b'{"accepted": 2, "duplicates": 1, "desired": null}')
-    assert (ack.accepted, ack.duplicates, ack.desired) == (2, 1, {})
+    assert (ack.accepted, ack.duplicates, ack.desired) == (2, 1, DesiredState())  # nothing desired
+
+
+def test_a_newer_servers_fields_are_ignored() -> None:
+    answer = {
+        "accepted": 1,
+        "duplicates": 0,
+        "served_by": "collector-2",
+        "desired": {
+            "generation": 7,
+            "tenants": {"acme": {"quotas": {"chat": {"rate_rps": 5.0, "gpu_seconds_per_hour": 30}}}},
+        },
+    }
+    ack = parse_ack(json.dumps(answer).encode())
+    assert ack.desired == DesiredState(tenants={"acme": TenantDesired(quotas={"chat": QuotaDesired(rate_rps=5.0)})})
 
 
 @pytest.mark.parametrize(

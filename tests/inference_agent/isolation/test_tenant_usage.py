@@ -1,4 +1,5 @@
-"""Per-tenant usage: the replica's counters and window (pure, with a clock), then the probe's tenant extras."""
+"""Per-tenant usage: the replica's counters and window (pure, with a clock), then the probe's tenant usage (what the
+node's report carries)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,11 @@ from inference_agent.isolation.tenant_usage import TenantUsage
 from inference_agent.probes.builtin import BuiltinEngineProbe
 from inference_agent.serving.supervisor import Endpoint, PoolRoutes
 from tests.inference_agent.serving.conftest import StartReplica
+
+
+def tenants(probe: BuiltinEngineProbe, pool: str) -> dict[str, dict[str, float]]:
+    """The probe's latest usage of ``pool`` as the wire has it: each tenant's measured figures."""
+    return {t: u.model_dump(exclude_none=True) for t, u in probe.tenant_usage(max_age_s=60.0).get(pool, {}).items()}
 
 
 class Clock:
@@ -84,14 +90,16 @@ def test_the_probe_reports_each_tenants_rates_latency_and_kv_blocks(start_replic
     probe = BuiltinEngineProbe(lambda: {"t": PoolRoutes("text", (one, two))}, clock=clock)
     with httpx.Client(timeout=10) as client:
         complete(client, one, "short", 2, 3)
-        [first] = probe.read()
+        probe.read()
+        first = tenants(probe, "t")
         clock.now += 0.5
         complete(client, one, "short", 2, 4)
         complete(client, two, "long", 20, 2)  # new on r2, seen at the first read: its counters started from 0
         [second] = probe.read()
     probe.close()
-    assert set(first.extra["tenants"]["short"]) == {"latency_p99_seconds", "kv_blocks"}  # no rates on a first read
-    short, long = second.extra["tenants"]["short"], second.extra["tenants"]["long"]
+    assert set(first["short"]) == {"latency_p99_seconds", "kv_blocks"}  # no rates on a first read
+    short, long = tenants(probe, "t")["short"], tenants(probe, "t")["long"]
+    assert "tenants" not in second.extra  # control state: the report's, not the sample's
     assert short["requests_per_second"] == pytest.approx(8.0)  # 4 requests in 0.5 s
     assert short["tokens_per_second"] == pytest.approx(16.0)  # 4 × 2 tokens in 0.5 s
     assert long["requests_per_second"] == pytest.approx(4.0) and long["tokens_per_second"] == pytest.approx(80.0)
@@ -113,9 +121,9 @@ def test_a_classify_pool_has_requests_and_latency_but_no_tokens_or_kv_blocks(sta
                 f"{replica.url}/v1/classify", json={"model": "c", "inputs": [image]}, headers={"X-Tenant": "vision"}
             )
             assert answer.status_code == 200, answer.text
-        [reading] = probe.read()
+        probe.read()
     probe.close()
-    vision = reading.extra["tenants"]["vision"]
+    vision = tenants(probe, "c")["vision"]
     assert vision["requests_per_second"] == pytest.approx(2.0)
     assert set(vision) == {"requests_per_second", "latency_p99_seconds"}
 
@@ -144,16 +152,18 @@ def test_a_restarted_replica_gives_no_tenant_rate_and_a_tenant_with_nothing_meas
     client = httpx.Client(transport=httpx.MockTransport(handle))
     routes = {"t": PoolRoutes("text", (Endpoint("r1", 1001),))}
     probe = BuiltinEngineProbe(lambda: routes, client=client, clock=clock)
-    [first] = probe.read()
-    assert "tenants" not in first.extra  # no rate yet, no latency, no KV figure: nothing to say
+    probe.read()
+    assert tenants(probe, "t") == {}  # no rate yet, no latency, no KV figure: nothing to say
     clock.now += 2.0
     answers[1001] = stats("i1-restarted", {"acme": (1, 1)})
-    [second] = probe.read()
-    assert "tenants" not in second.extra
+    probe.read()
+    assert tenants(probe, "t") == {}
     clock.now += 2.0
-    answers[1001] = stats("i1-restarted", {"acme": (5, 41)})
-    [third] = probe.read()
-    assert third.extra["tenants"] == {"acme": {"requests_per_second": 2.0, "tokens_per_second": 20.0}}
+    answers[1001] = stats("i1-restarted", {"acme": (5, 41), "_other": (3, 3), "bad name": (9, 9)})
+    probe.read()
+    assert tenants(probe, "t") == {"acme": {"requests_per_second": 2.0, "tokens_per_second": 20.0}}  # only wire names
+    clock.now += 61.0
+    assert probe.tenant_usage(max_age_s=60.0) == {}  # a probe that stopped reading says nothing of now
 
 
 def test_made_up_tenant_names_past_the_cap_share_one_record() -> None:

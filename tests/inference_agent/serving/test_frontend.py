@@ -10,19 +10,19 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 
+from collector.control import SloClass, key_digest
 from inference_agent.engine.api import CompletionRequest, Priority, TokenEvent
-from inference_agent.serving.admission import Quota, QuotaBook, SloClass, TenantPolicy
+from inference_agent.serving.admission import Quota, QuotaBook, TenantPolicy
 from inference_agent.serving.dispatch import Dispatcher, NoCapacity, least_loaded
 from inference_agent.serving.frontend import Frontend, FrontendLimits
 from inference_agent.serving.supervisor import Endpoint, PoolRoutes
-from inference_agent.serving.tenant_keys import TenantKeyHashes, key_digest
 
 from .conftest import StartReplica
 
 A, B, C = Endpoint("a", 1), Endpoint("b", 2), Endpoint("c", 3)
 T_KEY = "fp_tenant_the-key-of-t"
 T = {"Authorization": f"Bearer {T_KEY}"}
-KEYS = TenantKeyHashes(tenant_keys={key_digest(T_KEY): "t"})
+KEYS = {key_digest(T_KEY): "t"}
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
+from collector.control import DesiredState
 from inference_agent.serving.launcher import ProcessLauncher
 from inference_agent.serving.pools import PoolSpec
 from inference_agent.serving.reconcile import Phase, Timing
@@ -57,7 +58,7 @@ def test_scale_up_then_down_drains(make_supervisor: Callable[..., tuple[Supervis
     assert httpx.post(f"{first.url}/v1/completions", json={"model": "p", "prompt": "x"}).status_code == 200
     assert registry.get_sample_value("fleetpilot_agent_replicas", {"pool": "p", "phase": "ready"}) == 2
 
-    supervisor.set_desired({"pools": {"p": {"replicas": 1, "kind": "text"}}})
+    supervisor.set_desired(DesiredState.model_validate({"pools": {"p": {"replicas": 1, "kind": "text"}}}))
     step_until(supervisor, lambda: phases(supervisor) == [Phase.READY] and not supervisor._stopping)
     assert len(supervisor.routes()["p"].ready) == 1
     assert registry.get_sample_value("fleetpilot_agent_replica_actions_total", {"verb": "drain", "reason": "ScaleDown"})
@@ -74,7 +75,7 @@ def test_scale_down_never_kills_in_flight_work(
     long = threading.Thread(target=lambda: results.append(httpx.post(f"{replica.url}/v1/completions", json=body)))
     long.start()
     step_until(supervisor, lambda: httpx.get(f"{replica.url}/stats").json()["requests"]["in_flight"] == 1)
-    supervisor.set_desired({"pools": {"p": {"replicas": 0}}})
+    supervisor.set_desired(DesiredState.model_validate({"pools": {"p": {"replicas": 0}}}))
     supervisor.step()
     assert phases(supervisor) == [Phase.DRAINING]
     assert supervisor.routes()["p"].ready == ()

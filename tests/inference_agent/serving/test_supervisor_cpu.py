@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from collector.control import DesiredState
 from inference_agent.isolation.cpu import CpuLimits
 from inference_agent.serving.launcher import LaunchSpec
 from inference_agent.serving.pools import PoolSpec
@@ -74,14 +75,18 @@ def test_a_pools_cap_applies_at_start_changes_in_place_and_goes_with_the_process
     applied = [r.getMessage() for r in caplog.records if "CPU limits" in r.getMessage()]
     assert applied == [f"replica p-1 of pool p CPU limits: cpus: {CPU}; cpu.cfs_quota_us: 25000 100000"]  # once
 
-    supervisor.set_desired({"pool_limits": {"p": {"cpu_share": 0.5}}})  # half of its one core
+    supervisor.set_desired(
+        DesiredState.model_validate({"pool_limits": {"p": {"cpu_share": 0.5}}})
+    )  # half of its one core
     supervisor.step()
     assert quota(group) == "50000" and launcher.processes == [process]  # in place: no replacement
-    supervisor.set_desired({"pools": {"p": {"replicas": 1}}})  # no pool_limits: not limited
+    supervisor.set_desired(
+        DesiredState.model_validate({"pools": {"p": {"replicas": 1}}})
+    )  # no pool_limits: not limited
     supervisor.step()
     assert quota(group) == "-1"  # the cap lifted
 
-    supervisor.set_desired({"pools": {"p": {"replicas": 0}}})
+    supervisor.set_desired(DesiredState.model_validate({"pools": {"p": {"replicas": 0}}}))
     supervisor.step()  # still warming: stopped at once
     process.wait(timeout=5)
     supervisor.step()

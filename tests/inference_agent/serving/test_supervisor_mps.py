@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from collector.control import DesiredState
 from inference_agent.isolation.mps import MpsControl, process_environment
 from inference_agent.serving.launcher import ProcessLauncher
 from inference_agent.serving.pools import PoolSpec
@@ -62,18 +63,22 @@ def threads_env(supervisor: Supervisor, replica_id: str) -> str | None:
 def test_new_gpu_limits_replace_the_replica_without_a_moment_without_one(
     supervisor: Supervisor, tmp_path: Path
 ) -> None:
-    supervisor.set_desired({"pool_limits": {"p": {"active_thread_percentage": 40}}})
+    supervisor.set_desired(DesiredState.model_validate({"pool_limits": {"p": {"active_thread_percentage": 40}}}))
     step_until(supervisor, ["p-1"])
     assert threads_env(supervisor, "p-1") == "40"
     first = commands(tmp_path / "mps.log")
     assert "start_server -uid 1000" in first and "set_default_active_thread_percentage 40" in first
 
-    supervisor.set_desired({"pool_limits": {"p": {"active_thread_percentage": 20}}})
+    supervisor.set_desired(DesiredState.model_validate({"pool_limits": {"p": {"active_thread_percentage": 20}}}))
     ready_counts = step_until(supervisor, ["p-2"])
     assert min(ready_counts) >= 1  # p-1 served until p-2 was warm
     assert threads_env(supervisor, "p-2") == "20"
     assert [r.view.phase for r in supervisor._replicas if r.view.id == "p-1"] in ([], [Phase.DRAINING])
 
-    supervisor.set_desired({"pool_limits": {"p": {"active_thread_percentage": 20}}, "pools": {"p": {"replicas": 1}}})
+    supervisor.set_desired(
+        DesiredState.model_validate(
+            {"pool_limits": {"p": {"active_thread_percentage": 20}}, "pools": {"p": {"replicas": 1}}}
+        )
+    )
     supervisor.step()
     assert ready_ids(supervisor) == ["p-2"]  # the same limits: nothing replaced

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from collector.control import DesiredState, key_digest, new_tenant_key
 from inference_agent.serving.admission import DEFAULT_TENANT
 from inference_agent.serving.tenant_identity import GatewayTrust, UnknownKey, bearer, identify
-from inference_agent.serving.tenant_keys import TenantKeyHashes, key_digest, new_tenant_key
 
 KEY = new_tenant_key()
-KEYS = TenantKeyHashes(tenant_keys={key_digest(KEY): "acme"})
+KEYS = {key_digest(KEY): "acme"}
 KNOWN = frozenset({"acme", "vip", DEFAULT_TENANT})
 GATEWAY = GatewayTrust.parse("X-Tenant", ["10.0.0.7", "192.168.0.0/24"])
 
@@ -52,8 +52,8 @@ def test_bearer() -> None:
     assert bearer(None) is None
 
 
-def test_tenant_key_hashes_are_bounded_and_checked() -> None:
-    assert TenantKeyHashes.from_desired({}).tenant_keys == {}
+def test_tenant_key_digests_are_checked_where_the_desired_state_is_read() -> None:
+    assert DesiredState.model_validate({}).tenant_keys == {}
     with pytest.raises(ValueError, match="tenant_keys"):
-        TenantKeyHashes.from_desired({"tenant_keys": {"not-a-digest": "acme"}})
+        DesiredState.model_validate({"tenant_keys": {"not-a-digest": "acme"}})
     assert KEY.startswith("fp_tenant_") and len(KEY) > 50
