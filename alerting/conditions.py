@@ -137,7 +137,7 @@ def _absent(rule: Rule, inputs: Inputs, now: float) -> list[Verdict]:
         if spec.metric is None:
             assert spec.silent_seconds is not None
             out.append(Verdict({"node": node}, silent >= spec.silent_seconds, silent))
-        elif silent < inputs.fresh_seconds:  # an up node: does any of its fresh readings carry the metric?
+        elif node in inputs.up_nodes:  # does any of its fresh readings carry the metric?
             carried = any(
                 r.node == node and spec.metric in r.values and now - r.ts <= inputs.fresh_seconds
                 for r in inputs.readings

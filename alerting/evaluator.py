@@ -27,6 +27,7 @@ from alerting.telemetry import AlertingTelemetry
 from alerting.webhooks import TargetKind, Webhook, WebhookStore
 from collector.skipped_rows import Job, SkippedRows
 from fleet.lease import Lease
+from fleet.view import FleetReader
 
 log = logging.getLogger(__name__)
 LEASE_NAME = "alerting"
@@ -37,7 +38,6 @@ class EvaluatorSettings:
     interval_seconds: float = 1.0
     fresh_seconds: float = 3.0  # a reading older than this is not judged
     unseen_resolve_seconds: float = 600.0  # a firing alert without any verdict this long resolves
-    down_after_seconds: float = 3.0
     lease_seconds: float = 15.0
     external_url: str = "http://127.0.0.1:8080"
     # How long Alertmanager keeps a firing alert of ours without hearing of it again.
@@ -50,6 +50,7 @@ class Evaluator:
         engine: Engine,
         settings: EvaluatorSettings,
         *,
+        fleet: FleetReader,
         holder: str,
         telemetry: AlertingTelemetry | None = None,
         on_notify: Callable[[], None] | None = None,
@@ -57,6 +58,7 @@ class Evaluator:
     ) -> None:
         self.engine = engine
         self.settings = settings
+        self.fleet = fleet
         self.telemetry = telemetry
         self.skipped = skipped if skipped is not None else SkippedRows(Job.ALERTS)
         self.on_notify = on_notify
@@ -98,8 +100,8 @@ class Evaluator:
                 conn,
                 [r for r in rules if r.spec.enabled],
                 now,
+                fleet=self.fleet,
                 fresh_seconds=s.fresh_seconds,
-                down_after_seconds=s.down_after_seconds,
                 edges=self._edges,
                 skipped=self.skipped,
             )

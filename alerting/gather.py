@@ -1,7 +1,7 @@
 """The evaluator's inputs, read from storage: only what the enabled rules need, so a 1-second cadence stays cheap.
 
 - the latest reading of every series (``series_latest``), with the agent's alertable extras and the error ratio;
-- each node's ``last_seen`` (server clock);
+- each node's ``last_seen`` (server clock) and whether it is up, by the fleet's one threshold (:mod:`fleet.view`);
 - per windowed rule: a statistic over the window's 1-minute rollups, or the change of a metric over the window
   (the latest value minus the first sample in the window's first ``EDGE_SECONDS``; a counter that went down, a
   reset, counts from zero);
@@ -21,11 +21,12 @@ from alerting.inputs import ForecastView, Inputs, PoolScaling, Reading, Throttle
 from alerting.rules import EventKind, Rule, RuleKind
 from alerting.signals import is_catalog_metric, reading_values
 from collector.aggregate import Stat, reduce_rollups
-from collector.registry import LatestSeries, pool_replicas, read_latest
+from collector.registry import LatestSeries, NodeStatus, read_latest
 from collector.skipped_rows import Job, SkippedRows
 from collector.tables import NO_DEVICE, NO_POOL, ROLLUP_BUCKET_SECONDS, nodes, rollup_column, rollups_1m, samples
 from fleet.pools import pools
 from fleet.scaling_events import scaling_events
+from fleet.view import FleetReader
 from isolation.events import enforcement_events
 from predictor.store import forecasts
 
@@ -60,8 +61,8 @@ def gather(
     rules: Sequence[Rule],
     now: float,
     *,
+    fleet: FleetReader,
     fresh_seconds: float,
-    down_after_seconds: float,
     edges: WindowEdges | None = None,
     skipped: SkippedRows | None = None,
 ) -> Inputs:
@@ -73,18 +74,20 @@ def gather(
     skipped = skipped if skipped is not None else SkippedRows(Job.ALERTS)
     readings = _readings(conn, skipped) if want.readings else []
     last_seen = {r.id: r.last_seen for r in conn.execute(select(nodes.c.id, nodes.c.last_seen))}
+    up = frozenset(n for n, status in fleet.statuses(conn, now).items() if status is NodeStatus.UP)
     windowed = {}
     for rule in rules:
         if rule.spec.kind is RuleKind.RATE_OF_CHANGE:
             windowed[rule.id] = _changes(edges.first_values(conn, rule, now, skipped), rule, readings)
         elif rule.spec.stat is not None:
-            windowed[rule.id] = _rollup_stats(conn, rule, now, last_seen, fresh_seconds, skipped)
+            windowed[rule.id] = _rollup_stats(conn, rule, now, up, fresh_seconds, skipped)
     return Inputs(
         readings=readings,
         node_last_seen=last_seen,
+        up_nodes=up,
         windowed=windowed,
         forecasts=_forecasts(conn) if want.forecasts else (),
-        pools=_pools(conn, now, down_after_seconds, want.failure_window_seconds) if want.pools else (),
+        pools=_pools(conn, fleet, now, want.failure_window_seconds) if want.pools else (),
         throttles=_throttles(conn, now, want.throttle_window_seconds) if want.throttle_window_seconds else (),
         fresh_seconds=fresh_seconds,
     )
@@ -108,9 +111,9 @@ def _key(node: str, device: int, pool: str) -> SeriesKey:
 
 
 def _rollup_stats(
-    conn: Connection, rule: Rule, now: float, last_seen: dict[str, float], fresh_seconds: float, skipped: SkippedRows
+    conn: Connection, rule: Rule, now: float, up: frozenset[str], fresh_seconds: float, skipped: SkippedRows
 ) -> list[Reading]:
-    """The rule's statistic per series over the window's minutes; a series of a node that is away is stale."""
+    """The rule's statistic per series over the window's minutes; a series of a node that is down is stale."""
     spec = rule.spec
     assert spec.metric is not None and spec.stat is not None and spec.window_seconds is not None
     column = rollups_1m.c[rollup_column(spec.metric, spec.stat.value)]
@@ -124,8 +127,7 @@ def _rollup_stats(
 
     def reading(item: tuple[SeriesKey, list[float]]) -> Reading:
         (node, device, pool), found = item
-        up = now - last_seen.get(node, float("-inf")) < fresh_seconds
-        ts = now if up else now - fresh_seconds - ROLLUP_BUCKET_SECONDS
+        ts = now if node in up else now - fresh_seconds - ROLLUP_BUCKET_SECONDS
         return Reading(node, device, pool, ts, {metric: reduce_rollups(found, stat)})
 
     return skipped.each(values.items(), lambda item: _where(item[0]), reading)
@@ -212,8 +214,10 @@ def _forecasts(conn: Connection) -> list[ForecastView]:
     return out
 
 
-def _pools(conn: Connection, now: float, down_after_seconds: float, failure_window: float | None) -> list[PoolScaling]:
-    ready = pool_replicas(conn, now=now, down_after_seconds=down_after_seconds)
+def _pools(conn: Connection, fleet: FleetReader, now: float, failure_window: float | None) -> list[PoolScaling]:
+    ready: dict[str, int] = defaultdict(int)
+    for on in fleet.pools_on_nodes(conn, now):
+        ready[on.pool] += on.ready
     failed: dict[str, float] = {}
     if failure_window:
         query = (

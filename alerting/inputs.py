@@ -67,6 +67,7 @@ class Throttle:
 class Inputs:
     readings: Sequence[Reading] = ()  # the latest reading of every series
     node_last_seen: Mapping[str, float] = field(default_factory=dict)  # server clock of each node's last samples
+    up_nodes: frozenset[str] = frozenset()  # the nodes up by the fleet's one threshold (fleet.view.FleetReader)
     windowed: Mapping[int, Sequence[Reading]] = field(default_factory=dict)  # by rule id: window stat or change
     forecasts: Sequence[ForecastView] = ()
     pools: Sequence[PoolScaling] = ()

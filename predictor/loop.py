@@ -3,8 +3,8 @@
 A cycle (``ForecastJob.run(now)``, called by the server's scheduler once a minute by default):
 
 1. reads the inputs from storage (:mod:`predictor.inputs`): 1-minute histories up to the last rolled-up minute, each
-   pool's ready replicas and its per-replica capacity (configured, or learned from the raw samples and refreshed
-   every ``capacity_refresh_seconds``);
+   pool's ready replicas on the up nodes (the fleet's one :class:`~fleet.view.FleetReader`) and its per-replica
+   capacity (configured, or learned from the raw samples and refreshed every ``capacity_refresh_seconds``);
 2. forecasts them all in one :func:`predictor.cycle.forecast_cycle` call on a worker thread, waiting at most
    ``timeout_seconds``;
 3. turns each forecast into points and a saturation estimate against the subject's capacity (a pool: ready
@@ -28,9 +28,9 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from collector.registry import pool_replicas
 from collector.skipped_rows import Job, SkippedRows
 from fleet.pools import Pool, PoolSpec, PoolStore
+from fleet.view import FleetReader
 from predictor import inputs
 from predictor.backtest import horizon_steps
 from predictor.base import Forecast, ForecastError, History
@@ -55,7 +55,6 @@ class ForecastSettings:
     capacity_window_seconds: float = 3_600.0
     capacity_refresh_seconds: float = 600.0
     exhaustion_ratio: float = 0.95
-    node_down_after_seconds: float = 3.0
     model: str = DEFAULT_MODEL
 
 
@@ -91,6 +90,7 @@ class ForecastJob:
         engine: Engine,
         settings: ForecastSettings,
         *,
+        fleet: FleetReader,
         telemetry: ForecastTelemetry | None = None,
         cycle: Cycle = forecast_cycle,
         skipped: SkippedRows | None = None,
@@ -98,6 +98,7 @@ class ForecastJob:
         self.engine = engine
         self.cycle = cycle
         self.settings = settings
+        self.fleet = fleet
         self.skipped = skipped if skipped is not None else SkippedRows(Job.FORECASTS)
         self.store = ForecastStore(engine)
         self.pools = PoolStore(engine)
@@ -150,7 +151,7 @@ class ForecastJob:
             if pool_window is None:
                 return subjects
             configured = {p.name: p for p in self.pools.list()}
-            replicas = pool_replicas(conn, now=now, down_after_seconds=s.node_down_after_seconds)
+            replicas = self.fleet.read_with(conn, now).ready_replicas()
             names = sorted(set(configured) | inputs.pools_seen(conn, pool_window))
             subjects.update(
                 self.skipped.each(

@@ -19,6 +19,7 @@ from alerting.target_address import AddressPolicy
 from alerting.webhooks import TargetKind, WebhookStore
 from tests.alerting.alertmanager_process import AlertmanagerProcess, alertmanager_program
 from tests.alerting.test_evaluator import push
+from tests.support.fleet_reader import fleet_reader
 from web.services import AppServices
 
 pytestmark = pytest.mark.slow
@@ -49,7 +50,9 @@ def test_alertmanager_holds_our_firing_alert_until_it_resolves(
     RuleStore(engine).create(spec, now=0)
     with AlertmanagerProcess(workdir=tmp_path / "am") as am:
         hook = WebhookStore(engine).create(am.url, None, kind=TargetKind.ALERTMANAGER, name="am", now=0)
-        evaluator = Evaluator(engine, EvaluatorSettings(external_url="http://fleetpilot.test"), holder="t")
+        evaluator = Evaluator(
+            engine, EvaluatorSettings(external_url="http://fleetpilot.test"), fleet=fleet_reader(engine), holder="t"
+        )
         outbox = Outbox(
             engine, HttpxSender(timeout_seconds=5, policy=AddressPolicy.allowing(LOOPBACK_NETWORKS)), DeliverySettings()
         )

@@ -160,6 +160,7 @@ def test_absent_nodes_and_metrics() -> None:
             Reading("b", None, None, NOW, {"network_latency_seconds": 1}),
         ],
         node_last_seen={"a": NOW - 1, "b": NOW - 1, "gone": NOW - 31},
+        up_nodes=frozenset({"a", "b"}),
     )
     assert active(verdicts(down, inputs, NOW)) == {
         (("node", "a"),): False,

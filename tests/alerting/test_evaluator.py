@@ -29,6 +29,7 @@ from fleet.scaling_events import EventStore, ScalingEvent
 from isolation.events import EnforcementEvent, EnforcementStore
 from predictor.store import ForecastPoint, ForecastStore, GoodForecast, SubjectKind
 from tests.support.clock import FakeClock
+from tests.support.fleet_reader import fleet_reader
 from web.services import AppServices
 
 SECRET = "a-secret-of-at-least-16"
@@ -53,7 +54,7 @@ def bodies(sender: FakeSender) -> list[dict[str, Any]]:
 class Harness:
     def __init__(self, engine: Engine, holder: str = "server-a") -> None:
         self.sender = FakeSender()
-        self.evaluator = Evaluator(engine, SETTINGS, holder=holder)
+        self.evaluator = Evaluator(engine, SETTINGS, fleet=fleet_reader(engine), holder=holder)
         self.outbox = Outbox(engine, self.sender, DeliverySettings())
 
     def tick(self, now: float) -> list[TransitionKind]:
@@ -200,7 +201,9 @@ def test_alerting_metrics_are_on_the_services_registry(services: AppServices, cl
 
     hot_rule(services)
     push(services, "node-a", clock(), gpu_temperature_celsius=90)
-    evaluator = Evaluator(services.engine, SETTINGS, holder="a", telemetry=services.alerting_telemetry)
+    evaluator = Evaluator(
+        services.engine, SETTINGS, fleet=services.fleet, holder="a", telemetry=services.alerting_telemetry
+    )
     try:
         evaluator.run(clock())
     finally:

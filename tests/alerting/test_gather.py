@@ -18,7 +18,7 @@ ECC = "gpu_power_watts"  # a catalog metric as the counter: its raw column is wh
 def changes(services: AppServices, now: float, edges: WindowEdges) -> dict[str, float]:
     rules = [r for r in RuleStore(services.engine).list() if r.spec.kind.value == "rate_of_change"]
     with services.engine.connect() as conn:
-        inputs = gather(conn, rules, now, fresh_seconds=3.0, down_after_seconds=3.0, edges=edges)
+        inputs = gather(conn, rules, now, fleet=services.fleet, fresh_seconds=3.0, edges=edges)
     return {r.node: r.values[ECC] for found in inputs.windowed.values() for r in found}
 
 

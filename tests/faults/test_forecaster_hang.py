@@ -22,6 +22,7 @@ from collector.tables import NO_DEVICE, rollups_1m
 from predictor.base import Forecast, ForecastError, History
 from predictor.loop import ForecastJob, ForecastSettings
 from tests.support.clock import FakeClock
+from tests.support.fleet_reader import fleet_reader
 from tests.support.rollups import rollup_row, set_watermark
 from web.services import AppServices
 
@@ -90,14 +91,14 @@ def test_a_hanging_forecaster_makes_the_autoscaler_fall_back_to_reactive_and_say
     controller = Controller(engine, ControllerSettings(), services.actuator, fleet=services.fleet, holder="test")
 
     settings = ForecastSettings(timeout_seconds=TIMEOUT_S, model="naive")
-    working = ForecastJob(engine, settings)
+    working = ForecastJob(engine, settings, fleet=fleet_reader(engine))
     assert working.run(clock()).good >= 1
     first = controller.run(clock())[POOL]
     assert first.policy == "predictive" and "predictive off" not in first.reason, first.reason
     working.close()
 
     clock.advance(60)
-    wedged = ForecastJob(engine, settings, cycle=hanging_cycle)
+    wedged = ForecastJob(engine, settings, fleet=fleet_reader(engine), cycle=hanging_cycle)
     report = wedged.run(clock())
     assert (report.good, report.failed) == (0, 1)
     ingest_demand(client, agent, clock, seq=2, rate=140.0, ready=4)  # 140/s at 0.7 × 10 each: 20 replicas

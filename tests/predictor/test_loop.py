@@ -11,7 +11,16 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, insert
 
-from collector.tables import NO_DEVICE, NO_POOL, devices, nodes, rollups_1m, series_latest
+from collector.tables import (
+    NO_DEVICE,
+    NO_POOL,
+    devices,
+    node_reports,
+    nodes,
+    replica_reports,
+    rollups_1m,
+    series_latest,
+)
 from collector.tables import samples as raw_samples
 from fleet.pools import PoolSpec, PoolStore
 from predictor.base import Forecast, ForecastError, History
@@ -19,6 +28,7 @@ from predictor.cycle import forecast_cycle
 from predictor.loop import ForecastJob, ForecastSettings
 from predictor.store import ForecastStore, SubjectKind
 from tests.support.clock import FakeClock
+from tests.support.fleet_reader import fleet_reader
 from tests.support.rollups import rollup_row, set_watermark
 
 Auth = Callable[..., dict[str, str]]
@@ -54,15 +64,13 @@ def seed(engine: Engine, clock: FakeClock, demand: Callable[[int], float | None]
                 node_id="node-a", index=0, name="H100", memory_total_bytes=int(80 * GIB), updated_at=start
             )
         )
-        conn.execute(
-            insert(series_latest).values(
-                node_id="node-a", device=NO_DEVICE, pool="chat", ts=clock(), extra={"replicas_ready": replicas}
-            )
-        )
+        conn.execute(insert(series_latest).values(node_id="node-a", device=NO_DEVICE, pool="chat", ts=clock()))
+        report = {"ts": clock(), "pools": {"chat": {"ready": replicas}}}  # collector.control.NodeReport
+        conn.execute(insert(node_reports).values(node_id="node-a", ts=clock(), received_at=clock(), report=report))
 
 
 def job(engine: Engine, **kwargs: Any) -> ForecastJob:
-    return ForecastJob(engine, ForecastSettings(model="naive", node_down_after_seconds=3.0), **kwargs)
+    return ForecastJob(engine, ForecastSettings(model="naive"), fleet=fleet_reader(engine), **kwargs)
 
 
 def test_pool_demand_forecast_is_stored_with_points_inputs_and_saturation(engine: Engine, clock: FakeClock) -> None:
@@ -107,7 +115,7 @@ def test_a_gap_at_the_origin_is_not_read_as_zero_load(engine: Engine, clock: Fak
 
 def test_gpu_memory_filling_up_predicts_exhaustion(engine: Engine, clock: FakeClock) -> None:
     seed(engine, clock, lambda i: 10.0)
-    ForecastJob(engine, ForecastSettings(model="auto")).run(clock())
+    ForecastJob(engine, ForecastSettings(model="auto"), fleet=fleet_reader(engine)).run(clock())
     stored = ForecastStore(engine).get(SubjectKind.DEVICE, "node-a/0")
     assert stored is not None and stored.good is not None and stored.good.saturation is not None
     assert stored.good.saturation["capacity"] == pytest.approx(0.95 * 80 * GIB)
@@ -138,7 +146,9 @@ def test_a_cycle_past_its_timeout_marks_every_forecast_stale(engine: Engine, clo
         release.wait(10)
         return forecast_cycle(histories, h, model)
 
-    slow = ForecastJob(engine, ForecastSettings(model="naive", timeout_seconds=0.2), cycle=wedged)
+    slow = ForecastJob(
+        engine, ForecastSettings(model="naive", timeout_seconds=0.2), fleet=fleet_reader(engine), cycle=wedged
+    )
     try:
         first = slow.run(clock())
         assert first.good == 0 and first.failed == 2
@@ -192,11 +202,12 @@ def test_per_replica_capacity_is_learned_from_raw_samples(engine: Engine, clock:
             pool="chat",
             request_rate_per_second=2 * per_replica,
             request_latency_p99_seconds=0.2 if per_replica <= 40 else 3.0,
-            extra={"replicas_ready": 2},
         )
         rows.append(row)
+    ready = {"node_id": "node-a", "pool": "chat", "ts": clock() - 1801, "ready": 2, "starting": 0, "draining": 0}
     with engine.begin() as conn:
         conn.execute(insert(raw_samples), rows)
+        conn.execute(insert(replica_reports).values(**ready))  # the node's report: two ready all along
     job(engine).run(clock())
     stored = ForecastStore(engine).get(SubjectKind.POOL, "chat")
     assert stored is not None and stored.good is not None and stored.good.saturation is not None
