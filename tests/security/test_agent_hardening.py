@@ -9,7 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
+from pydantic import ValidationError
 
+from collector.control import DesiredState
 from inference_agent.fake_collector import ScriptedAnswer, ScriptedCollector
 from inference_agent.http_server import ConnectionLimits, JsonHandler, Server
 from inference_agent.serving.launcher import LaunchSpec, ReplicaProcess
@@ -56,7 +59,10 @@ class NoLauncher:
 
 def test_finding_13_a_desired_state_of_64000_replicas_starts_none() -> None:
     supervisor = Supervisor({"kept": PoolSpec(1)}, NoLauncher(), max_replicas=64)
-    supervisor.set_desired({"pools": {f"p{i}": {"replicas": 64} for i in range(1000)}})
+    huge = {"pools": {f"p{i}": {"replicas": 64} for i in range(1000)}}
+    with pytest.raises(ValidationError, match="at most 256 items"):  # the agent refuses it as it reads the answer
+        DesiredState.model_validate(huge)
+    supervisor.set_desired(DesiredState.model_validate({"pools": {f"p{i}": {"replicas": 64} for i in range(200)}}))
     assert supervisor.target() == {"kept": PoolSpec(1)}  # refused whole: what runs keeps running
     starts = [a for a in decide(supervisor.target(), [], 0.0, Timing()) if a.verb is Verb.START]
     assert len(starts) == 1

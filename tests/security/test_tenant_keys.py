@@ -12,13 +12,13 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
+from collector.control import DesiredState, SloClass, key_digest, new_tenant_key
 from inference_agent.engine.api import CompletionRequest, Priority, TokenEvent
-from inference_agent.serving.admission import DEFAULT_TENANT, Quota, QuotaBook, SloClass, TenantPolicy
+from inference_agent.serving.admission import DEFAULT_TENANT, Quota, QuotaBook, TenantPolicy
 from inference_agent.serving.frontend import Frontend
 from inference_agent.serving.supervisor import PoolRoutes
 from inference_agent.serving.telemetry import ServingTelemetry
 from inference_agent.serving.tenant_identity import GatewayTrust
-from inference_agent.serving.tenant_keys import TenantKeyHashes, key_digest, new_tenant_key
 from tests.inference_agent.serving.conftest import StartReplica, start_replica  # noqa: F401  (the fixture)
 
 ACME_KEY, VIP_KEY = new_tenant_key(), new_tenant_key()
@@ -32,7 +32,7 @@ BOOK = QuotaBook(
     },
     anonymous=TIGHT,
 )
-KEYS = TenantKeyHashes(tenant_keys={key_digest(ACME_KEY): "acme", key_digest(VIP_KEY): "vip"})
+KEYS = {key_digest(ACME_KEY): "acme", key_digest(VIP_KEY): "vip"}
 
 
 def bearer(key: str) -> dict[str, str]:
@@ -112,7 +112,7 @@ def test_an_unknown_key_is_401_not_the_default_tenant(frontend: Frontend, key: s
 
 def test_a_revoked_key_is_refused_from_the_next_desired_state(frontend: Frontend) -> None:
     vip_only = {"tenants": {"vip": {"slo_class": "latency_critical"}}, "tenant_keys": {key_digest(VIP_KEY): "vip"}}
-    frontend.apply_desired(vip_only)
+    frontend.apply_desired(DesiredState.model_validate(vip_only))
     assert post(frontend, bearer(ACME_KEY)).status_code == 401
     assert post(frontend, bearer(VIP_KEY)).status_code == 200
 

@@ -9,7 +9,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
 
-from inference_agent.serving.tenant_keys import MAX_KEYS_PER_TENANT, TenantKeyHashes, key_digest
+from collector.control import MAX_KEYS_PER_TENANT, DesiredState, key_digest
 from isolation.tenants import tenant_api_keys
 from tests.support.clock import FakeClock
 from web.audit import audit_log
@@ -81,7 +81,7 @@ def test_the_ingest_answer_carries_the_digests_of_live_keys_only(
             "/api/v1/ingest", json={"node_id": "node-a", "samples": [sample]}, headers=auth("agent", "node-a")
         )
         assert answer.status_code == 200, answer.text
-        return TenantKeyHashes.from_desired(answer.json()["desired"] or {}).tenant_keys
+        return DesiredState.model_validate(answer.json()["desired"] or {}).tenant_keys
 
     _acme(client, auth)
     admin = auth("admin")
