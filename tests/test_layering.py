@@ -15,10 +15,10 @@ ALLOWED: dict[str, set[str]] = {
     "fleet": {"collector"},
     "predictor": {"collector", "fleet"},
     "autoscaler": {"collector", "fleet", "predictor"},
-    "isolation": {"collector", "fleet", "inference_agent"},
+    "isolation": {"collector", "fleet"},
     "alerting": {"collector", "fleet", "predictor", "isolation"},
     "inference_agent": {"collector"},
-    "web": {"collector", "fleet", "predictor", "autoscaler", "isolation", "alerting", "inference_agent"},
+    "web": {"collector", "fleet", "predictor", "autoscaler", "isolation", "alerting"},
 }
 ROOMS = {*ALLOWED, "fleetpilot", "migrations", "bench"}
 
