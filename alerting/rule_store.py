@@ -17,17 +17,13 @@ from alerting.rules import SPEC_FIELDS, Rule, RuleSpec, spec_columns
 from alerting.tables import alert_rules
 from collector.database import insert_for
 from collector.tables import job_state
+from fleet.versions import VersionConflict
 
 PACK_MARKER = "alerting_default_rules"
 
 
 class RuleNotFound(LookupError):
     pass
-
-
-class VersionConflict(ValueError):
-    def __init__(self, rule_id: int, expected: int, current: int) -> None:
-        super().__init__(f"rule {rule_id} is at version {current}, not {expected}: re-read it and apply the edit again")
 
 
 def _rule(row: RowMapping) -> Rule:
@@ -75,7 +71,7 @@ class RuleStore:
                 raise RuleNotFound(f"no alert rule {rule_id}")
             rule = _rule(row._mapping)
             if expected_version is not None and expected_version != rule.version:
-                raise VersionConflict(rule_id, expected_version, rule.version)
+                raise VersionConflict("rule", rule_id, expected_version, rule.version)
             spec = RuleSpec(**{**spec_columns(rule.spec), **changes})
             done = conn.execute(
                 update(alert_rules)
@@ -83,7 +79,7 @@ class RuleStore:
                 .values(**_columns(spec), version=rule.version + 1, updated_at=now)
             )
             if done.rowcount != 1:
-                raise VersionConflict(rule_id, rule.version, rule.version + 1)
+                raise VersionConflict("rule", rule_id, rule.version, rule.version + 1)
         return replace(rule, spec=spec, version=rule.version + 1, updated_at=now)
 
     def delete(self, rule_id: int) -> bool:

@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import Column, Double, Engine, Integer, RowMapping, String, Table, delete, insert, select, update
 
 from collector.tables import metadata
+from fleet.versions import VersionConflict
 
 
 @dataclass(frozen=True)
@@ -159,14 +160,6 @@ class PoolExists(ValueError):
     pass
 
 
-class VersionConflict(ValueError):
-    """The pool changed since the caller read it: ``current`` is its version now."""
-
-    def __init__(self, name: str, expected: int, current: int) -> None:
-        super().__init__(f"pool {name!r} is at version {current}, not {expected}: re-read it and apply the edit again")
-        self.current = current
-
-
 def _pool(row: RowMapping) -> Pool:
     spec = PoolSpec(**{name: row[name] for name in SPEC_FIELDS})
     manual = None
@@ -216,7 +209,7 @@ class PoolStore:
                 raise PoolNotFound(f"no pool {name!r}")
             pool = _pool(row._mapping)
             if expected_version is not None and expected_version != pool.version:
-                raise VersionConflict(name, expected_version, pool.version)
+                raise VersionConflict("pool", name, expected_version, pool.version)
             spec = replace(pool.spec, **changes)
             done = conn.execute(
                 update(pools)
@@ -224,7 +217,7 @@ class PoolStore:
                 .values(**_columns(spec), version=pool.version + 1, updated_at=now)
             )
             if done.rowcount != 1:  # a concurrent writer won between our read and write
-                raise VersionConflict(name, pool.version, pool.version + 1)
+                raise VersionConflict("pool", name, pool.version, pool.version + 1)
         return replace(pool, spec=spec, version=pool.version + 1, updated_at=now)
 
     def set_desired(self, name: str, replicas: int) -> None:

@@ -33,6 +33,7 @@ from sqlalchemy import (
 )
 
 from collector.tables import devices, metadata
+from fleet.versions import VersionConflict
 from isolation.validation import check_quotas
 
 MIB = 1 << 20
@@ -147,16 +148,6 @@ class QuotaNotFound(LookupError):
 
 class TenantExists(ValueError):
     pass
-
-
-class VersionConflict(ValueError):
-    """The tenant changed since the caller read it: ``current`` is its version now."""
-
-    def __init__(self, name: str, expected: int, current: int) -> None:
-        super().__init__(
-            f"tenant {name!r} is at version {current}, not {expected}: re-read it and apply the edit again"
-        )
-        self.current = current
 
 
 def _quota(row: Row[Any]) -> QuotaSpec:
@@ -276,13 +267,13 @@ class TenantStore:
     def _bump(conn: Connection, tenant: Tenant, now: float, expected: int | None, **values: Any) -> Tenant:
         """Write ``values`` and the next version if the tenant is still at ``expected`` (compare-and-set)."""
         if expected is not None and expected != tenant.version:
-            raise VersionConflict(tenant.name, expected, tenant.version)
+            raise VersionConflict("tenant", tenant.name, expected, tenant.version)
         done = conn.execute(
             update(tenants)
             .where(tenants.c.name == tenant.name, tenants.c.version == tenant.version)
             .values(**values, version=tenant.version + 1, updated_at=now)
         )
         if done.rowcount != 1:  # a concurrent writer won between our read and write
-            raise VersionConflict(tenant.name, tenant.version, tenant.version + 1)
+            raise VersionConflict("tenant", tenant.name, tenant.version, tenant.version + 1)
         slo_class = SloClass(values.get("slo_class", tenant.slo_class))
         return Tenant(tenant.name, slo_class, tenant.version + 1, tenant.created_at, now, tenant.quotas)

@@ -23,12 +23,10 @@ from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from alerting.rule_store import RuleNotFound
-from alerting.rule_store import VersionConflict as RuleVersionConflict
 from collector.errors import BatchTooLarge, InvalidBatch, InvalidQuery, StorageUnavailable
 from fleet.pools import PoolExists, PoolNotFound
-from fleet.pools import VersionConflict as PoolVersionConflict
+from fleet.versions import VersionConflict
 from isolation.tenants import QuotaNotFound, TenantExists, TenantNotFound
-from isolation.tenants import VersionConflict as TenantVersionConflict
 
 log = logging.getLogger(__name__)
 RETRY_AFTER_SECONDS = "2"
@@ -53,13 +51,7 @@ CODES = {
 
 # Domain refusals raised by the stores of other rooms, and the status each one is answered with.
 NOT_FOUND: tuple[type[Exception], ...] = (PoolNotFound, TenantNotFound, QuotaNotFound, RuleNotFound)
-CONFLICTS: tuple[type[Exception], ...] = (
-    PoolExists,
-    TenantExists,
-    PoolVersionConflict,
-    TenantVersionConflict,
-    RuleVersionConflict,
-)
+CONFLICTS: tuple[type[Exception], ...] = (PoolExists, TenantExists, VersionConflict)
 
 # "max_replicas: must be at least min_replicas (3)": the domain's messages name their field first, like this.
 _FIELD_FIRST = re.compile(r"^(?:Value error, )?([A-Za-z_][\w.\[\]]*): ")
@@ -123,8 +115,10 @@ def refused(exc: Exception) -> ApiError:
     """A store's refusal as an answer: missing 404, duplicate or stale 409, any other invalid value 422."""
     if isinstance(exc, NOT_FOUND):
         return ApiError(404, str(exc))
+    if isinstance(exc, VersionConflict):  # every versioned resource's (pools, tenants, alert rules)
+        return ApiError(409, str(exc), current_version=exc.current)
     if isinstance(exc, CONFLICTS):
-        return ApiError(409, str(exc), current_version=getattr(exc, "current", None))
+        return ApiError(409, str(exc))
     return ApiError(422, str(exc))
 
 
