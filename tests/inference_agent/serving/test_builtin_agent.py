@@ -1,5 +1,6 @@
 """A real agent with ``--workload builtin`` (torch engine) pushing to a real server: completions answered through its
-serving port, the pool's serving metrics stored, and SIGTERM drains and exits cleanly."""
+serving port, the pool's serving metrics stored, its report of the pool's replicas stored, and SIGTERM drains and
+exits cleanly."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from collector.control import NodeReport
 from collector.database import make_engine
-from collector.tables import samples
+from collector.tables import node_reports, samples
 from fleetpilot.launch import AgentProcess, ServerProcess, free_port
 
 pytestmark = pytest.mark.slow
@@ -39,6 +41,16 @@ def pool_rates(database_url: str) -> list[float]:
     finally:
         engine.dispose()
     return [r[0] for r in rows if r[0] is not None]
+
+
+def stored_report(database_url: str) -> NodeReport | None:
+    engine = make_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            body = conn.execute(select(node_reports.c.report).where(node_reports.c.node_id == NODE)).scalar()
+    finally:
+        engine.dispose()
+    return None if body is None else NodeReport.model_validate(body)
 
 
 def test_builtin_agent_serves_completions_and_its_metrics_arrive(tmp_path: Path) -> None:
@@ -80,6 +92,13 @@ def test_builtin_agent_serves_completions_and_its_metrics_arrive(tmp_path: Path)
             wait_for(lambda: any(rate > 0 for rate in pool_rates(server.database_url)), 30, "a request rate")
             metrics = httpx.get(f"{agent.metrics_url}/metrics").text
             assert 'fleetpilot_agent_replicas{phase="ready",pool="text-small"} 1.0' in metrics
+            assert 'fleetpilot_agent_replica_startup_seconds{pool="text-small"}' in metrics
+            wait_for(lambda: stored_report(server.database_url) is not None, 10, "the node's report")
+            report = stored_report(server.database_url)
+            assert report is not None
+            pool = report.pools["text-small"]
+            assert (pool.ready, pool.starting, pool.draining) == (1, 0, 0)
+            assert pool.startup_seconds is not None and 0 < pool.startup_seconds < 120
         finally:
             code = agent.stop(timeout_s=30)
         assert code == 0, (tmp_path / "agent.log").read_text()[-3000:]

@@ -79,6 +79,7 @@ def test_scale_down_never_kills_in_flight_work(
     supervisor.step()
     assert phases(supervisor) == [Phase.DRAINING]
     assert supervisor.routes()["p"].ready == ()
+    assert (supervisor.replica_counts()["p"].ready, supervisor.replica_counts()["p"].draining) == (0, 1)
     step_until(supervisor, lambda: not supervisor._replicas and not supervisor._stopping)
     long.join(10)
     assert results[0].status_code == 200 and results[0].json()["usage"]["completion_tokens"] == 150
