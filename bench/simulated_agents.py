@@ -3,10 +3,11 @@
 Each node samples every 500 ms like the real agent and pushes ``batch_ticks`` ticks per request: per tick one
 sample per GPU (the five GPU metrics), one node sample (the two node metrics) and one pool sample (the five pool
 metrics) of the node's pool (``POOL`` unless the plan names another). Bodies are built as ``inference_agent.pusher``
-builds them: compact JSON, gzip level 5, the inventory on every push until one is acknowledged. Load is closed-loop:
-``concurrency`` workers, each owning a disjoint set of nodes, send one push at a time over a keep-alive
-``httpx.AsyncClient`` until the time is up; a node never has two pushes in flight, so its ``seq`` reaches the server
-in order, as from a real agent. The generator runs in its own process (``run_in_process``).
+builds them: compact JSON, gzip level 5, the node's report on every push and the inventory on every push until
+one is acknowledged. Load is closed-loop: ``concurrency`` workers, each owning a disjoint set of nodes, send one push
+at a time over a keep-alive ``httpx.AsyncClient`` until the time is up; a node never has two pushes in flight, so
+its ``seq`` reaches the server in order, as from a real agent. The generator runs in its own process
+(``run_in_process``).
 """
 
 from __future__ import annotations
@@ -79,10 +80,15 @@ class SimulatedNode:
         samples: list[dict[str, Any]] = []
         for tick in range(shape.batch_ticks):
             samples.extend(self.tick(round(now - (shape.batch_ticks - 1 - tick) * TICK_SECONDS, 3)))
-        body: dict[str, Any] = {"node_id": self.node_id, "samples": samples}
+        body: dict[str, Any] = {"node_id": self.node_id, "samples": samples, "report": self.report(now)}
         if not self.registered:
             body["inventory"] = self.inventory()
         return body
+
+    def report(self, now: float) -> dict[str, Any]:
+        """The node's control state as the agent sends it with every push (collector.control.NodeReport): one ready
+        replica of its pool per GPU."""
+        return {"ts": now, "pools": {self.pool: {"ready": max(1, self.gpus), "startup_seconds": 40.0}}}
 
     def inventory(self) -> dict[str, Any]:
         gpus = [
