@@ -24,10 +24,11 @@ from autoscaler.controller import Controller, ControllerSettings
 from collector.retention import RetentionJob
 from collector.rollups import RollupJob
 from collector.skipped_rows import Job, SkippedRows, skipped_rows_counter
+from fleet.view import FleetReader
+from fleetpilot.settings import ServerSettings
 from isolation.enforcer import Enforcer, EnforcerLoopSettings
 from isolation.noisy import EnforcerSettings
 from predictor.loop import ForecastJob, ForecastSettings
-from fleetpilot.settings import ServerSettings
 from web.services import AppServices
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ def start_jobs(services: AppServices, settings: ServerSettings) -> Jobs:
     forecasts = ForecastJob(
         services.engine,
         forecast_settings(settings),
+        fleet=services.fleet,
         telemetry=services.forecast_telemetry,
         skipped=SkippedRows(Job.FORECASTS, skipped),
     )
@@ -96,8 +98,9 @@ def start_jobs(services: AppServices, settings: ServerSettings) -> Jobs:
     )
     _every(scheduler, "autoscaler", settings.autoscale_interval_seconds, controller.run)
     enforcer = Enforcer(
-        services.engine,
+        services.fleet,
         enforcer_settings(settings),
+        board=services.desired,
         holder=holder,
         telemetry=services.enforcer_telemetry,
         skipped=SkippedRows(Job.ENFORCER, skipped),
@@ -114,7 +117,8 @@ def start_jobs(services: AppServices, settings: ServerSettings) -> Jobs:
     )
     evaluator = Evaluator(
         services.engine,
-        evaluator_settings(settings),
+        evaluator_settings(settings, services.fleet),
+        fleet=services.fleet,
         holder=holder,
         telemetry=services.alerting_telemetry,
         on_notify=outbox.kick,
@@ -154,7 +158,6 @@ def forecast_settings(s: ServerSettings) -> ForecastSettings:
         capacity_window_seconds=s.capacity_window_seconds,
         capacity_refresh_seconds=s.capacity_refresh_seconds,
         exhaustion_ratio=s.forecast_exhaustion_ratio,
-        node_down_after_seconds=s.node_down_after_seconds,
         model=s.forecast_model,
     )
 
@@ -162,7 +165,6 @@ def forecast_settings(s: ServerSettings) -> ForecastSettings:
 def enforcer_settings(s: ServerSettings) -> EnforcerLoopSettings:
     return EnforcerLoopSettings(
         interval_seconds=s.enforce_interval_seconds,
-        node_down_after_seconds=s.node_down_after_seconds,
         lease_seconds=s.leader_lease_seconds,
         decide=EnforcerSettings(
             noisy_compute_share=s.enforce_noisy_compute_share,
@@ -172,13 +174,12 @@ def enforcer_settings(s: ServerSettings) -> EnforcerLoopSettings:
     )
 
 
-def evaluator_settings(s: ServerSettings) -> EvaluatorSettings:
+def evaluator_settings(s: ServerSettings, fleet: FleetReader) -> EvaluatorSettings:
     return EvaluatorSettings(
         interval_seconds=s.alert_evaluation_interval_seconds,
         # a reading is judged while it is as fresh as a node that is up, or two evaluations old
-        fresh_seconds=max(s.node_down_after_seconds, 2 * s.alert_evaluation_interval_seconds),
+        fresh_seconds=max(fleet.node_down_after_seconds, 2 * s.alert_evaluation_interval_seconds),
         unseen_resolve_seconds=s.alert_unseen_resolve_seconds,
-        down_after_seconds=s.node_down_after_seconds,
         lease_seconds=s.leader_lease_seconds,
         external_url=s.external_url,
     )

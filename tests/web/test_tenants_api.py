@@ -12,7 +12,6 @@ from sqlalchemy import Engine, insert, select
 
 from collector.tables import devices
 from isolation.tenants import tenant_quotas
-from tests.support.clock import FakeClock
 
 Auth = Callable[..., dict[str, str]]
 ACME = {"name": "acme", "slo_class": "latency_critical", "quotas": {"chat": {"rate_rps": 5, "max_concurrency": 4}}}
@@ -166,7 +165,7 @@ def test_deleting_a_tenant_deletes_its_quotas(client: TestClient, auth: Auth, en
     assert [tuple(row) for row in left] == [("globex", "chat")]
 
 
-def test_the_ingest_answer_tells_agents_the_tenants_quotas(client: TestClient, auth: Auth, clock: FakeClock) -> None:
+def test_the_ingest_answer_tells_agents_the_tenants_quotas(client: TestClient, auth: Auth) -> None:
     def push(seq: int) -> Any:
         sample: dict[str, Any] = {"seq": seq, "ts": 1_764_424_800.0, "device": None, "pool": "chat", "metrics": {}}
         answer = client.post(
@@ -178,7 +177,8 @@ def test_the_ingest_answer_tells_agents_the_tenants_quotas(client: TestClient, a
     assert push(1) is None  # no tenant, no managed pool: the agent keeps its own defaults
     body = {"name": "acme", "slo_class": "latency_critical", "quotas": {"chat": {"rate_rps": 5, "max_concurrency": 4}}}
     assert client.post("/api/v1/tenants", json=body, headers=auth("admin")).status_code == 201
-    clock.advance(1)  # a server reuses the tenants part for desired_cache_seconds
+    # the change published the tenants part at once: the very next push hears of it, no enforcer tick needed;
+    # no pool_limits (acme holds all of chat, nothing to cap) and no tenant_keys (no key yet: callers are anonymous)
     assert push(2) == {
         "tenants": {
             "acme": {
@@ -186,6 +186,6 @@ def test_the_ingest_answer_tells_agents_the_tenants_quotas(client: TestClient, a
                 "quotas": {"chat": {"rate_rps": 5.0, "burst": 5.0, "max_concurrency": 4}},
             }
         },
-        "pool_limits": {},  # no share set: acme holds all of chat, nothing to cap
-        "tenant_keys": {},  # acme has no key yet: its callers are anonymous
     }
+    assert client.delete("/api/v1/tenants/acme", headers=auth("admin")).status_code == 204
+    assert push(3) is None  # the last tenant gone: an empty part, nothing limited

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from sqlalchemy import Connection
 
 from collector.fleet_health import FleetFigures, figures_from_window, scale_up_seconds, worst
-from collector.registry import NodeStatus, node_gpus, node_statuses, read_latest
+from collector.registry import NodeStatus, node_gpus, read_latest
 from collector.series import pool_replica_history, window_stats
 from fleet.pools import Pool
 from web.services import AppServices
@@ -77,7 +77,7 @@ def gather(services: AppServices) -> GatheredHealth:
     now = services.clock()
     slo = {p.name: p.spec.slo_p99_seconds for p in services.pools.list()}
     with services.engine.connect() as conn:
-        statuses = node_statuses(conn, now=now, down_after_seconds=services.settings.node_down_after_seconds)
+        statuses = services.fleet.statuses(conn, now)
         up = sorted(n for n, s in statuses.items() if s is NodeStatus.UP)
         gpus = node_gpus(conn, up)
         totals = {(n, g.index): g.memory_total_bytes or 0 for n, found in gpus.items() for g in found}

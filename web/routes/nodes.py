@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
-from collector.registry import NodeStatus, NodeView, get_node, list_nodes
+from collector.registry import NodeStatus, NodeView
 from web.auth import ServicesDep, ViewerToken
 from web.errors import ERROR_RESPONSES, error_responses, not_found
 
@@ -73,13 +73,7 @@ def nodes(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> NodePage:
     with services.engine.connect() as conn:
-        views = list_nodes(
-            conn,
-            now=services.clock(),
-            down_after_seconds=services.settings.node_down_after_seconds,
-            after=cursor,
-            limit=limit + 1,
-        )
+        views = services.fleet.list_nodes(conn, services.clock(), after=cursor, limit=limit + 1)
     page = views[:limit]
     return NodePage(items=[_out(v) for v in page], next=page[-1].id if len(views) > limit else None)
 
@@ -87,9 +81,7 @@ def nodes(
 @router.get("/nodes/{node_id}", responses=error_responses(404))
 def node(node_id: str, services: ServicesDep, _token: ViewerToken) -> NodeOut:
     with services.engine.connect() as conn:
-        view = get_node(
-            conn, node_id, now=services.clock(), down_after_seconds=services.settings.node_down_after_seconds
-        )
+        view = services.fleet.node(conn, node_id, services.clock())
     if view is None:
         raise not_found(f"no node {node_id!r}")
     return _out(view)

@@ -11,7 +11,6 @@ from pydantic import BaseModel, Field
 from autoscaler.routing import routing_weights
 from fleet.pools import Coefficients, coefficients
 from fleet.scaling_events import ReasonCode
-from fleet.view import read_fleet
 from web.auth import ServicesDep, ViewerToken
 from web.errors import ERROR_RESPONSES, error_responses, not_found
 from web.pagination import Cursor, PageLimit, before_id, next_cursor
@@ -78,14 +77,7 @@ def weights(services: ServicesDep, _token: ViewerToken, pool: str | None = None)
         found = services.pools.get(pool)
         if found is not None:
             coeffs = coefficients(found.spec)
-    s = services.settings
-    with services.engine.connect() as conn:
-        fleet = read_fleet(
-            conn,
-            now=services.clock(),
-            down_after_seconds=s.node_down_after_seconds,
-            cpu_replicas_per_node=s.cpu_replicas_per_node,
-        )
+    fleet = services.fleet.read(services.clock())
     loads = list(fleet.node_loads)
     if pool is not None:
         running = {p.node_id for p in fleet.pools_on_nodes if p.pool == pool}

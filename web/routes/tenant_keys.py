@@ -15,6 +15,7 @@ from isolation.tenants import TenantNotFound
 from web.audit import Auditor, AuditorDep
 from web.auth import AdminToken, ServicesDep
 from web.errors import ERROR_RESPONSES, error_responses, not_found, refused
+from web.routes.tenants import Publish
 
 router = APIRouter(tags=["tenants"], responses=ERROR_RESPONSES)
 
@@ -54,9 +55,11 @@ def list_tenant_keys(name: str, services: ServicesDep, _token: AdminToken) -> Te
         raise not_found(str(exc)) from None
 
 
-def apply_tenant_key_create(audit: Auditor, tenant: str, body: TenantKeyIn, *, now: float) -> tuple[TenantKey, str]:
+def apply_tenant_key_create(
+    audit: Auditor, tenant: str, body: TenantKeyIn, *, now: float, publish: Publish
+) -> tuple[TenantKey, str]:
     """Create a key of ``tenant``, audited as ("tenant_key", "create") without its secret; answers the key and its
-    clear text, which the caller shows once."""
+    clear text, which the caller shows once. The key works on the nodes from their next push (``publish``)."""
     try:
         with audit.change("tenant_key", "create") as change:
             key, clear = TenantKeyStore(change.engine).create(tenant, now=now, name=body.name)
@@ -65,6 +68,7 @@ def apply_tenant_key_create(audit: Auditor, tenant: str, body: TenantKeyIn, *, n
         raise not_found(str(exc)) from None
     except ValueError as exc:
         raise refused(exc) from None
+    publish()
     return key, clear
 
 
@@ -73,21 +77,24 @@ def create_tenant_key(
     name: str, services: ServicesDep, _token: AdminToken, audit: AuditorDep, body: TenantKeyIn | None = None
 ) -> NewTenantKeyOut:
     """The answer's ``key`` is the only time the secret is shown; the audit log keeps the key without it."""
-    key, clear = apply_tenant_key_create(audit, name, body or TenantKeyIn(), now=services.clock())
+    key, clear = apply_tenant_key_create(
+        audit, name, body or TenantKeyIn(), now=services.clock(), publish=services.publish_tenants
+    )
     return NewTenantKeyOut(**_out(key).model_dump(), key=clear)
 
 
-def apply_tenant_key_delete(audit: Auditor, tenant: str, key_id: str) -> None:
-    """Revoke a key, audited as ("tenant_key", "delete"); agents refuse it from their next desired state on."""
+def apply_tenant_key_delete(audit: Auditor, tenant: str, key_id: str, *, publish: Publish) -> None:
+    """Revoke a key, audited as ("tenant_key", "delete"); agents refuse it from their next push on (``publish``)."""
     with audit.change("tenant_key", "delete", key_id) as change:
         store = TenantKeyStore(change.engine)
         before = store.get(tenant, key_id)
         if before is None or not store.delete(tenant, key_id):
             raise not_found(f"tenant {tenant!r} has no key {key_id!r}")
         change.before = _out(before)
+    publish()
 
 
 @router.delete("/tenants/{name}/keys/{key_id}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(404))
-def delete_tenant_key(name: str, key_id: str, _token: AdminToken, audit: AuditorDep) -> Response:
-    apply_tenant_key_delete(audit, name, key_id)
+def delete_tenant_key(name: str, key_id: str, services: ServicesDep, _token: AdminToken, audit: AuditorDep) -> Response:
+    apply_tenant_key_delete(audit, name, key_id, publish=services.publish_tenants)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

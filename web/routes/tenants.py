@@ -8,6 +8,7 @@ and nothing is stored. A GET answers the tenant's ``ETag``; an edit of the tenan
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Annotated
 
@@ -31,6 +32,8 @@ from web.etags import IfMatch, require_match, tag
 router = APIRouter(tags=["tenants"], responses=ERROR_RESPONSES)
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+# Publishes the tenants part after a change (AppServices.publish_tenants), so the nodes hear of it at their next push.
+Publish = Callable[[], object]
 PoolInPath = Annotated[str, Path(pattern=NAME_PATTERN)]
 
 
@@ -142,8 +145,9 @@ def get_tenant(name: str, store: StoreDep, _token: ViewerToken, response: Respon
     return _answer(_found(store, name), response)
 
 
-def apply_tenant_create(audit: Auditor, body: TenantIn, *, now: float) -> Tenant:
-    """Create a tenant, audited as ("tenant", "create"): the API's POST and the dashboard's new-tenant form."""
+def apply_tenant_create(audit: Auditor, body: TenantIn, *, now: float, publish: Publish) -> Tenant:
+    """Create a tenant, audited as ("tenant", "create"): the API's POST and the dashboard's new-tenant form. Then
+    ``publish`` (``AppServices.publish_tenants``): the nodes are told at their next push."""
     try:
         quotas = {pool: _spec(q) for pool, q in body.quotas.items()}
         with audit.change("tenant", "create", body.name) as change:
@@ -151,6 +155,7 @@ def apply_tenant_create(audit: Auditor, body: TenantIn, *, now: float) -> Tenant
             change.after = _audited(tenant)
     except ValueError as exc:
         raise refused(exc) from None
+    publish()
     return tenant
 
 
@@ -158,11 +163,17 @@ def apply_tenant_create(audit: Auditor, body: TenantIn, *, now: float) -> Tenant
 def create_tenant(
     body: TenantIn, services: ServicesDep, _token: AdminToken, audit: AuditorDep, response: Response
 ) -> TenantOut:
-    return _answer(apply_tenant_create(audit, body, now=services.clock()), response)
+    return _answer(apply_tenant_create(audit, body, now=services.clock(), publish=services.publish_tenants), response)
 
 
 def apply_tenant_patch(
-    audit: Auditor, name: str, body: TenantPatch, *, now: float, if_match: frozenset[int] | None = None
+    audit: Auditor,
+    name: str,
+    body: TenantPatch,
+    *,
+    now: float,
+    publish: Publish,
+    if_match: frozenset[int] | None = None,
 ) -> Tenant:
     """Change a tenant's SLO class, audited as ("tenant", "update"): the API's PATCH and the dashboard's class form."""
     try:
@@ -174,6 +185,7 @@ def apply_tenant_patch(
             change.before, change.after = _audited(before), _audited(tenant)
     except ValueError as exc:
         raise refused(exc) from None
+    publish()
     return tenant
 
 
@@ -187,22 +199,35 @@ def patch_tenant(
     if_match: IfMatch,
     response: Response,
 ) -> TenantOut:
-    return _answer(apply_tenant_patch(audit, name, body, now=services.clock(), if_match=if_match), response)
+    tenant = apply_tenant_patch(
+        audit, name, body, now=services.clock(), publish=services.publish_tenants, if_match=if_match
+    )
+    return _answer(tenant, response)
 
 
 @router.delete("/tenants/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(404, 412))
-def delete_tenant(name: str, _token: AdminToken, audit: AuditorDep, if_match: IfMatch) -> Response:
+def delete_tenant(
+    name: str, services: ServicesDep, _token: AdminToken, audit: AuditorDep, if_match: IfMatch
+) -> Response:
     with audit.change("tenant", "delete", name) as change:
         store = TenantStore(change.engine)
         before = _found(store, name)
         require_match(if_match, before.version, f"tenant {name!r}")
         store.delete(name)
         change.before = _audited(before)
+    services.publish_tenants()  # the last tenant gone: an empty part, nothing limited any more
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 def apply_quota_put(
-    audit: Auditor, name: str, pool: str, body: QuotaPut, *, now: float, if_match: frozenset[int] | None = None
+    audit: Auditor,
+    name: str,
+    pool: str,
+    body: QuotaPut,
+    *,
+    now: float,
+    publish: Publish,
+    if_match: frozenset[int] | None = None,
 ) -> Tenant:
     """Set the tenant's quota on ``pool`` (replacing any), audited as ("quota", "update"): the API's PUT and the
     dashboard's quota form. A quota that cannot hold with the pool's other tenants is refused 422 naming its field."""
@@ -215,6 +240,7 @@ def apply_quota_put(
             change.before, change.after = _audited(before), _audited(tenant)
     except ValueError as exc:
         raise refused(exc) from None
+    publish()
     return tenant
 
 
@@ -230,7 +256,10 @@ def put_quota(
     response: Response,
 ) -> TenantOut:
     """Set the tenant's quota on ``pool`` (replacing any); the answer is the tenant with all its quotas."""
-    return _answer(apply_quota_put(audit, name, pool, body, now=services.clock(), if_match=if_match), response)
+    tenant = apply_quota_put(
+        audit, name, pool, body, now=services.clock(), publish=services.publish_tenants, if_match=if_match
+    )
+    return _answer(tenant, response)
 
 
 @router.delete(
@@ -245,4 +274,5 @@ def delete_quota(
         require_match(if_match, before.version, f"tenant {name!r}")
         tenant = store.delete_quota(name, pool, now=services.clock())
         change.before, change.after = _audited(before), _audited(tenant)
+    services.publish_tenants()
     return Response(status_code=status.HTTP_204_NO_CONTENT)

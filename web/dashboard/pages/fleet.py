@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
 from collector.catalog import METRIC_NAMES
-from collector.registry import NodeStatus, NodeView, list_nodes, node_statuses, reported_pools
+from collector.registry import NodeStatus, NodeView, reported_pools
 from collector.series import recent_node_rollups
 from web.auth import ServicesDep
 from web.dashboard.deps import Viewer
@@ -68,15 +68,13 @@ def overview(
     after: Annotated[str | None, Query(max_length=128)] = None,
     size: Annotated[int, Query(ge=1, le=200)] = DEFAULT_PAGE_SIZE,
 ) -> HTMLResponse:
-    now, down_after = services.clock(), services.settings.node_down_after_seconds
+    now = services.clock()
     pool, wanted = pool or None, NodeStatus(status) if status else None
     with services.engine.connect() as conn:
-        views = list_nodes(
-            conn, now=now, down_after_seconds=down_after, after=after, limit=size + 1, status=wanted, pool=pool
-        )
+        views = services.fleet.list_nodes(conn, now, after=after, limit=size + 1, status=wanted, pool=pool)
         shown = views[:size]
         history = recent_node_rollups(conn, [v.id for v in shown], now - SPARKLINE_SECONDS, now)
-        statuses = node_statuses(conn, now=now, down_after_seconds=down_after)
+        statuses = services.fleet.statuses(conn, now)
         pools = reported_pools(conn)
     slo = {p.name: p.spec.slo_p99_seconds for p in services.pools.list()}
     tiles = [_tile(v, history.get(v.id, {}), slo) for v in shown]

@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from collector.catalog import BY_NAME, METRIC_NAMES, Scope
-from collector.registry import NodeView, get_node
+from collector.registry import NodeView
 from collector.series import series_rollups
 from web.auth import ServicesDep
 from web.dashboard.deps import PageNotFound, Viewer, get_state, session_token
@@ -91,9 +91,7 @@ def _history(services: AppServices, node_id: str, now: float) -> dict[str, list[
 
 def _read(services: AppServices, node_id: str) -> NodeView | None:
     with services.engine.connect() as conn:
-        return get_node(
-            conn, node_id, now=services.clock(), down_after_seconds=services.settings.node_down_after_seconds
-        )
+        return services.fleet.node(conn, node_id, services.clock())
 
 
 @router.get("/nodes/{node_id}", response_class=HTMLResponse)

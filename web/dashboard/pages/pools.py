@@ -12,7 +12,6 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 from starlette.datastructures import FormData
 
-from collector.registry import pool_replicas
 from collector.series import SeriesQuery, pool_replica_history, query_series
 from fleet.pools import Pool
 from predictor.store import StoredForecast, SubjectKind
@@ -104,8 +103,7 @@ def _pool_page(
         raise PageNotFound(f"no pool {name!r}")
     now = services.clock()
     forecast = services.forecasts.get(SubjectKind.POOL, name)
-    with services.engine.connect() as conn:
-        current = pool_replicas(conn, now=now, down_after_seconds=services.settings.node_down_after_seconds)
+    current = services.fleet.read(now).ready_replicas()
     charts = {
         "replicas": _replica_chart(services, pool, now),
         "demand": _demand_chart(services, pool, forecast, now),
@@ -134,8 +132,7 @@ def _pool_page(
 @router.get("/pools", response_class=HTMLResponse)
 def pools(request: Request, user: Viewer, services: ServicesDep) -> HTMLResponse:
     now = services.clock()
-    with services.engine.connect() as conn:
-        current = pool_replicas(conn, now=now, down_after_seconds=services.settings.node_down_after_seconds)
+    current = services.fleet.read(now).ready_replicas()
     rows = []
     for pool in services.pools.list():
         forecast = services.forecasts.get(SubjectKind.POOL, pool.name)

@@ -14,7 +14,6 @@ from starlette.datastructures import FormData
 from alerting.webhooks import TargetKind, WebhookStore
 from autoscaler.routing import routing_weights
 from fleet.pools import Coefficients
-from fleet.view import read_fleet
 from web.audit import AuditorDep
 from web.auth import ServicesDep
 from web.dashboard.deps import Admin, CsrfForm, DashboardUser, Viewer, field, validation_problem
@@ -36,14 +35,7 @@ DONE = {
 
 def _weights(services: AppServices) -> list[dict[str, Any]]:
     """Every up node's routing weight with the default α/β/γ, lowest (best) first, as ``/routing/weights`` answers."""
-    s = services.settings
-    with services.engine.connect() as conn:
-        fleet = read_fleet(
-            conn,
-            now=services.clock(),
-            down_after_seconds=s.node_down_after_seconds,
-            cpu_replicas_per_node=s.cpu_replicas_per_node,
-        )
+    fleet = services.fleet.read(services.clock())
     scores = routing_weights(list(fleet.node_loads), Coefficients())
     rows = [
         {

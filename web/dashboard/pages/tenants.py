@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from fastapi import APIRouter, Request, status
@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from starlette.datastructures import FormData
 
 from collector.control import NAME_PATTERN
-from collector.registry import LatestSeries, NodeStatus, node_statuses, read_latest
+from collector.registry import PoolOnNode
 from isolation.tenant_keys import TenantKey, TenantKeyStore
 from isolation.tenants import QUOTA_FIELDS, SloClass, Tenant, TenantNotFound, TenantStore
 from web.audit import AuditorDep
@@ -56,36 +56,28 @@ DONE = {
 }
 
 
-def tenant_usage(readings: Iterable[LatestSeries]) -> dict[tuple[str, str], dict[str, float]]:
-    """Per (tenant, pool), the agents' per-tenant figures over the nodes: rates add up, the p99 is the worst."""
+def tenant_usage(pools: Iterable[PoolOnNode]) -> dict[tuple[str, str], dict[str, float]]:
+    """Per (tenant, pool), the usage the nodes' reports give: rates add up over the nodes, the p99 is the worst."""
     usage: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
-    for reading in readings:
-        tenants = (reading.extra or {}).get("tenants")
-        if reading.pool is None or not isinstance(tenants, Mapping):
-            continue
-        for tenant, body in tenants.items():
-            if not isinstance(body, Mapping):
-                continue
-            figures = usage[(tenant, reading.pool)]
+    for on_node in pools:
+        for tenant, used in on_node.tenants.items():
+            figures = usage[(tenant, on_node.pool)]
             for name in USAGE_FIGURES:
-                value = body.get(name)
-                if not isinstance(value, int | float) or isinstance(value, bool):
+                value = getattr(used, name)
+                if value is None:
                     continue
                 if name not in figures:
-                    figures[name] = float(value)
+                    figures[name] = value
                 elif name == "latency_p99_seconds":
-                    figures[name] = max(figures[name], float(value))
+                    figures[name] = max(figures[name], value)
                 else:
-                    figures[name] += float(value)
+                    figures[name] += value
     return dict(usage)
 
 
 def _usage(services: AppServices) -> dict[tuple[str, str], dict[str, float]]:
-    now = services.clock()
     with services.engine.connect() as conn:
-        statuses = node_statuses(conn, now=now, down_after_seconds=services.settings.node_down_after_seconds)
-        up = sorted(n for n, s in statuses.items() if s is NodeStatus.UP)
-        return tenant_usage(read_latest(conn, up, pools_only=True))
+        return tenant_usage(services.fleet.pools_on_nodes(conn, services.clock()))
 
 
 def _keys(services: AppServices, listed: list[Tenant]) -> dict[str, list[TenantKey]]:
@@ -165,7 +157,7 @@ def put_quota(
                 status.HTTP_422_UNPROCESSABLE_CONTENT, f"pool: {pool!r} is not a pool name (letters, digits, . _ : -)"
             )
         body = QuotaPut.model_validate(_quota_body(form))
-        apply_quota_put(audit, name, pool, body, now=services.clock())
+        apply_quota_put(audit, name, pool, body, now=services.clock(), publish=services.publish_tenants)
     except ValidationError as exc:
         at, message = validation_problem(exc)
         return _page(request, user, services, form=form, error=_refused(where, at, message))
@@ -185,7 +177,7 @@ def set_class(
         body = TenantPatch.model_validate(
             {"slo_class": field(form, "slo_class"), "version": field(form, "version") or None}
         )
-        apply_tenant_patch(audit, name, body, now=services.clock())
+        apply_tenant_patch(audit, name, body, now=services.clock(), publish=services.publish_tenants)
     except ValidationError as exc:
         return _page(request, user, services, form=form, error=_refused(where, "slo_class", validation_problem(exc)[1]))
     except ApiError as exc:
@@ -201,7 +193,7 @@ def create(request: Request, user: Admin, form: CsrfForm, services: ServicesDep,
     where = {"form": "new", "tenant": field(form, "name")}
     try:
         body = TenantIn.model_validate({"name": field(form, "name"), "slo_class": field(form, "slo_class")})
-        apply_tenant_create(audit, body, now=services.clock())
+        apply_tenant_create(audit, body, now=services.clock(), publish=services.publish_tenants)
     except ValidationError as exc:
         at, message = validation_problem(exc)
         return _page(request, user, services, form=form, error=_refused(where, at, message))
@@ -219,7 +211,7 @@ def create_key(
     where = {"form": f"{name}/keys", "tenant": name}
     try:
         body = TenantKeyIn.model_validate({"name": field(form, "name")})
-        key, clear = apply_tenant_key_create(audit, name, body, now=services.clock())
+        key, clear = apply_tenant_key_create(audit, name, body, now=services.clock(), publish=services.publish_tenants)
     except ValidationError as exc:
         at, message = validation_problem(exc)
         return _page(request, user, services, form=form, error=_refused(where, at, message))
@@ -238,7 +230,7 @@ def revoke_key(
 ) -> Response:
     """The API's key DELETE (``apply_tenant_key_delete``): the agents refuse the key from their next desired state."""
     try:
-        apply_tenant_key_delete(audit, name, key_id)
+        apply_tenant_key_delete(audit, name, key_id, publish=services.publish_tenants)
     except ApiError as exc:
         refusal = _shown_by_form(exc)  # no such tenant or key: the 404 page names it
         where = {"form": f"{name}/keys", "tenant": name}
