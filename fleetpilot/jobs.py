@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from apscheduler.schedulers.background import BackgroundScheduler
+from prometheus_client import Counter
 from sqlalchemy.exc import OperationalError
 
 from alerting.evaluator import Evaluator, EvaluatorSettings
@@ -73,6 +74,37 @@ def start_jobs(services: AppServices, settings: ServerSettings) -> Jobs:
     _every(scheduler, "desired-board", DESIRED_REFRESH_SECONDS, refresh_board)
     _every(scheduler, "rollups", settings.rollup_interval_seconds, rollups.run)
     _every(scheduler, "retention", settings.retention_interval_seconds, retention.run)
+    holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    loops = build_loops(services, settings, holder=holder, skipped=skipped)
+    _every(scheduler, "forecasts", settings.forecast_interval_seconds, loops.forecasts.run)
+    _every(scheduler, "autoscaler", settings.autoscale_interval_seconds, loops.controller.run)
+    _every(scheduler, "enforcer", settings.enforce_interval_seconds, loops.enforcer.run)
+    _every(scheduler, "alerts", settings.alert_evaluation_interval_seconds, loops.evaluator.run)
+    _every(scheduler, "webhooks", settings.webhook_poll_seconds, loops.outbox.run)
+    history = AlertHistoryRetention(services.engine, keep_seconds=settings.alert_history_days * 86400)
+    _every(scheduler, "alert-history", settings.retention_interval_seconds, history.run)
+    scheduler.start()
+    return Jobs(scheduler, loops.on_stop())
+
+
+@dataclass(frozen=True)
+class Loops:
+    """The control loops a server runs, each reading the fleet through the services' one FleetReader."""
+
+    forecasts: ForecastJob
+    controller: Controller
+    enforcer: Enforcer
+    evaluator: Evaluator
+    outbox: Outbox
+
+    def on_stop(self) -> list[Callable[[], None]]:
+        return [self.forecasts.close, self.controller.stop, self.enforcer.stop, self.evaluator.stop, self.outbox.close]
+
+
+def build_loops(
+    services: AppServices, settings: ServerSettings, *, holder: str, skipped: Counter | None = None
+) -> Loops:
+    """The loops as :func:`start_jobs` schedules them (and a test builds them, to tick them by hand)."""
     forecasts = ForecastJob(
         services.engine,
         forecast_settings(settings),
@@ -80,8 +112,6 @@ def start_jobs(services: AppServices, settings: ServerSettings) -> Jobs:
         telemetry=services.forecast_telemetry,
         skipped=SkippedRows(Job.FORECASTS, skipped),
     )
-    _every(scheduler, "forecasts", settings.forecast_interval_seconds, forecasts.run)
-    holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     controller = Controller(
         services.engine,
         ControllerSettings(
@@ -96,7 +126,6 @@ def start_jobs(services: AppServices, settings: ServerSettings) -> Jobs:
         telemetry=services.autoscaler_telemetry,
         skipped=SkippedRows(Job.AUTOSCALER, skipped),
     )
-    _every(scheduler, "autoscaler", settings.autoscale_interval_seconds, controller.run)
     enforcer = Enforcer(
         services.fleet,
         enforcer_settings(settings),
@@ -105,7 +134,6 @@ def start_jobs(services: AppServices, settings: ServerSettings) -> Jobs:
         telemetry=services.enforcer_telemetry,
         skipped=SkippedRows(Job.ENFORCER, skipped),
     )
-    _every(scheduler, "enforcer", settings.enforce_interval_seconds, enforcer.run)
     outbox = Outbox(
         services.engine,
         HttpxSender(
@@ -124,12 +152,7 @@ def start_jobs(services: AppServices, settings: ServerSettings) -> Jobs:
         on_notify=outbox.kick,
         skipped=SkippedRows(Job.ALERTS, skipped),
     )
-    _every(scheduler, "alerts", settings.alert_evaluation_interval_seconds, evaluator.run)
-    _every(scheduler, "webhooks", settings.webhook_poll_seconds, outbox.run)
-    history = AlertHistoryRetention(services.engine, keep_seconds=settings.alert_history_days * 86400)
-    _every(scheduler, "alert-history", settings.retention_interval_seconds, history.run)
-    scheduler.start()
-    return Jobs(scheduler, [forecasts.close, controller.stop, enforcer.stop, evaluator.stop, outbox.close])
+    return Loops(forecasts, controller, enforcer, evaluator, outbox)
 
 
 class _Tick(Protocol):
