@@ -1,18 +1,24 @@
-"""The node registry: what each node is, whether it is up, and the latest value of each of its series."""
+"""The node registry: what each node is, whether it is up, the latest value of each of its series and its latest
+report (its replicas and their tenants' usage)."""
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import Connection, Row, select
 
 from collector.aggregate import combine_series
 from collector.catalog import BY_NAME, METRIC_NAMES
-from collector.tables import NO_DEVICE, NO_POOL, devices, nodes, series_latest
+from collector.control import NodeReport, TenantUsage
+from collector.tables import NO_DEVICE, NO_POOL, devices, node_reports, nodes, series_latest
+
+log = logging.getLogger(__name__)
 
 
 class NodeStatus(StrEnum):
@@ -170,38 +176,90 @@ def _views(conn: Connection, node_rows: Sequence[Row[Any]], *, now: float, down_
 
 @dataclass(frozen=True)
 class PoolOnNode:
-    """A pool's replicas on one node that is up, and its latest readings there."""
+    """A pool's replicas on one node that is up, as the node's latest report says, and its latest readings there
+    (``metrics`` empty while no replica has sent any: all of them starting)."""
 
     node_id: str
     pool: str
     ready: int
     starting: int
-    ts: float
+    ts: float  # the readings' time; the report's for a pool with none yet
     metrics: dict[str, float]
+    draining: int = 0
+    consecutive_crashes: int = 0
+    startup_seconds: float | None = None
+    tenants: Mapping[str, TenantUsage] = field(default_factory=dict)  # each tenant's use of the node's replicas
+
+    @property
+    def current(self) -> int:
+        """Ready + starting (docs/architecture.md, glossary)."""
+        return self.ready + self.starting
 
 
 def pools_on_up_nodes(conn: Connection, *, now: float, down_after_seconds: float) -> list[PoolOnNode]:
-    """Every (node, pool) series of the nodes that are up, with its replica counts (:func:`replica_counts`)."""
-    up = {
+    """Every pool on the nodes that are up (:func:`pools_on_nodes`)."""
+    up = [
         n for n, s in node_statuses(conn, now=now, down_after_seconds=down_after_seconds).items() if s is NodeStatus.UP
-    }
+    ]
+    return pools_on_nodes(conn, sorted(up), down_after_seconds=down_after_seconds)
+
+
+def pools_on_nodes(conn: Connection, node_ids: Sequence[str], *, down_after_seconds: float) -> list[PoolOnNode]:
+    """Each (node, pool) of ``node_ids`` that has a pool series or an entry in the node's latest report, by node
+    and pool: replica counts and tenant usage from the report, readings from the series.
+
+    A series the report does not name (or of a node without a report) is one ready replica: an external
+    vLLM/TGI/Triton is one. Unless it stopped ``down_after_seconds`` before the report: that pool left the node
+    (series are kept however old), and counting it would place replicas by a pool that is gone."""
+    reports = latest_reports(conn, node_ids)
+    series = {(s.node_id, s.pool): s for s in read_latest(conn, node_ids, pools_only=True) if s.pool is not None}
+    keys = set(series) | {(node, pool) for node, report in reports.items() for pool in report.pools}
     found = []
-    for s in read_latest(conn, sorted(up), pools_only=True):
-        if s.pool is not None:
-            ready, starting = replica_counts(s.extra)
-            found.append(PoolOnNode(s.node_id, s.pool, ready, starting, s.ts, s.metrics))
+    for node, pool in sorted(keys):
+        reading, report = series.get((node, pool)), reports.get(node)
+        entry = report.pools.get(pool) if report is not None else None
+        if (
+            entry is None
+            and report is not None
+            and reading is not None
+            and reading.ts <= report.ts - down_after_seconds
+        ):
+            continue
+        ts = reading.ts if reading is not None else report.ts if report is not None else 0.0
+        metrics = reading.metrics if reading is not None else {}
+        if entry is None:
+            found.append(PoolOnNode(node, pool, 1, 0, ts, metrics))
+        else:
+            found.append(
+                PoolOnNode(
+                    node,
+                    pool,
+                    entry.ready,
+                    entry.starting,
+                    ts,
+                    metrics,
+                    draining=entry.draining,
+                    consecutive_crashes=entry.consecutive_crashes,
+                    startup_seconds=entry.startup_seconds,
+                    tenants=entry.tenants,
+                )
+            )
     return found
 
 
-def replica_counts(extra: dict[str, Any] | None) -> tuple[int, int]:
-    """(ready, starting) of a node's pool series: the agent's ``replicas_ready``/``replicas_starting`` extras, or one
-    ready replica for a series without them (an external vLLM/TGI/Triton is one replica)."""
-    extra = extra or {}
-    ready, starting = extra.get("replicas_ready", 1), extra.get("replicas_starting", 0)
-    return (
-        ready if isinstance(ready, int) and ready >= 0 else 1,
-        starting if isinstance(starting, int) and starting >= 0 else 0,
-    )
+def latest_reports(conn: Connection, node_ids: Sequence[str]) -> dict[str, NodeReport]:
+    """The latest report of each of ``node_ids`` that sent one, in one query. A stored report this release cannot
+    read (written by a newer one) is left out with a log line: that node's pools count as unreported."""
+    if not node_ids:
+        return {}
+    query = select(node_reports.c.node_id, node_reports.c.report).where(node_reports.c.node_id.in_(list(node_ids)))
+    reports = {}
+    for node_id, body in conn.execute(query):
+        try:
+            reports[node_id] = NodeReport.model_validate(body)
+        except ValidationError as exc:
+            log.warning("node %s: its stored report is unreadable, left out: %s", node_id, exc)
+    return reports
 
 
 def pool_replicas(conn: Connection, *, now: float, down_after_seconds: float) -> dict[str, int]:

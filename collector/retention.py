@@ -1,8 +1,10 @@
-"""The retention job: drops raw samples, 1-minute rollups and stale backlog entries past their retention.
+"""The retention job: drops raw samples and the replica history (``replica_reports``, kept as long), 1-minute
+rollups and stale backlog entries past their retention.
 
 Deletion walks up from the oldest row in slices of ``batch_seconds``, each slice its own short transaction with an
-optional pause between slices, so ingest (SQLite has one writer) never waits long behind it. ``series_latest`` is
-left alone: a node's last values stay visible however old they are.
+optional pause between slices, so ingest (SQLite has one writer) never waits long behind it. ``series_latest`` and
+``node_reports`` are left alone: a node's last values and last report stay visible however old they are (nodes are
+never pruned; were they, their report would go with them).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 from sqlalchemy import Column, Engine, delete, func, select
 
 from collector.rollups import bucket_start
-from collector.tables import ROLLUP_BUCKET_SECONDS, rollup_backlog, rollups_1m, samples
+from collector.tables import ROLLUP_BUCKET_SECONDS, replica_reports, rollup_backlog, rollups_1m, samples
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,7 @@ class RetentionReport:
     rollups_deleted: int
     backlog_deleted: int
     batches: int
+    replica_reports_deleted: int = 0
 
 
 class RetentionJob:
@@ -57,20 +60,23 @@ class RetentionJob:
         self._batches = 0
 
     def run(self, now: float) -> RetentionReport:
-        """Delete samples and backlog entries before the raw cutoff and rollups before the rollup cutoff."""
+        """Delete samples, replica reports and backlog entries before the raw cutoff and rollups before the rollup
+        cutoff."""
         # Whole minutes only: now 90 130, retention 86 400 → cutoff 3 720, not 3 730, so no minute is left with part
         # of its samples (re-rolling it from the backlog would overwrite a full rollup with a partial one).
         raw_cutoff = bucket_start(now - self._raw_retention_seconds)
         rollup_cutoff = now - self._rollup_retention_seconds
         self._batches = 0
         samples_deleted = self._delete_before(samples.c.ts, raw_cutoff)
+        replicas_deleted = self._delete_before(replica_reports.c.ts, raw_cutoff)
         rollups_deleted = self._delete_before(rollups_1m.c.bucket, rollup_cutoff)
         backlog_deleted = self._delete_backlog(raw_cutoff)
-        report = RetentionReport(samples_deleted, rollups_deleted, backlog_deleted, self._batches)
-        if samples_deleted or rollups_deleted or backlog_deleted:
+        report = RetentionReport(samples_deleted, rollups_deleted, backlog_deleted, self._batches, replicas_deleted)
+        if samples_deleted or replicas_deleted or rollups_deleted or backlog_deleted:
             log.info(
-                "retention: deleted %d samples, %d rollups, %d backlog entries in %d batches",
+                "retention: deleted %d samples, %d replica reports, %d rollups, %d backlog entries in %d batches",
                 samples_deleted,
+                replicas_deleted,
                 rollups_deleted,
                 backlog_deleted,
                 report.batches,

@@ -22,13 +22,13 @@ from sqlalchemy import Connection, Select, Table, func, select
 from collector.aggregate import Stat, combine_series, reduce_rollups, reduce_values
 from collector.catalog import BY_NAME, METRICS, PoolAggregate
 from collector.errors import InvalidQuery
-from collector.registry import replica_counts
 from collector.rollups import WATERMARK_NAME, bucket_start
 from collector.tables import (
     NO_DEVICE,
     NO_POOL,
     ROLLUP_BUCKET_SECONDS,
     job_state,
+    replica_reports,
     rollup_column,
     rollups_1m,
     samples,
@@ -255,16 +255,13 @@ def window_stats(conn: Connection, start: float, end: float) -> list[WindowStats
 def pool_replica_history(
     conn: Connection, pool: str, start: float, end: float, step: float
 ) -> list[tuple[float, int, int]]:
-    """(bucket start, ready, starting) of ``pool`` over time, summed over nodes from each node's last sample in the
-    bucket (the agents' ``replicas_ready``/``replicas_starting``); buckets with no sample are left out."""
-    stmt = (
-        select(samples.c.node_id, samples.c.ts, samples.c.extra)
-        .where(samples.c.pool == pool, samples.c.ts >= start, samples.c.ts <= end)
-        .order_by(samples.c.ts)
-    )
+    """(bucket start, ready, starting) of ``pool`` over time from the nodes' reports (``replica_reports``), summed
+    over nodes from each node's last report in the bucket; buckets with no report are left out."""
+    c = replica_reports.c
+    stmt = select(c.node_id, c.ts, c.ready, c.starting).where(c.pool == pool, c.ts >= start, c.ts <= end).order_by(c.ts)
     last: dict[tuple[float, str], tuple[int, int]] = {}
-    for row in conn.execute(stmt):
-        last[(math.floor(row[1] / step) * step, row[0])] = replica_counts(row[2])
+    for node_id, ts, ready, starting in conn.execute(stmt):
+        last[(math.floor(ts / step) * step, node_id)] = (ready, starting)
     totals: dict[float, tuple[int, int]] = defaultdict(lambda: (0, 0))
     for (bucket, _node), (ready, starting) in last.items():
         total = totals[bucket]

@@ -21,6 +21,7 @@ from collector.registry import (
     get_node,
     list_nodes,
     node_statuses,
+    pools_on_nodes,
     pools_on_up_nodes,
     read_latest,
 )
@@ -37,12 +38,19 @@ class NodeLoad:
 
 @dataclass(frozen=True)
 class PoolLive:
-    """A pool as the up nodes report it: ready and starting replicas, the summed demand and how old it is."""
+    """A pool as the up nodes report it: ready, starting and draining replicas, the summed demand and how old it
+    is."""
 
     ready: int
     starting: int
     demand: float | None
     demand_ts: float | None  # the oldest reading the sum is made of
+    draining: int = 0
+
+    @property
+    def current(self) -> int:
+        """Ready + starting: what a scale decision compares against (docs/architecture.md, glossary)."""
+        return self.ready + self.starting
 
 
 @dataclass(frozen=True)
@@ -50,7 +58,7 @@ class FleetView:
     now: float
     statuses: dict[str, NodeStatus]  # every known node, up or down
     up_nodes: frozenset[str]
-    pools_on_nodes: tuple[PoolOnNode, ...]
+    pools_on_nodes: tuple[PoolOnNode, ...]  # each (node, pool): replicas and tenant usage reported, latest readings
     node_loads: tuple[NodeLoad, ...]
     node_replica_slots: dict[str, int]  # replicas a node can run in all (its GPUs, or the CPU default)
 
@@ -62,10 +70,12 @@ class FleetView:
             starting=sum(p.starting for p in on),
             demand=sum(v for v, _ in readings) if readings else None,
             demand_ts=min(ts for _, ts in readings) if readings else None,
+            draining=sum(p.draining for p in on),
         )
 
     def replicas_on_node(self, node_id: str) -> int:
-        return sum(p.ready + p.starting for p in self.pools_on_nodes if p.node_id == node_id)
+        """The node's current replicas (ready + starting) over its pools: the slots they hold."""
+        return sum(p.current for p in self.pools_on_nodes if p.node_id == node_id)
 
     def ready_replicas(self) -> dict[str, int]:
         """Ready replicas per pool on the up nodes."""
@@ -107,7 +117,7 @@ def read_fleet(conn: Connection, *, now: float, down_after_seconds: float, cpu_r
         now,
         statuses,
         up,
-        tuple(pools_on_up_nodes(conn, now=now, down_after_seconds=down_after_seconds)),
+        tuple(pools_on_nodes(conn, sorted(up), down_after_seconds=down_after_seconds)),
         loads,
         slots,
     )

@@ -8,16 +8,26 @@ demand is the sum over the nodes that report it, as the catalog says for rates.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, and_, func, select, union_all
 
 from collector.rollups import WATERMARK_NAME
-from collector.tables import NO_DEVICE, NO_POOL, ROLLUP_BUCKET_SECONDS, devices, job_state, rollup_column, rollups_1m
+from collector.tables import (
+    NO_DEVICE,
+    NO_POOL,
+    ROLLUP_BUCKET_SECONDS,
+    devices,
+    job_state,
+    replica_reports,
+    rollup_column,
+    rollups_1m,
+)
 from collector.tables import samples as raw_samples
 from predictor.base import History
 from predictor.capacity import ReplicaObservation
@@ -123,19 +133,45 @@ def replica_observations(
 ) -> list[ReplicaObservation]:
     """Raw pool samples in [start, end) as (demand per ready replica, the node's p99 latency then).
 
-    The agent reports each node's replicas of a pool as one series with ``extra.replicas_ready``; a sample without
-    it (an external engine) is one replica. Samples with no ready replica or no rate are left out.
+    Each node's replicas of a pool are one series; the replicas ready at a sample's time are those of the node's
+    latest report at or before it (``replica_reports``), and a node without one (an external engine) is one
+    replica. Samples with no ready replica or no rate are left out. Two queries, whatever the number of samples.
     """
-    query = select(raw_samples.c[metric], raw_samples.c[LATENCY_METRIC], raw_samples.c.extra).where(
+    query = select(raw_samples.c.node_id, raw_samples.c.ts, raw_samples.c[metric], raw_samples.c[LATENCY_METRIC]).where(
         raw_samples.c.pool == pool,
         raw_samples.c.ts >= start,
         raw_samples.c.ts < end,
         raw_samples.c[metric].is_not(None),
         raw_samples.c.seq % CAPACITY_SAMPLE_EVERY == 0,
     )
+    ready_at = _ready_replicas(conn, pool, start=start, end=end)
     observations = []
-    for rate, latency, extra in conn.execute(query):
-        ready = extra.get("replicas_ready", 1) if isinstance(extra, dict) else 1
-        if isinstance(ready, int) and ready > 0:
+    for node_id, ts, rate, latency in conn.execute(query):
+        ready = ready_at(node_id, ts)
+        if ready > 0:
             observations.append(ReplicaObservation(float(rate) / ready, None if latency is None else float(latency)))
     return observations
+
+
+def _ready_replicas(conn: Connection, pool: str, *, start: float, end: float) -> Callable[[str, float], int]:
+    """(node, time) → the ready replicas of ``pool`` the node last reported at or before that time in [start, end):
+    its reports in the range and the last one before it, read in one statement; 1 before any report."""
+    c = replica_reports.c
+    before = (
+        select(c.node_id, func.max(c.ts).label("ts")).where(c.pool == pool, c.ts < start).group_by(c.node_id).subquery()
+    )
+    last_before = select(c.node_id, c.ts, c.ready).join(
+        before, and_(c.node_id == before.c.node_id, c.ts == before.c.ts, c.pool == pool)
+    )
+    in_range = select(c.node_id, c.ts, c.ready).where(c.pool == pool, c.ts >= start, c.ts < end)
+    times: dict[str, list[float]] = defaultdict(list)
+    counts: dict[str, list[int]] = defaultdict(list)
+    for node_id, ts, ready in conn.execute(union_all(last_before, in_range).order_by("ts")):
+        times[node_id].append(float(ts))
+        counts[node_id].append(int(ready))
+
+    def ready_at(node_id: str, ts: float) -> int:
+        at = bisect_right(times.get(node_id, ()), ts)
+        return counts[node_id][at - 1] if at else 1
+
+    return ready_at

@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, insert, select
 
-from collector.ingest import SampleWriter
+from collector.control import NodeReport
+from collector.ingest import SampleWriter, store_report
 from collector.retention import RetentionJob
-from collector.tables import NO_POOL, rollup_backlog, rollups_1m, samples, series_latest
+from collector.tables import NO_POOL, node_reports, replica_reports, rollup_backlog, rollups_1m, samples, series_latest
 from collector.wire import IngestBatch
 from tests.conftest import gpu_sample
 
@@ -118,3 +119,22 @@ def test_an_empty_database_needs_no_batch(engine: Engine) -> None:
 def test_batches_must_be_whole_minutes(engine: Engine, batch_seconds: float) -> None:
     with pytest.raises(ValueError, match="batch_seconds"):
         RetentionJob(engine, raw_retention_seconds=HOUR, rollup_retention_seconds=HOUR, batch_seconds=batch_seconds)
+
+
+def test_the_replica_history_goes_with_the_raw_samples_in_slices_and_the_latest_report_stays(engine: Engine) -> None:
+    """``replica_reports`` is kept as long as the raw samples (capacity learning reads both over the same hours);
+    the node's latest report stays whatever its age, as its latest values do."""
+    for minute in range(10):  # one report a minute over T0..T0+540
+        told = NodeReport.model_validate({"ts": T0 + minute * 60, "pools": {"chat": {"ready": minute}}})
+        with engine.begin() as conn:
+            store_report(conn, "node-a", told, received_at=T0 + minute * 60)
+    job = RetentionJob(engine, raw_retention_seconds=HOUR, rollup_retention_seconds=30 * 86400.0)
+
+    report = job.run(now=T0 + HOUR + 300)  # raw cutoff T0 + 300
+
+    assert report.replica_reports_deleted == 5
+    assert report.batches == 5  # a minute per slice, as for the samples
+    assert column(engine, replica_reports.c.ts) == [T0 + m * 60 for m in range(5, 10)]
+    later = job.run(now=T0 + 30 * 86400)
+    assert later.replica_reports_deleted == 5
+    assert column(engine, node_reports.c.ts) == [T0 + 540]

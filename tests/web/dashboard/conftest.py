@@ -75,15 +75,21 @@ def push(
     pool: str = "chat",
     gpus: int = 1,
     extra: dict[str, Any] | None = None,
+    report: dict[str, Any] | None = None,
     **metrics: float,
 ) -> int:
-    """One batch from ``node_id``: a sample per GPU and one of ``pool``, stamped now; the next free seq."""
+    """One batch from ``node_id``: a sample per GPU and one of ``pool``, stamped now; the next free seq. With
+    ``report`` (a NodeReport's pools) the batch carries it, as agents do; without, the pool sample carries the
+    extras of an agent before the report (one ready replica)."""
     _info, clear = services.tokens.create(Role.AGENT, now=clock(), node_id=node_id, name=f"agent-{node_id}-{seq}")
     samples = [gpu_sample(seq + i, clock(), device=i, gpu_temperature_celsius=60.0) for i in range(gpus)]
     pool_one = pool_sample(seq + gpus, clock(), pool=pool, **metrics)
-    pool_one["extra"] = {"replicas_ready": 1, "replicas_starting": 0, **(extra or {})}
+    pool_one["extra"] = {
+        **({} if report is not None else {"replicas_ready": 1, "replicas_starting": 0}),
+        **(extra or {}),
+    }
     samples.append(pool_one)
-    body = {
+    body: dict[str, Any] = {
         "node_id": node_id,
         "samples": samples,
         "inventory": {
@@ -91,6 +97,8 @@ def push(
             "gpus": [{"index": i, "name": "H100", "memory_total_bytes": 80 * GIB} for i in range(gpus)],
         },
     }
+    if report is not None:
+        body["report"] = {"ts": clock(), "pools": report}
     answer = client.post("/api/v1/ingest", json=body, headers={"Authorization": f"Bearer {clear}"})
     assert answer.status_code == 200, answer.text
     return seq + gpus + 1

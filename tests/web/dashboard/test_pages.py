@@ -131,6 +131,22 @@ def test_quota_edits_are_validated_like_the_api(browser: Browser, services: AppS
     assert acme is not None and acme.quotas["chat"].rate_rps == 20
 
 
+def test_tenants_page_shows_the_usage_the_nodes_reports_give(
+    browser: Browser, services: AppServices, clock: FakeClock
+) -> None:
+    """Rates add up over the nodes, the p99 is the worst of them; nothing is read from the samples' extras."""
+    client = browser("viewer")
+    for node, rps, tokens, p99 in (("node-a", 3.5, 400.0, 0.25), ("node-b", 1.0, 20.0, 0.75)):
+        usage = {"acme": {"requests_per_second": rps, "tokens_per_second": tokens, "latency_p99_seconds": p99}}
+        push(services, client, node, clock, report={"chat": {"ready": 2, "tenants": usage}})
+    TenantStore(services.engine).create(
+        "acme", SloClass.STANDARD, {"chat": QuotaSpec(rate_rps=10, tokens_per_second=1000)}, now=clock()
+    )
+    row = re.search(r"<td>chat</td>.*?</tr>", client.get("/tenants").text, re.S)
+    assert row is not None
+    assert "4.50 / 10.0" in row.group() and "420 / 1,000" in row.group() and "750 ms" in row.group()
+
+
 def test_alerts_page_silences_and_expires(browser: Browser, services: AppServices, clock: FakeClock) -> None:
     alert = Alert(
         1,

@@ -7,7 +7,7 @@ from sqlalchemy import Engine, insert
 
 from collector.registry import NodeStatus, list_nodes, reported_pools
 from collector.series import pool_replica_history, recent_node_rollups, series_rollups, window_stats
-from collector.tables import nodes, rollups_1m, samples, series_latest
+from collector.tables import nodes, replica_reports, rollups_1m, series_latest
 from tests.support.rollups import rollup_row
 
 
@@ -66,26 +66,19 @@ def test_window_stats_aggregate_each_series_in_the_database(engine: Engine) -> N
     assert "gpu_power_watts" not in found.mean  # not measured stays absent
 
 
-def test_pool_replicas_over_time_sum_each_nodes_last_sample_per_bucket(engine: Engine) -> None:
-    def sample(node: str, seq: int, ts: float, ready: int, starting: int = 0) -> dict[str, object]:
-        return {
-            "node_id": node,
-            "seq": seq,
-            "ts": ts,
-            "device": -1,
-            "pool": "chat",
-            "extra": {"replicas_ready": ready, "replicas_starting": starting},
-        }
+def test_pool_replicas_over_time_sum_each_nodes_last_report_per_bucket(engine: Engine) -> None:
+    def report(node: str, ts: float, ready: int, starting: int = 0) -> dict[str, object]:
+        return {"node_id": node, "pool": "chat", "ts": ts, "ready": ready, "starting": starting, "draining": 0}
 
     with engine.begin() as conn:
         conn.execute(
-            insert(samples),
+            insert(replica_reports),
             [
-                sample("a", 1, 0.5, 1),
-                sample("a", 2, 9.0, 1, 1),
-                sample("b", 1, 3.0, 2),
-                sample("a", 3, 12.0, 2),
-                sample("b", 2, 25.0, 2),
+                report("a", 0.5, 1),
+                report("a", 9.0, 1, 1),
+                report("b", 3.0, 2),
+                report("a", 12.0, 2),
+                report("b", 25.0, 2),
             ],
         )
     with engine.connect() as conn:
