@@ -103,8 +103,6 @@ class ServerSettings(BaseSettings):
     enforce_noisy_compute_share: float = Field(0.8, gt=0, lt=1)
     enforce_trigger_windows: int = Field(3, ge=1)
     enforce_calm_windows: int = Field(3, ge=1)
-    # How long a server reuses the tenants part of the ingest answer (tenants, per-node shares, throttle levels).
-    desired_cache_seconds: float = Field(1.0, ge=0)
 
     # Alerting (alerting.evaluator, alerting.outbox): how often every rule is judged (on the server holding the
     # "alerting" lease), when a firing alert whose series went silent resolves, and what payloads link back to.

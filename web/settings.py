@@ -14,8 +14,6 @@ class WebSettings(Protocol):
     ingest_max_future_seconds: float
     ingest_max_pools_per_node: int
     node_max_replicas: int
-    node_down_after_seconds: float
-    cpu_replicas_per_node: int
     auth_max_failures: int
     auth_failure_window_seconds: float
     trusted_proxies: list[str]

@@ -203,7 +203,7 @@ def test_a_node_that_comes_back_is_up_with_its_new_values(
 ) -> None:
     headers = auth("agent", node_id="node-a")
     ingest(client, headers, "node-a", [gpu_sample(1, clock(), gpu_utilization_ratio=0.83)])
-    clock.advance(services.settings.node_down_after_seconds + 1)
+    clock.advance(services.fleet.node_down_after_seconds + 1)
     assert scrape(client).value("fleetpilot_node_up", node="node-a") == 0.0
 
     ingest(client, headers, "node-a", [gpu_sample(2, clock(), gpu_utilization_ratio=0.1)])
