@@ -63,7 +63,6 @@ def report(
         name: PoolReport(ready=n) for name, n in (also or {}).items()
     }
     body = NodeReport(ts=clock(), pools=counts).model_dump(mode="json")
-    extra: dict[str, Any] = {"replicas_ready": ready, "replicas_starting": starting}
     with engine.begin() as conn:
         conn.execute(nodes.delete().where(nodes.c.id == node))
         conn.execute(insert(nodes).values(id=node, first_seen=clock() - 600, last_seen=clock()))
@@ -72,7 +71,7 @@ def report(
         conn.execute(series_latest.delete().where(series_latest.c.node_id == node))
         conn.execute(
             insert(series_latest).values(
-                node_id=node, device=NO_DEVICE, pool=pool, ts=clock(), request_rate_per_second=demand, extra=extra
+                node_id=node, device=NO_DEVICE, pool=pool, ts=clock(), request_rate_per_second=demand
             )
         )
 
