@@ -17,6 +17,7 @@ from sqlalchemy import Engine, RowMapping, bindparam, delete, insert, select, up
 from alerting.lifecycle import Alert, AlertStatus
 from alerting.silences import Matcher, Silence
 from alerting.tables import alerts, notifications, silences
+from collector.errors import FieldError
 
 
 @dataclass(frozen=True)
@@ -160,9 +161,9 @@ class SilenceStore:
         now: float,
     ) -> Silence:
         if not matchers:
-            raise ValueError("matchers: at least one matcher (a silence of everything is a mistake)")
+            raise FieldError("matchers", "at least one matcher (a silence of everything is a mistake)")
         if not ends_at > starts_at:
-            raise ValueError(f"ends_at: must be after starts_at ({starts_at}), got {ends_at}")
+            raise FieldError("ends_at", f"must be after starts_at ({starts_at}), got {ends_at}")
         silence = Silence(secrets.token_hex(8), tuple(matchers), starts_at, ends_at, created_by, comment[:1000], now)
         body = [{"name": m.name, "value": m.value, "op": m.op.value} for m in matchers]
         with self.engine.begin() as conn:

@@ -25,6 +25,7 @@ from typing import Any
 from alerting.signals import SIGNALS
 from collector.aggregate import Stat
 from collector.catalog import METRIC_NAMES
+from collector.errors import FieldError
 
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 RESERVED_LABELS = frozenset({"alertname", "severity", "rule_id", "node", "gpu", "pool", "tenant", "subject"})
@@ -117,7 +118,7 @@ class RuleSpec:
     def __post_init__(self) -> None:
         _coerce_enums(self)
         if not self.name.strip() or len(self.name) > 200:
-            raise ValueError("name: must be 1 to 200 characters")
+            raise FieldError("name", "must be 1 to 200 characters")
         _non_negative("for_seconds", self.for_seconds)
         _positive("repeat_interval_seconds", self.repeat_interval_seconds)
         _check_labels(self.labels, self.annotations)
@@ -142,51 +143,51 @@ def _coerce_enums(spec: RuleSpec) -> None:
         try:
             object.__setattr__(spec, name, enum(value))
         except ValueError:
-            raise ValueError(f"{name}: {value!r} is not one of {', '.join(e.value for e in enum)}") from None
+            raise FieldError(name, f"{value!r} is not one of {', '.join(e.value for e in enum)}") from None
     object.__setattr__(spec, "labels", dict(spec.labels))
     object.__setattr__(spec, "annotations", dict(spec.annotations))
 
 
 def _non_negative(name: str, value: float | None) -> None:
     if value is None or not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"{name}: must be a number >= 0, got {value}")
+        raise FieldError(name, f"must be a number >= 0, got {value}")
 
 
 def _positive(name: str, value: float | None) -> None:
     if value is None or not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name}: must be a number > 0, got {value}")
+        raise FieldError(name, f"must be a number > 0, got {value}")
 
 
 def _check_labels(labels: Mapping[str, str], annotations: Mapping[str, str]) -> None:
     for key, value in labels.items():
         if not LABEL_NAME.match(key) or key in RESERVED_LABELS:
-            raise ValueError(f"labels: {key!r} is not a label name of your own (reserved: {sorted(RESERVED_LABELS)})")
+            raise FieldError("labels", f"{key!r} is not a label name of your own (reserved: {sorted(RESERVED_LABELS)})")
         if not isinstance(value, str) or len(value) > 200:
-            raise ValueError(f"labels: the value of {key!r} must be a string of at most 200 characters")
+            raise FieldError("labels", f"the value of {key!r} must be a string of at most 200 characters")
     for key, value in annotations.items():
         if not LABEL_NAME.match(key) or not isinstance(value, str) or len(value) > 2000:
-            raise ValueError(f"annotations: {key!r} needs a label-like name and a string of at most 2000 characters")
+            raise FieldError("annotations", f"{key!r} needs a label-like name and a string of at most 2000 characters")
 
 
 def _metric_comparison(spec: RuleSpec) -> None:
     if spec.metric not in SIGNALS:
         known = ", ".join(sorted(SIGNALS))
-        raise ValueError(f"metric: {spec.metric!r} is not a metric a rule can watch; known: {known}")
+        raise FieldError("metric", f"{spec.metric!r} is not a metric a rule can watch; known: {known}")
     if spec.op is None:
-        raise ValueError("op: required (one of >, >=, <, <=)")
+        raise FieldError("op", "required (one of >, >=, <, <=)")
     if spec.threshold is None or not math.isfinite(spec.threshold):
-        raise ValueError(f"threshold: must be a finite number, got {spec.threshold}")
+        raise FieldError("threshold", f"must be a finite number, got {spec.threshold}")
 
 
 def _check_threshold(spec: RuleSpec) -> None:
     _metric_comparison(spec)
     if (spec.group_by is GroupBy.SERIES) != (spec.aggregate is None):
-        raise ValueError("aggregate: required with group_by pool or fleet, and only there")
+        raise FieldError("aggregate", "required with group_by pool or fleet, and only there")
     if (spec.stat is None) != (spec.window_seconds is None):
-        raise ValueError("stat: stat and window_seconds go together (a statistic over the window's rollups)")
+        raise FieldError("stat", "stat and window_seconds go together (a statistic over the window's rollups)")
     if spec.stat is not None:
         if spec.metric not in METRIC_NAMES:
-            raise ValueError(f"stat: only the catalog metrics have rollups, not {spec.metric!r}")
+            raise FieldError("stat", f"only the catalog metrics have rollups, not {spec.metric!r}")
         _positive("window_seconds", spec.window_seconds)
 
 
@@ -194,13 +195,13 @@ def _check_rate_of_change(spec: RuleSpec) -> None:
     _metric_comparison(spec)
     _positive("window_seconds", spec.window_seconds)
     if spec.group_by is not GroupBy.SERIES:
-        raise ValueError("group_by: a rate_of_change rule is per series")
+        raise FieldError("group_by", "a rate_of_change rule is per series")
 
 
 def _check_predictive(spec: RuleSpec) -> None:
     p = spec.probability
     if p is None or not (0 < p <= 1):
-        raise ValueError(f"probability: must be in (0, 1], got {p}")
+        raise FieldError("probability", f"must be in (0, 1], got {p}")
     _positive("horizon_seconds", spec.horizon_seconds)
 
 
@@ -208,12 +209,12 @@ def _check_absent(spec: RuleSpec) -> None:
     if spec.metric is None:
         _positive("silent_seconds", spec.silent_seconds)
     elif spec.metric not in SIGNALS:
-        raise ValueError(f"metric: {spec.metric!r} is not a metric a rule can watch")
+        raise FieldError("metric", f"{spec.metric!r} is not a metric a rule can watch")
 
 
 def _check_event(spec: RuleSpec) -> None:
     if spec.event is None:
-        raise ValueError(f"event: required, one of {', '.join(e.value for e in EventKind)}")
+        raise FieldError("event", f"required, one of {', '.join(e.value for e in EventKind)}")
     if spec.event in (EventKind.SCALING_FAILED, EventKind.QUOTA_ENFORCED):
         _positive("window_seconds", spec.window_seconds)
 

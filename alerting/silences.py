@@ -18,6 +18,7 @@ from functools import lru_cache
 import re2  # type: ignore[import-untyped]
 
 from alerting.rules import LABEL_NAME
+from collector.errors import FieldError
 
 # RE2 would print its parse errors to stderr; the refusal below carries them instead.
 _RE2_OPTIONS = re2.Options()
@@ -40,13 +41,13 @@ class Matcher:
     def __post_init__(self) -> None:
         object.__setattr__(self, "op", MatchOp(self.op))
         if not LABEL_NAME.match(self.name):
-            raise ValueError(f"matchers: {self.name!r} is not a label name")
+            raise FieldError("matchers", f"{self.name!r} is not a label name")
         if self.op in (MatchOp.REGEX, MatchOp.NOT_REGEX):
             try:
                 _compiled(self.value)
             except re2.error as exc:
                 detail = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-                raise ValueError(f"matchers: {self.value!r} is not a regular expression (RE2): {detail}") from None
+                raise FieldError("matchers", f"{self.value!r} is not a regular expression (RE2): {detail}") from None
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         """A missing label reads as empty, as in Alertmanager: ``pool!="chat"`` matches an alert without a pool."""

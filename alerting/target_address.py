@@ -19,6 +19,8 @@ from typing import Protocol
 import httpcore
 import httpx
 
+from collector.errors import FieldError
+
 IPAddress = IPv4Address | IPv6Address
 Network = IPv4Network | IPv6Network
 
@@ -89,7 +91,7 @@ def parse_networks(cidrs: Iterable[str]) -> tuple[Network, ...]:
     try:
         return tuple(ip_network(c.strip(), strict=False) for c in cidrs)
     except ValueError as exc:
-        raise ValueError(f"webhook_allowed_networks: {exc}") from None
+        raise FieldError("webhook_allowed_networks", f"{exc}") from None
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from sqlalchemy import Engine, RowMapping, delete, insert, select, update
 
 from alerting.tables import notifications, webhooks
 from alerting.target_address import AddressPolicy, AddressRefused
+from collector.errors import FieldError
 
 MIN_SECRET_LENGTH = 16
 
@@ -50,18 +51,18 @@ def validate_url(url: str, allowed_hosts: Sequence[str], addresses: AddressPolic
     try:
         parsed = httpx.URL(url.strip())
     except httpx.InvalidURL as exc:
-        raise ValueError(f"url: {exc}") from None
+        raise FieldError("url", f"{exc}") from None
     if parsed.scheme not in ("http", "https"):
-        raise ValueError(f"url: the scheme must be http or https, not {parsed.scheme or 'none'!r}")
+        raise FieldError("url", f"the scheme must be http or https, not {parsed.scheme or 'none'!r}")
     host = parsed.host.lower()
     if not host:
-        raise ValueError("url: no host")
+        raise FieldError("url", "no host")
     if allowed_hosts and not any(host_allowed(host, pattern) for pattern in allowed_hosts):
-        raise ValueError(f"url: host {host!r} is not on the allow-list (webhook_allowed_hosts)")
+        raise FieldError("url", f"host {host!r} is not on the allow-list (webhook_allowed_hosts)")
     try:
         addresses.checked_addresses(parsed.raw_host.decode("ascii"), parsed.port or _DEFAULT_PORTS[parsed.scheme])
     except AddressRefused as exc:
-        raise ValueError(f"url: host {host!r} resolves to {exc}") from None
+        raise FieldError("url", f"host {host!r} resolves to {exc}") from None
     except OSError:
         pass  # a name that does not resolve yet is no address to refuse; each send resolves and checks it again
     return url.strip()
@@ -98,7 +99,7 @@ class WebhookStore:
 
     def create(self, url: str, secret: str | None, *, kind: TargetKind, name: str, now: float) -> Webhook:
         if kind is TargetKind.WEBHOOK and (secret is None or len(secret) < MIN_SECRET_LENGTH):
-            raise ValueError(f"secret: a webhook needs a secret of at least {MIN_SECRET_LENGTH} characters to sign")
+            raise FieldError("secret", f"a webhook needs a secret of at least {MIN_SECRET_LENGTH} characters to sign")
         hook_id = secrets.token_hex(8)
         hook = Webhook(hook_id, name or f"{kind.value}-{hook_id}", kind, url, secret, now)
         with self.engine.begin() as conn:

@@ -60,13 +60,13 @@ class SeriesQuery:
 
     def __post_init__(self) -> None:
         if self.metric not in BY_NAME:
-            raise InvalidQuery(f"metric: unknown metric {self.metric!r}")
+            raise InvalidQuery("metric", f"unknown metric {self.metric!r}")
         if not (math.isfinite(self.start) and math.isfinite(self.end)) or self.end <= self.start:
-            raise InvalidQuery(f"start/end: end ({self.end}) must be after start ({self.start})")
+            raise InvalidQuery(None, f"start/end: end ({self.end}) must be after start ({self.start})")
         if self.step is not None and not (self.step > 0 and math.isfinite(self.step)):
-            raise InvalidQuery(f"step: must be a positive number of seconds, got {self.step}")
+            raise InvalidQuery("step", f"must be a positive number of seconds, got {self.step}")
         if self.step is not None and (self.end - self.start) / self.step > MAX_POINTS:
-            raise InvalidQuery(f"step: {self.step} s gives more than {MAX_POINTS} points over this range")
+            raise InvalidQuery("step", f"{self.step} s gives more than {MAX_POINTS} points over this range")
 
 
 @dataclass(frozen=True)

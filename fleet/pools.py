@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import Column, Double, Engine, Integer, RowMapping, String, Table, delete, insert, select, update
 
+from collector.errors import FieldError
 from collector.tables import metadata
 from fleet.versions import VersionConflict
 
@@ -106,21 +107,21 @@ class PoolSpec:
         object.__setattr__(self, "mode", Mode(self.mode))
         object.__setattr__(self, "demand_metric", DemandMetric(self.demand_metric))
         if self.min_replicas < 0:
-            raise ValueError(f"min_replicas: must be >= 0, got {self.min_replicas}")
+            raise FieldError("min_replicas", f"must be >= 0, got {self.min_replicas}")
         if self.max_replicas < max(self.min_replicas, 1):
-            raise ValueError(
-                f"max_replicas: must be >= 1 and >= min_replicas ({self.min_replicas}), got {self.max_replicas}"
+            raise FieldError(
+                "max_replicas", f"must be >= 1 and >= min_replicas ({self.min_replicas}), got {self.max_replicas}"
             )
         if not (math.isfinite(self.slo_p99_seconds) and self.slo_p99_seconds > 0):
-            raise ValueError(f"slo_p99_seconds: must be a positive number of seconds, got {self.slo_p99_seconds}")
+            raise FieldError("slo_p99_seconds", f"must be a positive number of seconds, got {self.slo_p99_seconds}")
         capacity = self.replica_capacity
         if capacity is not None and not (math.isfinite(capacity) and capacity > 0):
-            raise ValueError(f"replica_capacity: must be positive (or null to learn it), got {capacity}")
+            raise FieldError("replica_capacity", f"must be positive (or null to learn it), got {capacity}")
         if not (math.isfinite(self.startup_seconds) and self.startup_seconds >= 0):
-            raise ValueError(f"startup_seconds: must be >= 0, got {self.startup_seconds}")
+            raise FieldError("startup_seconds", f"must be >= 0, got {self.startup_seconds}")
         Coefficients(self.routing_alpha, self.routing_beta, self.routing_gamma)  # raises naming the three
         if self.gpus_per_replica < 1:  # a CPU replica (the demo's) counts as one accelerator slot
-            raise ValueError(f"gpus_per_replica: must be >= 1, got {self.gpus_per_replica}")
+            raise FieldError("gpus_per_replica", f"must be >= 1, got {self.gpus_per_replica}")
 
 
 SPEC_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(PoolSpec))
@@ -202,7 +203,7 @@ class PoolStore:
         """Apply ``changes`` (spec fields, validated together with the rest) atomically; compare-and-set on version."""
         unknown = set(changes) - set(SPEC_FIELDS)
         if unknown:
-            raise ValueError(f"{sorted(unknown)[0]}: not a pool setting")
+            raise FieldError(sorted(unknown)[0], "not a pool setting")
         with self.engine.begin() as conn:
             row = conn.execute(select(pools).where(pools.c.name == name).with_for_update()).first()
             if row is None:
@@ -234,7 +235,7 @@ class PoolStore:
             pool = _pool(row._mapping)
             low, high = pool.spec.min_replicas, pool.spec.max_replicas
             if not low <= replicas <= high:
-                raise ValueError(f"replicas: {replicas} is outside the pool's range {low}..{high}")
+                raise FieldError("replicas", f"{replicas} is outside the pool's range {low}..{high}")
             manual = ManualScale(replicas, until, reason[:500])
             conn.execute(
                 update(pools)

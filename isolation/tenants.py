@@ -32,6 +32,7 @@ from sqlalchemy import (
     update,
 )
 
+from collector.errors import FieldError
 from collector.tables import devices, metadata
 from fleet.versions import VersionConflict
 from isolation.validation import check_quotas
@@ -111,18 +112,18 @@ class QuotaSpec:
         memory = self.gpu_memory_mib
         if memory is not None:
             if not 1 <= memory <= MAX_GPU_MEMORY_MIB:
-                raise ValueError(f"gpu_memory_mib: from 1 to {MAX_GPU_MEMORY_MIB} MiB, got {memory}")
+                raise FieldError("gpu_memory_mib", f"from 1 to {MAX_GPU_MEMORY_MIB} MiB, got {memory}")
             object.__setattr__(self, "gpu_memory_mib", round_up_to_mps_step(memory))
         threads = self.active_thread_percentage
         if threads is not None and not 1 <= threads <= 100:
-            raise ValueError(f"active_thread_percentage: from 1 to 100, got {threads}")
+            raise FieldError("active_thread_percentage", f"from 1 to 100, got {threads}")
         concurrency = self.max_concurrency
         if concurrency is not None and not 1 <= concurrency <= MAX_CONCURRENCY:
-            raise ValueError(f"max_concurrency: from 1 to {MAX_CONCURRENCY}, got {concurrency}")
+            raise FieldError("max_concurrency", f"from 1 to {MAX_CONCURRENCY}, got {concurrency}")
         for name in ("rate_rps", "tokens_per_second"):
             rate = getattr(self, name)
             if rate is not None and not (math.isfinite(rate) and rate > 0):
-                raise ValueError(f"{name}: a positive number or null, got {rate}")
+                raise FieldError(name, f"a positive number or null, got {rate}")
 
 
 QUOTA_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(QuotaSpec))

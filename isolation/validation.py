@@ -15,18 +15,16 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from collector.errors import FieldError
+
 if TYPE_CHECKING:  # the store in isolation.tenants calls these checks; only the types are needed here
     from isolation.tenants import QuotaSpec, SloClass
 
 FULL_GPU_PERCENT = 100
 
 
-class QuotaConflict(ValueError):
+class QuotaConflict(FieldError):
     """Quotas that cannot hold together: ``field`` is the quota field at fault; the message says by how much."""
-
-    def __init__(self, field: str, detail: str) -> None:
-        super().__init__(f"{field}: {detail}")
-        self.field = field
 
 
 def check_quotas(

@@ -11,7 +11,6 @@ failure is logged with its context and answered 500 without a stack trace.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,7 +22,7 @@ from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from alerting.rule_store import RuleNotFound
-from collector.errors import BatchTooLarge, InvalidBatch, InvalidQuery, StorageUnavailable
+from collector.errors import BatchTooLarge, FieldError, InvalidBatch, InvalidQuery, StorageUnavailable
 from fleet.pools import PoolExists, PoolNotFound
 from fleet.versions import VersionConflict
 from isolation.tenants import QuotaNotFound, TenantExists, TenantNotFound
@@ -52,9 +51,6 @@ CODES = {
 # Domain refusals raised by the stores of other rooms, and the status each one is answered with.
 NOT_FOUND: tuple[type[Exception], ...] = (PoolNotFound, TenantNotFound, QuotaNotFound, RuleNotFound)
 CONFLICTS: tuple[type[Exception], ...] = (PoolExists, TenantExists, VersionConflict)
-
-# "max_replicas: must be at least min_replicas (3)": the domain's messages name their field first, like this.
-_FIELD_FIRST = re.compile(r"^(?:Value error, )?([A-Za-z_][\w.\[\]]*): ")
 
 
 class ErrorBody(BaseModel):
@@ -100,15 +96,9 @@ class ApiError(Exception):
         super().__init__(message)
         self.status_code = status_code
         self.message = message
-        self.field = field if field is not None else field_of(message) if status_code == 422 else None
+        self.field = field
         self.headers = dict(headers or {})
         self.extra = extra
-
-
-def field_of(message: str) -> str | None:
-    """The field a domain message names first (``"ends_at: must be in the future"`` → ``ends_at``), if any."""
-    found = _FIELD_FIRST.match(message)
-    return found.group(1) if found else None
 
 
 def refused(exc: Exception) -> ApiError:
@@ -119,7 +109,7 @@ def refused(exc: Exception) -> ApiError:
         return ApiError(409, str(exc), current_version=exc.current)
     if isinstance(exc, CONFLICTS):
         return ApiError(409, str(exc))
-    return ApiError(422, str(exc))
+    return ApiError(422, str(exc), field=exc.field if isinstance(exc, FieldError) else None)
 
 
 def not_found(message: str) -> ApiError:
@@ -160,9 +150,9 @@ def _problem(problem: Any) -> dict[str, Any]:
     for part in loc:
         field += f"[{part}]" if isinstance(part, int) else f".{part}" if field else str(part)
     message = str(problem.get("msg", problem)) if isinstance(problem, Mapping) else str(problem)
-    named = field_of(message)  # a model-level check names its field in the message
-    if named is not None and not field:
-        field, message = named, _FIELD_FIRST.sub("", message)
+    raised = problem.get("ctx", {}).get("error") if isinstance(problem, Mapping) else None
+    if isinstance(raised, FieldError) and not field:  # a model-level check names its field by raising FieldError
+        field, message = raised.field, raised.message
     return {"location": location, "field": field or None, "message": message.removeprefix("Value error, ")}
 
 
@@ -175,9 +165,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        message = str(exc.detail)
-        field = field_of(message) if exc.status_code == 422 else None
-        return error_response(exc.status_code, message, field=field, headers=exc.headers)
+        return error_response(exc.status_code, str(exc.detail), headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -205,7 +193,7 @@ def _install_collector_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(InvalidQuery)
     async def invalid_query(_request: Request, exc: InvalidQuery) -> JSONResponse:
-        return error_response(422, str(exc), field=field_of(str(exc)))
+        return error_response(422, str(exc), field=exc.field)
 
     @app.exception_handler(BatchTooLarge)
     async def too_large(_request: Request, exc: BatchTooLarge) -> JSONResponse:

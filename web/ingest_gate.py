@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import threading
 
+from collector.errors import FieldError
+
 
 class InFlightLimit:
     def __init__(self, limit: int) -> None:
         if limit < 1:
-            raise ValueError(f"limit: at least 1, not {limit}")
+            raise FieldError("limit", f"at least 1, not {limit}")
         self.limit = limit
         self._inside = 0
         self._lock = threading.Lock()

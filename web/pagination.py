@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import HTTPException, Query, status
+from fastapi import Query
+
+from collector.errors import InvalidQuery
 
 PageLimit = Annotated[int, Query(ge=1, le=1000, description="rows per page")]
 Cursor = Annotated[str | None, Query(description="the `next` of the previous page")]
@@ -20,7 +22,7 @@ def before_id(cursor: str | None) -> int | None:
     if cursor is None:
         return None
     if not (cursor.isascii() and cursor.isdigit()) or len(cursor) > MAX_CURSOR_DIGITS:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"cursor: not a cursor this API gave: {cursor!r}")
+        raise InvalidQuery("cursor", f"not a cursor this API gave: {cursor!r}")
     return int(cursor)
 
 

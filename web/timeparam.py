@@ -16,10 +16,10 @@ def parse_time(name: str, text: str) -> float:
         try:
             parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:
-            raise InvalidQuery(f"{name}: {text!r} is neither Unix seconds nor an ISO-8601 time") from None
+            raise InvalidQuery(name, f"{text!r} is neither Unix seconds nor an ISO-8601 time") from None
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=UTC)
         return parsed.timestamp()
     if not math.isfinite(value):
-        raise InvalidQuery(f"{name}: {text!r} is not a finite time")
+        raise InvalidQuery(name, f"{text!r} is not a finite time")
     return value

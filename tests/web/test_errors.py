@@ -11,10 +11,14 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.exc import OperationalError
 
+from alerting.rules import RuleSpec
+from collector.errors import FieldError
+from fleet.pools import PoolSpec
 from fleetpilot.settings import ServerSettings
+from isolation.tenants import QuotaSpec
 from tests.support.clock import FakeClock
 from web.app import create_app
-from web.errors import field_of
+from web.errors import refused
 from web.services import AppServices
 
 Auth = Callable[..., dict[str, str]]
@@ -92,17 +96,25 @@ def test_422_from_a_domain_check_names_its_field(client: TestClient, auth: Auth)
 
 
 @pytest.mark.parametrize(
-    ("message", "field"),
+    ("build", "field"),
     [
-        ("max_replicas: must be at least 1", "max_replicas"),
-        ("Value error, ends_at: must be in the future", "ends_at"),
-        ("samples[3].metrics.x: unknown", "samples[3].metrics.x"),
-        ("no pool 'chat'", None),
-        ("pool 'a b': bad", None),
+        (lambda: PoolSpec(min_replicas=3, max_replicas=2), "max_replicas"),
+        (lambda: PoolSpec(startup_seconds=-1), "startup_seconds"),
+        (lambda: QuotaSpec(rate_rps=-1), "rate_rps"),
+        (lambda: RuleSpec(name="x", kind="threshold", metric="gpu_temperature_celsius", op="~"), "op"),  # type: ignore[arg-type]
     ],
 )
-def test_field_of_reads_the_field_a_message_names_first(message: str, field: str | None) -> None:
-    assert field_of(message) == field
+def test_a_domain_validator_names_its_field_by_raising_field_error(build: Callable[[], object], field: str) -> None:
+    with pytest.raises(FieldError) as caught:
+        build()
+    assert caught.value.field == field and str(caught.value) == f"{field}: {caught.value.message}"
+    assert refused(caught.value).field == field
+
+
+def test_the_field_comes_from_the_error_not_from_its_words() -> None:
+    """A plain ValueError whose text happens to start with a word and a colon names no field (no regex reads it)."""
+    assert refused(ValueError("max_replicas: must be at least 1")).field is None
+    assert refused(FieldError("samples[3].metrics.x", "unknown")).field == "samples[3].metrics.x"
 
 
 def test_database_down_is_503_with_retry_after_and_a_crash_is_500_without_a_trace(

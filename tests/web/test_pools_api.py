@@ -86,20 +86,26 @@ def test_patch_validates_against_the_stored_pool(client: TestClient, auth: Auth)
     assert client.patch("/api/v1/pools/missing", json={"max_replicas": 3}, headers=operator).status_code == 404
 
 
-def test_current_replicas_counts_ready_replicas_on_nodes_that_are_up(
+def test_current_replicas_are_ready_plus_starting_on_nodes_that_are_up_and_ready_is_apart(
     client: TestClient, auth: Auth, clock: FakeClock
 ) -> None:
+    """The glossary's words (docs/architecture.md): current = ready + starting, and ready is its own field."""
     client.post("/api/v1/pools", json=CHAT, headers=auth("admin"))
-    for node, ready in (("node-a", 2), ("node-b", 3)):
-        sample = {**pool_sample(1, clock(), pool="chat"), "extra": {"replicas_ready": ready}}
+    for node, ready, starting in (("node-a", 2, 1), ("node-b", 3, 0)):
+        extra = {"replicas_ready": ready, "replicas_starting": starting}  # as an agent of the release before says it
+        sample = {**pool_sample(1, clock(), pool="chat"), "extra": extra}
         pushed = client.post(
             "/api/v1/ingest", json={"node_id": node, "samples": [sample]}, headers=auth("agent", node_id=node)
         )
         assert pushed.status_code == 200, pushed.text
     viewer = auth("viewer")
-    assert client.get("/api/v1/pools/chat", headers=viewer).json()["current_replicas"] == 5
+    pool = client.get("/api/v1/pools/chat", headers=viewer).json()
+    counts = {k: pool[k] for k in ("current_replicas", "ready_replicas", "starting_replicas")}
+    assert counts == {"current_replicas": 6, "ready_replicas": 5, "starting_replicas": 1}
+    assert client.get("/api/v1/pools", headers=viewer).json()["items"][0]["current_replicas"] == 6
     clock.advance(60)  # both nodes silent: down, their replicas no longer count
-    assert client.get("/api/v1/pools/chat", headers=viewer).json()["current_replicas"] == 0
+    gone = client.get("/api/v1/pools/chat", headers=viewer).json()
+    assert (gone["current_replicas"], gone["ready_replicas"], gone["starting_replicas"]) == (0, 0, 0)
 
 
 def test_deleting_a_pool_removes_it(client: TestClient, auth: Auth) -> None:

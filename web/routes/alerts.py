@@ -151,14 +151,14 @@ def _window(body: SilenceIn, now: float) -> tuple[float, float]:
     """(starts_at, ends_at) of a silence request; InvalidQuery (422) naming the field that is wrong."""
     starts = now if body.starts_at is None else parse_time("starts_at", str(body.starts_at))
     if (body.ends_at is None) == (body.duration_seconds is None):
-        raise InvalidQuery("ends_at: give ends_at or duration_seconds (one of them)")
+        raise InvalidQuery("ends_at", "give ends_at or duration_seconds (one of them)")
     if body.duration_seconds is not None:
         return starts, starts + body.duration_seconds
     ends = parse_time("ends_at", str(body.ends_at))
     if ends <= max(starts, now):
-        raise InvalidQuery("ends_at: must be in the future and after starts_at")
+        raise InvalidQuery("ends_at", "must be in the future and after starts_at")
     if ends - starts > MAX_SILENCE_SECONDS:
-        raise InvalidQuery("ends_at: a silence lasts at most a year")
+        raise InvalidQuery("ends_at", "a silence lasts at most a year")
     return starts, ends
 
 
@@ -168,7 +168,7 @@ def apply_silence_create(audit: Auditor, body: SilenceIn, *, now: float) -> Sile
     try:
         starts, ends = _window(body, now)
     except InvalidQuery as exc:  # answered as the API's InvalidQuery handler does: 422 naming the field
-        raise ApiError(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
+        raise ApiError(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc), field=exc.field) from None
     try:
         matchers = [Matcher(m.name, m.value, m.op) for m in body.matchers]
         with audit.change("silence", "create") as change:

@@ -3,12 +3,17 @@
 A GET answers the pool's ``ETag``; an edit, scale or delete with ``If-Match`` goes ahead only while the pool is still
 at that version (else 412 with the current version), so two operators never overwrite each other silently. An
 edit may instead carry the ``version`` it read in its body (409 when the pool changed since). Every change is
-audited (``web.audit``). ``current_replicas`` counts the ready replicas reported by
-the nodes that are up; ``desired_replicas`` is what the autoscaler last decided (null until it has).
+audited (``web.audit``). The replica counts are what the nodes that are up report, in the glossary's words
+(docs/architecture.md): ``ready_replicas`` serve, ``starting_replicas`` are launched and not ready yet, and
+``current_replicas`` is ready + starting (what a scale decision compares against); ``desired_replicas`` is what
+the autoscaler last decided (null until it has).
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Response, status
@@ -16,8 +21,8 @@ from pydantic import BaseModel, Field
 
 from autoscaler.actuators.local import PlacementStore
 from collector.control import NAME_PATTERN
-from collector.registry import pool_replicas
 from fleet.pools import DemandMetric, Mode, Policy, Pool, PoolSpec, PoolStore
+from fleet.view import FleetView
 from isolation.tenants import TenantStore
 from predictor.store import SubjectKind
 from web.audit import Auditor, AuditorDep
@@ -30,6 +35,7 @@ router = APIRouter(tags=["pools"], responses=ERROR_RESPONSES)
 # Bounds that keep every number inside the database's integer columns; no real pool comes near them.
 MAX_REPLICAS = 100_000
 MAX_GPUS_PER_REPLICA = 1024
+LIVE_COUNTS = {"current_replicas", "ready_replicas", "starting_replicas"}
 
 
 class Slo(BaseModel):
@@ -111,7 +117,9 @@ class PoolPatch(BaseModel):
 
 
 class PoolOut(PoolIn):
-    current_replicas: int
+    current_replicas: int = Field(description="ready + starting replicas on the nodes that are up")
+    ready_replicas: int = Field(description="replicas serving, on the nodes that are up")
+    starting_replicas: int = Field(description="replicas launched and not ready yet")
     desired_replicas: int | None
     manual: ManualOut | None = Field(None, description="a manual scale overriding the policy until `until`")
     version: int
@@ -136,9 +144,16 @@ def _spec_changes(fields: dict[str, Any]) -> dict[str, Any]:
     return changes
 
 
-def _out(pool: Pool, replicas: dict[str, int], now: float) -> PoolOut:
+@dataclass(frozen=True)
+class ReplicaCounts:
+    ready: int = 0
+    starting: int = 0
+
+
+def _out(pool: Pool, replicas: Mapping[str, ReplicaCounts], now: float) -> PoolOut:
     s = pool.spec
     manual = pool.manual_at(now)
+    counts = replicas.get(pool.name, ReplicaCounts())
     return PoolOut(
         name=pool.name,
         min_replicas=s.min_replicas,
@@ -151,7 +166,9 @@ def _out(pool: Pool, replicas: dict[str, int], now: float) -> PoolOut:
         gpus_per_replica=s.gpus_per_replica,
         mode=s.mode,
         routing=Routing(alpha=s.routing_alpha, beta=s.routing_beta, gamma=s.routing_gamma),
-        current_replicas=replicas.get(pool.name, 0),
+        current_replicas=counts.ready + counts.starting,
+        ready_replicas=counts.ready,
+        starting_replicas=counts.starting,
         desired_replicas=pool.desired_replicas,
         manual=None
         if manual is None
@@ -162,9 +179,18 @@ def _out(pool: Pool, replicas: dict[str, int], now: float) -> PoolOut:
     )
 
 
-def _replicas(services: AppServices) -> dict[str, int]:
-    with services.engine.connect() as conn:
-        return pool_replicas(conn, now=services.clock(), down_after_seconds=services.settings.node_down_after_seconds)
+def replica_counts(fleet: FleetView) -> dict[str, ReplicaCounts]:
+    """Each pool's ready and starting replicas, summed over the up nodes."""
+    sums: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for p in fleet.pools_on_nodes:
+        counted = sums[p.pool]
+        counted[0] += p.ready
+        counted[1] += p.starting
+    return {pool: ReplicaCounts(*counted) for pool, counted in sums.items()}
+
+
+def _replicas(services: AppServices) -> dict[str, ReplicaCounts]:
+    return replica_counts(services.fleet.read(services.clock()))
 
 
 def _found(store: PoolStore, name: str) -> Pool:
@@ -180,8 +206,8 @@ def _answer(pool: Pool, services: AppServices, response: Response) -> PoolOut:
 
 
 def _audited(pool: Pool, now: float) -> dict[str, Any]:
-    """The pool as the audit log keeps it: its settings and version, without the live replica count."""
-    return _out(pool, {}, now).model_dump(mode="json", exclude={"current_replicas"})
+    """The pool as the audit log keeps it: its settings and version, without the live replica counts."""
+    return _out(pool, {}, now).model_dump(mode="json", exclude=LIVE_COUNTS)
 
 
 @router.get("/pools")
@@ -220,7 +246,7 @@ def apply_pool_patch(
     fields = body.model_dump(exclude_unset=True, exclude={"version"})
     nulls = sorted(k for k, v in fields.items() if v is None and k != "replica_capacity")
     if nulls:  # only replica_capacity may be cleared (null: learn it from the metrics)
-        raise ApiError(status.HTTP_422_UNPROCESSABLE_CONTENT, f"{nulls[0]}: may not be null")
+        raise ApiError(status.HTTP_422_UNPROCESSABLE_CONTENT, f"{nulls[0]}: may not be null", field=nulls[0])
     try:
         with audit.change("pool", "update", name) as change:
             store = PoolStore(change.engine)

@@ -17,6 +17,7 @@ from alerting.lifecycle import AlertStatus
 from alerting.outbox import delivery_log
 from alerting.silences import silenced
 from alerting.webhooks import WebhookStore
+from collector.errors import FieldError
 from web.audit import AuditorDep
 from web.auth import ServicesDep
 from web.dashboard.deps import CsrfForm, DashboardUser, Operator, Viewer, field, validation_problem
@@ -39,7 +40,7 @@ def parse_matchers(text: str) -> list[dict[str, str]]:
     for part in (p for p in text.split(",") if p.strip()):
         match = MATCHER.match(part)
         if match is None:
-            raise ValueError(f"matchers: {part.strip()!r} is not NAME=VALUE (or !=, =~, !~)")
+            raise FieldError("matchers", f"{part.strip()!r} is not NAME=VALUE (or !=, =~, !~)")
         found.append({"name": match[1], "op": match[2], "value": match[3]})
     return found
 

@@ -154,7 +154,9 @@ def put_quota(
     try:
         if not re.fullmatch(NAME_PATTERN, pool):  # the pool name as the API's path checks it
             raise ApiError(
-                status.HTTP_422_UNPROCESSABLE_CONTENT, f"pool: {pool!r} is not a pool name (letters, digits, . _ : -)"
+                status.HTTP_422_UNPROCESSABLE_CONTENT,
+                f"pool: {pool!r} is not a pool name (letters, digits, . _ : -)",
+                field="pool",
             )
         body = QuotaPut.model_validate(_quota_body(form))
         apply_quota_put(audit, name, pool, body, now=services.clock(), publish=services.publish_tenants)
