@@ -4,9 +4,9 @@ A GET answers the pool's ``ETag``; an edit, scale or delete with ``If-Match`` go
 at that version (else 412 with the current version), so two operators never overwrite each other silently. An
 edit may instead carry the ``version`` it read in its body (409 when the pool changed since). Every change is
 audited (``web.audit``). The replica counts are what the nodes that are up report, in the glossary's words
-(docs/architecture.md): ``ready_replicas`` serve, ``starting_replicas`` are launched and not ready yet, and
-``current_replicas`` is ready + starting (what a scale decision compares against); ``desired_replicas`` is what
-the autoscaler last decided (null until it has).
+(docs/architecture.md): ``ready_replicas`` serve, ``starting_replicas`` are launched and not ready yet,
+``draining_replicas`` finish their requests and take none, and ``current_replicas`` is ready + starting (what a
+scale decision compares against); ``desired_replicas`` is what the autoscaler last decided (null until it has).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ router = APIRouter(tags=["pools"], responses=ERROR_RESPONSES)
 # Bounds that keep every number inside the database's integer columns; no real pool comes near them.
 MAX_REPLICAS = 100_000
 MAX_GPUS_PER_REPLICA = 1024
-LIVE_COUNTS = {"current_replicas", "ready_replicas", "starting_replicas"}
+LIVE_COUNTS = {"current_replicas", "ready_replicas", "starting_replicas", "draining_replicas"}
 
 
 class Slo(BaseModel):
@@ -120,6 +120,7 @@ class PoolOut(PoolIn):
     current_replicas: int = Field(description="ready + starting replicas on the nodes that are up")
     ready_replicas: int = Field(description="replicas serving, on the nodes that are up")
     starting_replicas: int = Field(description="replicas launched and not ready yet")
+    draining_replicas: int = Field(description="replicas finishing their requests, taking none")
     desired_replicas: int | None
     manual: ManualOut | None = Field(None, description="a manual scale overriding the policy until `until`")
     version: int
@@ -148,6 +149,7 @@ def _spec_changes(fields: dict[str, Any]) -> dict[str, Any]:
 class ReplicaCounts:
     ready: int = 0
     starting: int = 0
+    draining: int = 0
 
 
 def _out(pool: Pool, replicas: Mapping[str, ReplicaCounts], now: float) -> PoolOut:
@@ -169,6 +171,7 @@ def _out(pool: Pool, replicas: Mapping[str, ReplicaCounts], now: float) -> PoolO
         current_replicas=counts.ready + counts.starting,
         ready_replicas=counts.ready,
         starting_replicas=counts.starting,
+        draining_replicas=counts.draining,
         desired_replicas=pool.desired_replicas,
         manual=None
         if manual is None
@@ -180,12 +183,13 @@ def _out(pool: Pool, replicas: Mapping[str, ReplicaCounts], now: float) -> PoolO
 
 
 def replica_counts(fleet: FleetView) -> dict[str, ReplicaCounts]:
-    """Each pool's ready and starting replicas, summed over the up nodes."""
-    sums: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    """Each pool's ready, starting and draining replicas, summed over the up nodes."""
+    sums: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     for p in fleet.pools_on_nodes:
         counted = sums[p.pool]
         counted[0] += p.ready
         counted[1] += p.starting
+        counted[2] += p.draining
     return {pool: ReplicaCounts(*counted) for pool, counted in sums.items()}
 
 
