@@ -91,7 +91,10 @@ def test_deleting_a_pool_deletes_what_it_kept_and_drains_it_from_the_nodes(
     throttle = EnforcementEvent(clock(), "acme", "node-a", "chat", "throttle", "noisy", 1.0, 0.5, "noisy", {})
     services.enforcement.record([throttle])
     tick(services, clock)
-    assert push(client, agent, clock, 2, chat=2) == {"pools": {"chat": {"replicas": 2}}}
+    services.publish_tenants()
+    told = push(client, agent, clock, 2, chat=2)
+    assert told is not None and told["pools"] == {"chat": {"replicas": 2}}
+    assert "chat" in told["tenants"]["acme"]["quotas"]
     assert all(count(services.engine, t) == 1 for t in (tenant_quotas, throttle_levels)) and count(
         services.engine, placements
     )
@@ -100,9 +103,11 @@ def test_deleting_a_pool_deletes_what_it_kept_and_drains_it_from_the_nodes(
     assert [count(services.engine, t) for t in (placements, tenant_quotas, throttle_levels)] == [0, 0, 0]
     clock.advance(1)
     tick(services, clock)  # node-a still runs chat: it is told to run none
-    assert push(client, agent, clock, 3, chat=2) == {"pools": {"chat": {"replicas": 0}}}
+    told = push(client, agent, clock, 3, chat=2)
+    assert told is not None and told["pools"] == {"chat": {"replicas": 0}}
+    assert told["tenants"]["acme"]["quotas"] == {}  # the deleted pool's quota is gone from the node at once
     clock.advance(4)  # past node_down_after_seconds: chat's last series is of a pool gone from the node
     push(client, agent, clock, 4)  # drained: it runs no chat replica any more
     tick(services, clock)
     assert count(services.engine, retired_pools) == 0  # forgotten once no up node runs it
-    assert push(client, agent, clock, 5) is None
+    assert (push(client, agent, clock, 5) or {}).get("pools") is None

@@ -295,6 +295,7 @@ def delete_pool(name: str, services: ServicesDep, _token: AdminToken, audit: Aud
     PlacementStore(services.engine).retire(name, now=now)
     TenantStore(services.engine).forget_pool(name)
     services.enforcement.forget_pool(name)
+    services.publish_tenants()  # the nodes drop its tenants' quotas and limits at their next push
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

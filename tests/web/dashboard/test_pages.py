@@ -12,9 +12,9 @@ from sqlalchemy import insert
 from alerting.alert_store import SilenceStore
 from alerting.lifecycle import Alert, AlertStatus
 from alerting.tables import alerts
+from collector.control import DesiredState, key_digest
 from fleet.pools import Mode, PoolSpec
 from fleet.scaling_events import ScalingEvent
-from inference_agent.serving.tenant_keys import TenantKeyHashes
 from isolation.tenant_keys import TenantKeyStore
 from isolation.tenants import QuotaSpec, SloClass, TenantStore
 from tests.support.clock import FakeClock
@@ -223,7 +223,7 @@ def test_settings_create_shows_a_token_once_and_revokes(browser: Browser, servic
 
 def _tenant_of(services: AppServices, key: str) -> str | None:
     """The tenant an agent's serving port would take ``key`` for, from the digests the desired state carries."""
-    return TenantKeyHashes(tenant_keys=dict(TenantKeyStore(services.engine).digests())).tenant_of(key)
+    return DesiredState(tenant_keys=dict(TenantKeyStore(services.engine).digests())).tenant_keys.get(key_digest(key))
 
 
 def test_tenant_keys_are_created_shown_once_and_revoked_by_admins(
