@@ -272,7 +272,9 @@ def run_server(args: argparse.Namespace) -> int:
         print(f"First start: created an admin token; it is shown only once.\nAdmin token: {admin_token}", flush=True)
     # proxy_headers off: uvicorn would take X-Forwarded-For from any loopback peer as the client's address, which
     # let one caller pose as endless clients; web.client_address reads it from settings.trusted_proxies only.
-    uvicorn.run(server_app(services, settings), host=settings.host, port=settings.port, log_level="warning", proxy_headers=False)
+    uvicorn.run(
+        server_app(services, settings), host=settings.host, port=settings.port, log_level="warning", proxy_headers=False
+    )
     return 0
 
 

@@ -1,6 +1,6 @@
 """What the web layer reads of the server's settings, as a Protocol: the composition root passes its settings in
-(``fleetpilot.settings.ServerSettings`` satisfies it), and web never imports the room above it. Attributes, not read-only properties: a
-test may set one on the settings it built."""
+(``fleetpilot.settings.ServerSettings`` satisfies it), and web never imports the room above it. Attributes, not
+read-only properties: a test may set one on the settings it built."""
 
 from __future__ import annotations
 
@@ -27,5 +27,6 @@ class WebSettings(Protocol):
     webhook_allowed_networks: list[str]
     session_secret: str | None
     session_lifetime_seconds: float
+
     @property
     def secure_cookies(self) -> bool: ...
