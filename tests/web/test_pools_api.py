@@ -111,8 +111,8 @@ def test_current_replicas_are_ready_plus_starting_on_nodes_that_are_up_and_ready
     body = {"node_id": "node-a", "samples": [pool_sample(2, clock(), pool="chat")], "report": report}
     assert client.post("/api/v1/ingest", json=body, headers=auth("agent", node_id="node-a")).status_code == 200
     drained = client.get("/api/v1/pools/chat", headers=viewer).json()
-    counts = (drained["current_replicas"], drained["ready_replicas"], drained["draining_replicas"])
-    assert counts == (1, 1, 2)  # draining is counted apart: current stays ready + starting
+    after = (drained["current_replicas"], drained["ready_replicas"], drained["draining_replicas"])
+    assert after == (1, 1, 2)  # draining is counted apart: current stays ready + starting
 
 
 def test_deleting_a_pool_removes_it(client: TestClient, auth: Auth) -> None:
