@@ -12,6 +12,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY fleetpilot ./fleetpilot
 COPY collector ./collector
+COPY fleet ./fleet
 COPY predictor ./predictor
 COPY autoscaler ./autoscaler
 COPY isolation ./isolation
