@@ -76,8 +76,8 @@ class AgentTelemetry:
         )
         self.desired_refused = Counter(
             "fleetpilot_agent_desired_refused",
-            "Desired states refused as a whole, by reason (Malformed: a field with a bad value; TooManyPools, "
-            "TooManyReplicas: more than the node runs); once per state, the node keeping its last good one.",
+            "Desired states refused as a whole, by reason (Malformed: a field with a bad value or more pools than "
+            "allowed; TooManyReplicas: more than the node runs); once per state, the node keeping its last good one.",
             ["reason"],
             registry=registry,
         )

@@ -15,10 +15,10 @@ quotas (a change replaces the pool's replicas: a running MPS client keeps the li
 ``pool_limits`` is not limited.
 
 Every field is checked where the desired state enters (``collector.control``: a bad value is refused as
-``Malformed``), and every count against the node (``desired_refusal``): at most ``MAX_POOLS`` pools and
-``max_replicas`` replicas in all. A state past a bound is refused as a whole, and the node keeps running what it
-runs: trimming it (which 64 of 64,000 replicas?) would run a state nobody asked for, while the control plane believes
-its own, so the operator gets one clear line and a counted refusal instead.
+``Malformed``, and so is one naming more than ``collector.control.MAX_POOLS`` pools), and the replicas against the
+node (``desired_refusal``): at most ``max_replicas`` in all. A state past a bound is refused as a whole, and the node
+keeps running what it runs: trimming it (which 64 of 64,000 replicas?) would run a state nobody asked for, while the
+control plane believes its own, so the operator gets one clear line and a counted refusal instead.
 """
 
 from __future__ import annotations
@@ -28,14 +28,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from collector.control import MAX_POOLS, NAME_PATTERN, DesiredState, PoolLimits
+from collector.control import NAME_PATTERN, DesiredState, PoolLimits
 from inference_agent.serving.replica_quota import GpuQuota
 
 KINDS = ("text", "classify")
 POOL_NAME = re.compile(NAME_PATTERN)
 MAX_REPLICAS_PER_NODE = 64  # the agent's max_replicas setting, by default
-# collector.control.MAX_POOLS bounds the pools of a desired state: a pool costs a route, a queue and 6 series in
-# /metrics even at 0 replicas, so 256 pools → 1,536 series at most.
+# collector.control.MAX_POOLS bounds the pools of a desired state (past it, Malformed): a pool costs a route, a
+# queue and 6 series in /metrics even at 0 replicas, so 256 pools → 1,536 series at most.
 MIN_CPU_MILLICORES = 10
 
 
@@ -43,7 +43,6 @@ class RefusalReason(StrEnum):
     """Why a desired state was refused as a whole (a metric label)."""
 
     MALFORMED = "Malformed"  # a field the agent knows holds a bad value (collector.control names it)
-    TOO_MANY_POOLS = "TooManyPools"
     TOO_MANY_REPLICAS = "TooManyReplicas"
 
 
@@ -80,11 +79,8 @@ def parse_pools(text: str) -> dict[str, PoolSpec]:
 
 
 def desired_refusal(desired: DesiredState, max_replicas: int) -> DesiredRefused | None:
-    """Why ``desired`` asks more than a node runs, or None: 1,000 pools → TooManyPools; 2 pools × 40 replicas with
-    ``max_replicas`` 64 → TooManyReplicas (80 > 64). Counts only: the shape was checked where it was parsed."""
-    for field_name, body in (("pools", desired.pools or {}), ("pool_limits", desired.pool_limits)):
-        if len(body) > MAX_POOLS:
-            return DesiredRefused(RefusalReason.TOO_MANY_POOLS, f"{field_name}: {len(body)} pools, at most {MAX_POOLS}")
+    """Why ``desired`` asks more replicas than a node runs, or None: 2 pools × 40 replicas with ``max_replicas`` 64 →
+    TooManyReplicas (80 > 64). The pool count was bounded where it was parsed (``MAX_POOLS``: Malformed)."""
     if desired.replicas > max_replicas:
         return DesiredRefused(
             RefusalReason.TOO_MANY_REPLICAS,
