@@ -12,9 +12,15 @@ Shapes (CONTRACT section 5, docs/operations.md "Agents across a release")::
                "pools": {"chat": {"ready": 2, "starting": 1, "draining": 0, "consecutive_crashes": 0,
                                   "startup_seconds": 41.2,
                                   "tenants": {"acme": {"requests_per_second": 3.5, "tokens_per_second": 420.0,
-                                                       "latency_p99_seconds": 0.8, "kv_blocks": 96}}}}}
+                                                       "latency_p99_seconds": 0.8, "kv_blocks": 96}}}},
+               "capabilities": {"engines": {"text": {}, "classify": {"serves": "classify"},
+                                            "vllm": {"models": ["meta-llama/Llama-3.1-8B-Instruct"]}},
+                                "labels": {"zone": "eu-1", "gpu": "h100"}},
+               "refused": {"reason": "UnknownEngine", "detail": "pools.chat.engine: 'sglang' is not declared"}}
 
-    "desired": {"pools": {"chat": {"replicas": 3}},
+    "desired": {"pools": {"chat": {"replicas": 3},
+                          "llama": {"replicas": 2, "engine": "vllm", "model": "meta-llama/Llama-3.1-8B-Instruct",
+                                    "gpus": 1, "gpu_memory_mib": 40960}},
                 "pool_limits": {"chat": {"cpu_share": 0.2, "active_thread_percentage": 20, "gpu_memory_mib": 8192}},
                 "tenants": {"acme": {"slo_class": "latency_critical",
                                      "quotas": {"chat": {"rate_rps": 5.0, "burst": 5.0, "max_concurrency": 4,
@@ -24,6 +30,11 @@ Shapes (CONTRACT section 5, docs/operations.md "Agents across a release")::
 
 ``desired.pools`` absent (null) means the control plane does not decide this node's pools (the agent keeps its own
 ``--pools``); present, it is the node's whole pool set. ``tenants`` and ``pool_limits`` absent lift every limit.
+
+A pool runs a built-in engine (``kind`` text or classify) unless it names an ``engine``: one of the engine profiles
+the node declared in its ``--config`` and reports under ``capabilities.engines``, with a ``model`` from that
+profile's list. The control plane names a profile and a model, never a command; a node asked for an engine or a
+model it did not declare refuses the whole state and says why in its next report (``refused``).
 """
 
 from __future__ import annotations
@@ -46,6 +57,20 @@ SHA256_HEX = r"^[0-9a-f]{64}$"
 MAX_KEYS_PER_TENANT = 16  # rotation needs 2; 16 leaves room for one per client without sizing anything by a caller
 # Tenant key digests one desired state may carry: 6,250 tenants at MAX_KEYS_PER_TENANT each; ~9 MB.
 MAX_TENANT_KEYS = 100_000
+
+# What an engine profile may be asked to serve: a Hugging Face id or a path, no spaces or shell characters (the
+# agent passes it as one argument, never through a shell, and only when its profile lists it).
+MODEL_PATTERN = r"^[A-Za-z0-9_./][A-Za-z0-9._:/@+=-]{0,255}$"
+ModelName = Annotated[str, Field(pattern=MODEL_PATTERN)]
+# node labels, as Kubernetes spells them (an optional DNS prefix, a name, and a value that may be empty)
+LABEL_KEY_PATTERN = r"^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$"
+LABEL_VALUE_PATTERN = r"^([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$"
+LabelKey = Annotated[str, Field(pattern=LABEL_KEY_PATTERN)]
+LabelValue = Annotated[str, Field(pattern=LABEL_VALUE_PATTERN)]
+BUILTIN_ENGINES = ("text", "classify")  # the built-in engines; no profile may take their names
+MAX_ENGINES = 64  # engine profiles one node may declare
+MAX_MODELS_PER_ENGINE = 256
+MAX_LABELS = 64
 
 Count = Annotated[int, Field(ge=0, strict=True)]
 Figure = Annotated[float, Field(ge=0, allow_inf_nan=False)]
@@ -90,11 +115,47 @@ class PoolReport(_Wire):
         return self.ready + self.starting
 
 
+Kind = Annotated[str, Field(pattern=r"^(text|classify)$")]
+
+
+class EngineOffer(_Wire):
+    """One engine a node can run: a built-in one (no models: it takes none) or a declared profile with the models it
+    may serve, and the API its replicas answer (``text``: completions and chat completions; ``classify``)."""
+
+    models: Annotated[list[ModelName], Field(max_length=MAX_MODELS_PER_ENGINE)] = Field(default_factory=list)
+    serves: Kind = "text"
+
+    def takes(self, model: str | None) -> bool:
+        """Whether a pool of ``model`` may run on it: a listed model, or none for an engine that takes none."""
+        return model in self.models if self.models else model is None
+
+
+class NodeCapabilities(_Wire):
+    """What the control plane may place on the node: its engines (by name) and its labels (node selectors match
+    them). The GPUs are the node's inventory."""
+
+    engines: Annotated[dict[Name, EngineOffer], Field(max_length=MAX_ENGINES + len(BUILTIN_ENGINES))] = Field(
+        default_factory=dict
+    )
+    labels: Annotated[dict[LabelKey, LabelValue], Field(max_length=MAX_LABELS)] = Field(default_factory=dict)
+
+
+class DesiredRefusal(_Wire):
+    """The agent refused the latest desired state as a whole (and keeps its last good one): a reason code and what
+    was wrong, reported until it takes a state again."""
+
+    reason: Annotated[str, Field(pattern=r"^[A-Za-z]{1,64}$")]
+    detail: Annotated[str, Field(max_length=2000)]
+
+
 class NodeReport(_Wire):
-    """What the node runs, as of ``ts`` (the agent's clock when it cut the batch)."""
+    """What the node runs, as of ``ts`` (the agent's clock when it cut the batch), what it can run, and whether it
+    refused the latest desired state."""
 
     ts: Annotated[float, Field(gt=0, allow_inf_nan=False)]
     pools: Annotated[dict[Name, PoolReport], Field(max_length=MAX_POOLS)] = Field(default_factory=dict)
+    capabilities: NodeCapabilities | None = None  # None: an agent that declares nothing (older than engine offers)
+    refused: DesiredRefusal | None = None
 
     @property
     def replicas(self) -> int:
@@ -104,12 +165,16 @@ class NodeReport(_Wire):
 
 # --- control plane → node ---------------------------------------------------------------------------------------
 
-Kind = Annotated[str, Field(pattern=r"^(text|classify)$")]
-
-
 class PoolDesired(_Wire):
+    """A pool's replicas on the node and what they run: the built-in ``kind``, or a declared ``engine`` profile with
+    its ``model``; ``gpus`` each replica gets (CUDA_VISIBLE_DEVICES) and the GPU memory it may use."""
+
     replicas: Count
-    kind: Kind | None = None  # None: what the node runs it as now (text for a new pool)
+    kind: Kind | None = None  # None: what the node runs it as now (text for a new pool); ignored with ``engine``
+    engine: Name | None = None  # an engine profile of the node's --config; None: the built-in ``kind``
+    model: ModelName | None = None
+    gpus: Annotated[int, Field(ge=1, le=64, strict=True)] | None = None  # None: the agent's default (shared)
+    gpu_memory_mib: Annotated[int, Field(ge=1, le=10**9, strict=True)] | None = None
 
 
 class PoolLimits(_Wire):

@@ -69,10 +69,11 @@ class PoolRoutes:
     """A pool as routing sees it: its kind, its warm replicas, how many are on their way, and the most consecutive
     crashes among its replicas (a crash loop; 0 once they run a minute)."""
 
-    kind: str
+    kind: str  # the API its replicas answer: text (completions, chat completions) or classify
     ready: tuple[Endpoint, ...] = ()
     starting: int = 0
     consecutive_crashes: int = 0
+    served_model: str | None = None  # an engine profile's model: the front end puts it in the body's ``model``
 
 
 @dataclass(frozen=True)
