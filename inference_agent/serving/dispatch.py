@@ -1,8 +1,13 @@
 """Which replica takes a request, and who waits when every replica of a pool is full.
 
 Each replica takes at most ``max_in_flight`` requests from the front end at once; the next one goes to the ready
-replica with the fewest in flight (ties rotate). When all are full, requests wait in one queue per pool ordered by
-priority, then arrival: a latency-critical request overtakes standard and batch ones already waiting.
+replica with the least load (ties rotate). A replica's load is its requests in flight from the front end plus the
+requests waiting in its own engine as last scraped (``waiting``, replica id → count; 0 when not given or not
+scraped). A request of ours that waits in an engine counts twice on purpose: two replicas with 4 in flight each, one
+running all 4 and one queueing 3 of them (load 4 vs 7), are not equally good. Requests from outside the front end
+that wait there (a client calling the engine directly) count once. When every replica is full, requests wait in one
+queue per pool ordered by priority, then arrival: a latency-critical request overtakes standard and batch ones
+already waiting.
 """
 
 from __future__ import annotations
@@ -22,15 +27,32 @@ class NoCapacity(Exception):
     """No replica can take the request: none is ready, the queue is full, or the wait ran out (answered 503)."""
 
 
+# replica id → requests waiting in that replica's engine, as last scraped; called with the dispatcher's lock held,
+# so it reads a stored value and never scrapes
+Waiting = Callable[[str], int]
+
+
+def nothing_waiting(replica_id: str) -> int:
+    return 0
+
+
 def least_loaded(
-    endpoints: Sequence[Endpoint], in_flight: Mapping[str, int], limit: int, rotation: int = 0
+    endpoints: Sequence[Endpoint],
+    in_flight: Mapping[str, int],
+    limit: int,
+    rotation: int = 0,
+    waiting: Waiting = nothing_waiting,
 ) -> Endpoint | None:
-    """The endpoint with the fewest requests in flight under ``limit``; among equals, the one ``rotation`` points at
-    first (so that light traffic spreads rather than always landing on the first replica)."""
+    """The endpoint under ``limit`` requests in flight with the least load (in flight + ``waiting`` in its engine);
+    among equals, the one ``rotation`` points at first (so that light traffic spreads rather than always landing on
+    the first replica). ``limit`` caps the front end's own requests only: a replica whose engine queues is ranked
+    lower, never closed."""
     n = len(endpoints)
-    candidates = [(in_flight.get(e.replica_id, 0), (i - rotation) % n, e) for i, e in enumerate(endpoints)]
-    open_ = [c for c in candidates if c[0] < limit]
-    return min(open_, key=lambda c: (c[0], c[1]))[2] if open_ else None
+    open_ = [(e, in_flight.get(e.replica_id, 0), (i - rotation) % n) for i, e in enumerate(endpoints)]
+    open_ = [(e, sent, turn) for e, sent, turn in open_ if sent < limit]
+    if not open_:
+        return None
+    return min(open_, key=lambda c: (c[1] + max(0, waiting(c[0].replica_id)), c[2]))[0]
 
 
 @dataclass(order=True, frozen=True)
@@ -40,10 +62,20 @@ class _Ticket:
 
 
 class Dispatcher:
-    def __init__(self, *, max_in_flight: int, max_queue: int, clock: Callable[[], float] = time.monotonic) -> None:
+    """Replica slots per pool: ``acquire`` picks the least-loaded ready replica or queues by priority."""
+
+    def __init__(
+        self,
+        *,
+        max_in_flight: int,
+        max_queue: int,
+        clock: Callable[[], float] = time.monotonic,
+        waiting: Waiting = nothing_waiting,
+    ) -> None:
         self.max_in_flight = max_in_flight
         self.max_queue = max_queue
         self._clock = clock
+        self._waiting = waiting
         self._cond = threading.Condition()
         self._in_flight: dict[str, int] = {}
         self._queues: dict[str, list[_Ticket]] = {}
@@ -70,7 +102,9 @@ class Dispatcher:
                     self._leave(queue, ticket)
                     raise NoCapacity(f"no ready replica of pool {pool}")
                 if ticket is None or queue[0] == ticket:
-                    pick = least_loaded(current, self._in_flight, self.max_in_flight, next(self._rotation))
+                    pick = least_loaded(
+                        current, self._in_flight, self.max_in_flight, next(self._rotation), self._waiting
+                    )
                     if pick is not None and (ticket is not None or not queue):
                         self._leave(queue, ticket)
                         self._in_flight[pick.replica_id] = self._in_flight.get(pick.replica_id, 0) + 1

@@ -1,7 +1,12 @@
 """The request bodies of the serving API (CONTRACT section 11), validated once for the front end and the replicas.
 
-A bad body raises ``BadRequest`` naming the field; both servers answer it as 422. Completions follow the OpenAI
-completions shape; the classifier takes 3×64×64 images with values in 0..1.
+A bad body raises ``BadRequest`` naming the field; both servers answer it as 422. Completions and chat completions
+follow the OpenAI shapes; the classifier takes 3×64×64 images with values in 0..1.
+
+The built-in engine has no chat template: a chat's messages are rendered one per line as ``role: content`` and the
+prompt ends with ``assistant:``, the turn it generates (``render_chat``). A message's content is a string or a list
+of ``{"type": "text", "text": ...}`` parts, joined. ``max_completion_tokens`` (OpenAI's current name) wins over
+``max_tokens``; both default to 16.
 """
 
 from __future__ import annotations
@@ -17,6 +22,9 @@ from inference_agent.engine.api import CompletionResult
 MAX_TOKENS_LIMIT = 4096
 MAX_PROMPT_BYTES = 64 * 1024
 MAX_IMAGES = 64
+MAX_MESSAGES = 256
+CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+DEFAULT_MAX_TOKENS = 16
 IMAGE_SHAPE = (3, 64, 64)
 NUMBER_TYPES = {int, float}  # what JSON numbers parse to (a bool is neither)
 
@@ -39,6 +47,29 @@ class CompletionBody:
     prompt: str
     max_tokens: int
     stream: bool
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: str
+    content: str
+
+
+@dataclass(frozen=True)
+class ChatBody:
+    model: str
+    messages: tuple[ChatMessage, ...]
+    max_tokens: int
+    stream: bool
+
+    @property
+    def prompt(self) -> str:
+        return render_chat(self.messages)
+
+    @property
+    def content_bytes(self) -> int:
+        """What the front end charges for the prompt: the messages' content, not the roles the rendering adds."""
+        return sum(len(m.content.encode()) for m in self.messages)
 
 
 @dataclass(frozen=True)
@@ -73,13 +104,59 @@ def parse_completion(body: dict[str, Any]) -> CompletionBody:
         raise BadRequest("prompt", "a string is required")
     if len(prompt.encode()) > MAX_PROMPT_BYTES:
         raise BadRequest("prompt", f"longer than {MAX_PROMPT_BYTES} bytes")
-    max_tokens = body.get("max_tokens", 16)
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 1 <= max_tokens <= MAX_TOKENS_LIMIT:
-        raise BadRequest("max_tokens", f"an integer from 1 to {MAX_TOKENS_LIMIT}")
+    return CompletionBody(model, prompt, _max_tokens(body, "max_tokens"), _stream(body))
+
+
+def parse_chat(body: dict[str, Any]) -> ChatBody:
+    model = model_of(body)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not 1 <= len(messages) <= MAX_MESSAGES:
+        raise BadRequest("messages", f"a list of 1 to {MAX_MESSAGES} messages")
+    parsed = tuple(_message(f"messages.{i}", m) for i, m in enumerate(messages))
+    if len(render_chat(parsed).encode()) > MAX_PROMPT_BYTES:
+        raise BadRequest("messages", f"longer than {MAX_PROMPT_BYTES} bytes once rendered")
+    field = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+    return ChatBody(model, parsed, _max_tokens(body, field), _stream(body))
+
+
+def render_chat(messages: tuple[ChatMessage, ...]) -> str:
+    """``[system "Be brief", user "Hi"]`` → ``"system: Be brief\nuser: Hi\nassistant:"``."""
+    return "".join(f"{m.role}: {m.content}\n" for m in messages) + "assistant:"
+
+
+def _message(where: str, message: Any) -> ChatMessage:
+    if not isinstance(message, dict):
+        raise BadRequest(where, "an object with role and content")
+    role = message.get("role")
+    if role not in CHAT_ROLES:
+        raise BadRequest(f"{where}.role", f"one of {sorted(CHAT_ROLES)}")
+    content = message.get("content")
+    if content is None and role == "assistant":
+        content = ""  # an assistant turn that only called tools
+    if isinstance(content, list) and all(_is_text_part(part) for part in content):
+        content = "".join(part["text"] for part in content)
+    if not isinstance(content, str):
+        raise BadRequest(f"{where}.content", 'a string or a list of {"type": "text", "text": ...} parts')
+    return ChatMessage(role, content)
+
+
+def _is_text_part(part: Any) -> bool:
+    return isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
+
+
+def _max_tokens(body: dict[str, Any], field: str) -> int:
+    value = body.get(field)
+    value = DEFAULT_MAX_TOKENS if value is None else value
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOKENS_LIMIT:
+        raise BadRequest(field, f"an integer from 1 to {MAX_TOKENS_LIMIT}")
+    return value
+
+
+def _stream(body: dict[str, Any]) -> bool:
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise BadRequest("stream", "true or false")
-    return CompletionBody(model, prompt, max_tokens, stream)
+    return stream
 
 
 def parse_classify(body: dict[str, Any]) -> ClassifyBody:
@@ -134,7 +211,45 @@ def completion_chunk(request_id: str, model: str, created: int, text: str, finis
         "model": model,
         "choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": finish_reason}],
     }
-    return b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
+    return _event(chunk)
+
+
+def chat_answer(result: CompletionResult, model: str, created: int | None = None) -> dict[str, Any]:
+    """The OpenAI chat completions answer for one finished request."""
+    message = {"role": "assistant", "content": result.text}
+    return {
+        "id": result.request_id,
+        "object": "chat.completion",
+        "created": created if created is not None else int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": result.finish_reason.value}],
+        "usage": {
+            "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": result.completion_tokens,
+            "total_tokens": result.prompt_tokens + result.completion_tokens,
+        },
+    }
+
+
+def chat_chunk(request_id: str, model: str, created: int, delta: dict[str, str], finish_reason: str | None) -> bytes:
+    """One server-sent event of a streamed chat completion: the first carries the role, the last the finish."""
+    chunk = {
+        "id": request_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+    }
+    return _event(chunk)
+
+
+def error_event(message: str, code: int = 502) -> bytes:
+    """The event that ends a stream which cannot finish (OpenAI's error shape); no ``[DONE]`` follows it."""
+    return _event({"error": {"message": message, "type": "server_error", "param": None, "code": code}})
+
+
+def _event(payload: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
 
 
 SSE_DONE = b"data: [DONE]\n\n"
