@@ -1,12 +1,14 @@
 """One replica: its own process running one engine of one pool, answering on a loopback port.
 
-``python -m inference_agent.serving.replica --pool NAME --kind text|classify --port P [--seed S] [--device cpu|cuda]
-[--engine torch|fake] [--http-max-connections N] [--http-socket-timeout-s S]``. It listens at once (``/healthz``
-answers 503 "warming"), builds and warms its engine, then answers ``/healthz`` 200 ("ready"). Routes: ``POST
-/v1/completions`` (OpenAI shape, SSE with ``"stream": true``), ``POST /v1/classify``, ``GET /stats`` (EngineStats
-plus the replica's request ledger), ``POST /drain`` (stop admitting; in-flight requests finish). SIGTERM drains,
-waits for in-flight work up to ``--drain-timeout-s``, aborts what is left, and exits 0. torch is imported only here,
-and only for ``--engine torch``.
+``python -m inference_agent.serving.replica --pool NAME --kind text|classify --port P [--served-model-name M]
+[--seed S] [--device cpu|cuda] [--engine torch|fake] [--http-max-connections N] [--http-socket-timeout-s S]``. It
+listens at once (``/healthz`` and ``/health`` answer 503 "warming"), builds and warms its engine, then answers them
+200 ("ready"). Routes: ``POST /v1/completions`` and ``POST /v1/chat/completions`` (OpenAI shapes, SSE with
+``"stream": true``), ``POST /v1/classify``, ``GET /v1/models`` (its served model name, the pool's by default),
+``GET /metrics`` (vLLM's metric names, so that it can run as an engine profile read with ``metrics_kind = "vllm"``),
+``GET /stats`` (EngineStats plus the replica's request ledger), ``POST /drain`` (stop admitting; in-flight requests
+finish). SIGTERM drains, waits for in-flight work up to ``--drain-timeout-s``, aborts what is left, and exits 0.
+torch is imported only here, and only for ``--engine torch``.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--kind", required=True, choices=["text", "classify"])
     parser.add_argument("--port", type=int, required=True, help="loopback port to answer on (0: any free port)")
     parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--served-model-name", help="the model name it answers to in /v1/models and /metrics")
     parser.add_argument("--seed", type=int, default=0, help="seed of the engine's deterministic weights")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--engine", default="torch", choices=["torch", "fake"], help="fake: no torch, for tests")
@@ -49,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s replica {args.pool}: %(message)s")
     threads = pin_to_quota()
-    app = ReplicaApp(args.pool, args.kind)
+    app = ReplicaApp(args.pool, args.kind, model_name=args.served_model_name)
     from inference_agent.http_server import ConnectionLimits, Server
 
     limits = ConnectionLimits(args.http_max_connections, args.http_socket_timeout_s)

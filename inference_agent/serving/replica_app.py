@@ -13,9 +13,10 @@ import uuid
 from enum import StrEnum
 from typing import Any
 
-from inference_agent.engine.api import ImageClassifier, TextEngine
+from inference_agent.engine.api import EngineStats, FinishReason, ImageClassifier, TextEngine
 from inference_agent.isolation.tenant_usage import TenantUsage
 from inference_agent.serving.ledger import RequestLedger
+from inference_agent.serving.replica_metrics import ReplicaMetrics
 
 
 class ReplicaState(StrEnum):
@@ -29,12 +30,20 @@ class Refused(Exception):
 
 
 class ReplicaApp:
-    """The replica's state, shared by its request threads: the engine, the ledger, and whether it admits work."""
+    """The replica's state, shared by its request threads: the engine, the ledger, and whether it admits work.
 
-    def __init__(self, pool: str, kind: str, ledger: RequestLedger | None = None) -> None:
+    ``model_name`` is the name it serves under (``/v1/models``, the metrics' ``model_name`` label); the pool's name
+    when not given.
+    """
+
+    def __init__(
+        self, pool: str, kind: str, ledger: RequestLedger | None = None, *, model_name: str | None = None
+    ) -> None:
         self.pool = pool
         self.kind = kind
+        self.model_name = model_name or pool
         self.ledger = ledger or RequestLedger()
+        self.metrics = ReplicaMetrics(self.model_name, kind, self.engine_stats)
         self.usage = TenantUsage()
         self.instance = uuid.uuid4().hex
         self.started_at = time.time()
@@ -61,10 +70,14 @@ class ReplicaApp:
             self.usage.arrive(tenant)
             self._active[request_id] = tenant
 
-    def done(self, request_id: str, latency_s: float, *, ok: bool) -> None:
+    def done(self, request_id: str, latency_s: float, finish: FinishReason | None) -> None:
+        """The request left: finished with ``finish`` (an abort is not ok), or failed (None)."""
         with self._lock:
             tenant = self._active.pop(request_id, None)
+        ok = finish is not None and finish is not FinishReason.ABORT
         self.ledger.finish(latency_s, ok=ok)
+        if finish is not None:
+            self.metrics.finished(latency_s, finish)
         if tenant is not None:
             self.usage.finish(tenant, request_id, latency_s, ok=ok)
 
@@ -80,9 +93,12 @@ class ReplicaApp:
                 self.text_engine.abort(request_id)
         return len(active)
 
-    def stats(self) -> dict[str, Any]:
+    def engine_stats(self) -> EngineStats | None:
         engine = self.text_engine or self.classifier
-        engine_stats = engine.stats() if engine is not None else None
+        return engine.stats() if engine is not None else None
+
+    def stats(self) -> dict[str, Any]:
+        engine_stats = self.engine_stats()
         kv_blocks_used = (
             engine_stats.kv_blocks_used if engine_stats is not None and engine_stats.kv_blocks_total else None
         )
