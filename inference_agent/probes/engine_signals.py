@@ -3,6 +3,7 @@
 An engine's mapping (``engines.py``) is a table of these signals. Each reads an ``Interval`` — the newest scrape,
 the one before it for rates, and the oldest within the quantile window — and answers a value or ``None``. Rates and
 histogram quantiles need an earlier scrape, so the first scrape after start (or after a long gap) has none of them.
+When a signal has no value, ``why_absent`` says why in a few fixed words (the agent serves it as a label value).
 """
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from inference_agent.probes.exposition_math import (
     Combine,
     Families,
+    LabelSet,
     bucket_increase,
     gauge,
     histogram,
@@ -23,6 +25,9 @@ from inference_agent.probes.exposition_math import (
     summary_quantile,
     total_increase,
 )
+
+NEEDS_SECOND_SCRAPE = "needs a second scrape"
+NOTHING_FINISHED = "no request finished in the window"
 
 
 @dataclass(frozen=True)
@@ -70,27 +75,43 @@ class ScrapeHistory:
 
 
 class Signal(Protocol):
-    """One value derived from an interval of scrapes; ``None`` when it cannot be measured."""
+    """One value derived from an interval of scrapes; ``None`` when it cannot be measured, and then why."""
 
     def families(self) -> Iterator[str]: ...
 
     def value(self, interval: Interval) -> float | None: ...
 
+    def why_absent(self, interval: Interval) -> str: ...
+
+
+def not_exposed(family: str, where: LabelSet = frozenset()) -> str:
+    """The reason for a family the endpoint does not serve: ``nv_trt_llm_request_metrics{request_type=waiting}``."""
+    selected = ",".join(f"{k}={v}" for k, v in sorted(where))
+    return f"{family}{{{selected}}} is not exposed" if selected else f"{family} is not exposed"
+
 
 @dataclass(frozen=True)
 class Gauge:
-    """An instantaneous value combined over label sets; present from the first scrape."""
+    """An instantaneous value combined over the selected label sets; present from the first scrape.
+
+    ``collapse`` names labels whose values are copies of one state (SGLang's ``tp_rank``): their series count once.
+    """
 
     family: str
     combine: Combine = math.fsum
     scale: float = 1.0
+    where: LabelSet = frozenset()
+    collapse: frozenset[str] = frozenset()
 
     def families(self) -> Iterator[str]:
         yield self.family
 
     def value(self, interval: Interval) -> float | None:
-        found = gauge(interval.current.families, self.family, self.combine)
+        found = gauge(interval.current.families, self.family, self.combine, self.where, self.collapse)
         return None if found is None else found * self.scale
+
+    def why_absent(self, interval: Interval) -> str:
+        return not_exposed(self.family, self.where)
 
 
 @dataclass(frozen=True)
@@ -103,6 +124,8 @@ class Rate:
     names: tuple[str, ...]
     suffix: str = "_total"
     scale: float = 1.0
+    where: LabelSet = frozenset()
+    collapse: frozenset[str] = frozenset()
 
     def families(self) -> Iterator[str]:
         yield from self.names
@@ -111,8 +134,49 @@ class Rate:
         previous = interval.previous
         if previous is None:
             return None
-        increase = total_increase(previous.families, interval.current.families, self.names, self.suffix)
-        return None if increase is None else increase * self.scale / (interval.current.at_s - previous.at_s)
+        current = interval.current
+        increase = total_increase(
+            previous.families, current.families, self.names, self.suffix, self.where, self.collapse
+        )
+        return None if increase is None else increase * self.scale / (current.at_s - previous.at_s)
+
+    def why_absent(self, interval: Interval) -> str:
+        if interval.previous is None:
+            return NEEDS_SECOND_SCRAPE
+        return " and ".join(not_exposed(name + self.suffix, self.where) for name in self.names)
+
+
+@dataclass(frozen=True)
+class SameLabelAs:
+    """A rate over only the series whose ``label`` value also appears in ``family``.
+
+    Triton counts a request once per model it passes: through an ensemble of preprocessing, ``tensorrt_llm`` and
+    postprocessing, ``nv_inference_request_success`` grows by 4. The TensorRT-LLM backend's own family
+    (``nv_trt_llm_request_metrics{model="tensorrt_llm"}``) names the one model that counts each request once.
+    """
+
+    rate: Rate
+    family: str
+    label: str = "model"
+
+    def families(self) -> Iterator[str]:
+        yield from self.rate.families()
+        yield self.family
+
+    def value(self, interval: Interval) -> float | None:
+        return self._selected(interval).value(interval)
+
+    def why_absent(self, interval: Interval) -> str:
+        if self.family not in interval.current.families:
+            return not_exposed(self.family)
+        return self._selected(interval).why_absent(interval)
+
+    def _selected(self, interval: Interval) -> Rate:
+        found = interval.current.families.get(self.family)
+        values = {s.labels[self.label] for s in found.samples if self.label in s.labels} if found else set()
+        # no value selects nothing: an empty selector would select every series
+        where = frozenset((self.label, v) for v in values) or frozenset({(self.label, "")})
+        return replace(self.rate, where=self.rate.where | where)
 
 
 @dataclass(frozen=True)
@@ -122,8 +186,8 @@ class Mean:
     Worked: Triton's ``nv_inference_request_duration_us`` +47 094 000 over +1 200 successes → 39 245 µs.
     """
 
-    total: Rate
-    count: Rate
+    total: Signal
+    count: Signal
 
     def families(self) -> Iterator[str]:
         yield from self.total.families()
@@ -134,6 +198,12 @@ class Mean:
         if total is None or count is None or count <= 0:
             return None
         return total / count
+
+    def why_absent(self, interval: Interval) -> str:
+        for signal in (self.total, self.count):
+            if signal.value(interval) is None:
+                return signal.why_absent(interval)
+        return NOTHING_FINISHED
 
 
 @dataclass(frozen=True)
@@ -154,6 +224,11 @@ class HistogramQuantile:
         found = histogram_quantile(self.quantile, bucket_increase(histogram(start.families, self.family), current))
         return None if found is None else found * self.scale
 
+    def why_absent(self, interval: Interval) -> str:
+        if histogram(interval.current.families, self.family) is None:
+            return not_exposed(self.family)
+        return NEEDS_SECOND_SCRAPE if interval.window_start is None else NOTHING_FINISHED
+
 
 @dataclass(frozen=True)
 class SummaryQuantile:
@@ -170,6 +245,11 @@ class SummaryQuantile:
         found = summary_quantile(interval.current.families, self.family, self.quantile)
         return None if found is None else found * self.scale
 
+    def why_absent(self, interval: Interval) -> str:
+        if self.family not in interval.current.families:
+            return not_exposed(self.family)
+        return "no request finished in the engine's summary window"
+
 
 @dataclass(frozen=True)
 class FirstOf:
@@ -183,3 +263,8 @@ class FirstOf:
 
     def value(self, interval: Interval) -> float | None:
         return next((v for s in self.signals if (v := s.value(interval)) is not None), None)
+
+    def why_absent(self, interval: Interval) -> str:
+        """The first reason that is not a missing family (the one that would have answered), else all of them."""
+        reasons = [s.why_absent(interval) for s in self.signals]
+        return next((r for r in reasons if not r.endswith(" is not exposed")), " and ".join(reasons))

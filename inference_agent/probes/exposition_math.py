@@ -4,6 +4,10 @@ The functions read families as ``prometheus_client.parser`` returns them and ans
 (a family the endpoint does not expose, an interval without observations), never a made-up zero. Counters and
 histograms are compared series by series, so one restarted series among several is still handled like PromQL's
 ``sum(rate(...))`` would, and not as a negative total.
+
+Two label operations cover what the engines need: a selector (``where``: Triton's
+``nv_trt_llm_request_metrics{request_type="waiting"}``) and collapsing labels that name copies of one state
+(``collapse``: SGLang's ``tp_rank``, every tensor-parallel rank reporting the same scheduler).
 """
 
 from __future__ import annotations
@@ -65,8 +69,26 @@ def _labels(labels: Mapping[str, str], without: str | None = None) -> LabelSet:
     return frozenset((k, v) for k, v in labels.items() if k != without)
 
 
-def samples(families: Families, family: str, suffix: str = "") -> Series | None:
-    """The finite values of sample ``family + suffix`` per label set; ``None`` when the endpoint has none of them.
+def selector(**labels: str) -> LabelSet:
+    """A label selector for ``where``: ``selector(request_type="waiting")``."""
+    return frozenset(labels.items())
+
+
+def matches(labels: LabelSet, where: LabelSet) -> bool:
+    """Whether a series is selected: for each label name in ``where`` its value is one of those listed for the name.
+
+    Worked: ``where`` {(model, a), (model, b)} selects ``{model="b",version="1"}`` and not ``{model="c"}``; an empty
+    selector selects every series.
+    """
+    if not where:
+        return True
+    found = dict(labels)
+    names = {name for name, _ in where}
+    return all((name, found.get(name)) in where for name in names)
+
+
+def samples(families: Families, family: str, suffix: str = "", where: LabelSet = frozenset()) -> Series | None:
+    """The finite values of sample ``family + suffix`` per selected label set; ``None`` when there is none of them.
 
     Counters are read with ``suffix="_total"`` whatever the engine wrote (the parser renames TGI's and Triton's
     ``tgi_request_count 42`` to ``tgi_request_count_total``); a histogram's count and sum with ``_count``/``_sum``.
@@ -75,19 +97,47 @@ def samples(families: Families, family: str, suffix: str = "") -> Series | None:
     if found is None:
         return None
     wanted = family + suffix
-    series = {_labels(s.labels): float(s.value) for s in found.samples if s.name == wanted and math.isfinite(s.value)}
+    series = {
+        labels: float(s.value)
+        for s in found.samples
+        if s.name == wanted and math.isfinite(s.value) and matches(labels := _labels(s.labels), where)
+    }
     return series or None
 
 
-def gauge(families: Families, family: str, combine: Combine = math.fsum) -> float | None:
-    """A gauge combined over its label sets: summed (queue lengths of two models) or averaged (a ratio per engine)."""
-    series = samples(families, family)
-    return combine(list(series.values())) if series else None
+def combine_series(series: Series, combine: Combine = math.fsum, collapse: frozenset[str] = frozenset()) -> float:
+    """``combine`` over label sets, after the label sets that differ only in ``collapse`` labels became their max.
+
+    Worked: SGLang's queue ``{dp_rank=0,tp_rank=0}`` 3, ``{dp_rank=0,tp_rank=1}`` 3, ``{dp_rank=1,tp_rank=0}`` 2 with
+    ``collapse={"tp_rank"}`` → data-parallel engine 0: max(3, 3) = 3, engine 1: 2 → summed 5, not 8.
+    """
+    groups: dict[LabelSet, float] = {}
+    for labels, value in series.items():
+        key = frozenset((k, v) for k, v in labels if k not in collapse)
+        groups[key] = max(groups.get(key, -math.inf), value)
+    return combine(list(groups.values()))
+
+
+def gauge(
+    families: Families,
+    family: str,
+    combine: Combine = math.fsum,
+    where: LabelSet = frozenset(),
+    collapse: frozenset[str] = frozenset(),
+) -> float | None:
+    """A gauge combined over its label sets: summed (queues of two engines), or the max (the fullest KV cache)."""
+    series = samples(families, family, where=where)
+    return combine_series(series, combine, collapse) if series else None
 
 
 def mean(values: list[float]) -> float:
-    """The arithmetic mean (a KV-cache ratio over data-parallel engines of equal size)."""
+    """The arithmetic mean of values over label sets."""
     return math.fsum(values) / len(values)
+
+
+def count(values: list[float]) -> float:
+    """How many label sets there are (vLLM's data-parallel engines: one ``engine`` label value each)."""
+    return float(len(values))
 
 
 def histogram(families: Families, family: str) -> Histogram | None:
@@ -125,15 +175,20 @@ def _is_quantile(label: str | None, quantile: float) -> bool:
         return False
 
 
-def counter_increase(before: Series | None, after: Series) -> float:
-    """The sum over label sets of each counter's increase from ``before`` to ``after``.
+def series_increase(before: Series | None, after: Series) -> Series:
+    """Each label set's counter increase from ``before`` to ``after``.
 
     A value lower than before means that series restarted, so its increase is its new value (as PromQL's
     ``increase``): 100 → 7 counts 7, not -93. A label set new since ``before`` started from 0: metrics libraries
     create labelled children on first use (TGI's ``tgi_request_failure{err="validation"}``).
     """
     previous = before or {}
-    return math.fsum(_increase(previous.get(labels, 0.0), value) for labels, value in after.items())
+    return {labels: _increase(previous.get(labels, 0.0), value) for labels, value in after.items()}
+
+
+def counter_increase(before: Series | None, after: Series) -> float:
+    """The sum over label sets of each counter's increase (see ``series_increase``)."""
+    return math.fsum(series_increase(before, after).values())
 
 
 def _increase(before: float, after: float) -> float:
@@ -181,14 +236,22 @@ def histogram_quantile(quantile: float, buckets: Mapping[float, float]) -> float
     return lower + (bounds[i] - lower) * (rank - below) / (counts[i] - below)
 
 
-def total_increase(before: Families, after: Families, names: Iterable[str], suffix: str) -> float | None:
+def total_increase(
+    before: Families,
+    after: Families,
+    names: Iterable[str],
+    suffix: str,
+    where: LabelSet = frozenset(),
+    collapse: frozenset[str] = frozenset(),
+) -> float | None:
     """The summed counter increase of several families (Triton's success + failure); ``None`` when none is exposed.
 
-    A family missing from ``before`` but exposed now started from 0 in between (see ``counter_increase``).
+    A family missing from ``before`` but exposed now started from 0 in between (see ``series_increase``); label
+    sets that differ only in ``collapse`` labels count once (their largest increase, see ``combine_series``).
     """
     increases = [
-        counter_increase(samples(before, name, suffix), current)
+        combine_series(series_increase(samples(before, name, suffix, where), current), collapse=collapse)
         for name in names
-        if (current := samples(after, name, suffix)) is not None
+        if (current := samples(after, name, suffix, where)) is not None
     ]
     return math.fsum(increases) if increases else None

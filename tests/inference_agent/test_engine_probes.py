@@ -1,4 +1,8 @@
-"""Engine probes on recorded vLLM, TGI and Triton texts: rates, p99, absences, failures and gaps, with a fake clock."""
+"""Engine probes on written vLLM, TGI and Triton texts: rates, p99, absences, failures and gaps, with a fake clock.
+
+The adapters for the other engines and deployments (SGLang, llama.cpp, vLLM data parallel, Triton with TensorRT-LLM,
+TGI chat traffic) are in ``test_engine_adapters.py``.
+"""
 
 from __future__ import annotations
 
@@ -51,14 +55,14 @@ def readings(kind: str, responses: list[str | Exception], **options: Any) -> lis
             "vllm",
             "vllm_scrape_1",
             {"queue_depth_requests": 3.0, "kv_cache_utilization_ratio": 0.4125},
-            {"requests_running": 14.0},
+            {"requests_running": 14.0, "data_parallel_engines": 1.0, "queue_depth_fullest_engine_requests": 3.0},
             id="vllm",
         ),
         pytest.param(
             "vllm",
             "vllm_v0_scrape_1",
             {"queue_depth_requests": 2.0, "kv_cache_utilization_ratio": 0.6231},
-            {"requests_running": 9.0},
+            {"requests_running": 9.0, "data_parallel_engines": 1.0, "queue_depth_fullest_engine_requests": 2.0},
             id="vllm 0.6: KV cache under its old name gpu_cache_usage_perc",
         ),
         pytest.param("tgi", "tgi_scrape_1", {"queue_depth_requests": 2.0}, {"requests_running": 12.0}, id="tgi"),
@@ -97,6 +101,8 @@ def test_first_scrape_has_gauges_only(
                 "prompt_tokens_per_second": 2187.0,
                 "time_to_first_token_p99_seconds": 0.6375,  # 0.5 + 0.25 × 0.55
                 "preemptions_per_second": 0.2,
+                "data_parallel_engines": 1.0,
+                "queue_depth_fullest_engine_requests": 5.0,
             },
             id="vllm",
         ),
@@ -115,6 +121,8 @@ def test_first_scrape_has_gauges_only(
                 "prompt_tokens_per_second": 501.2,
                 "time_to_first_token_p99_seconds": 0.47,
                 "preemptions_per_second": 0.0,  # 5 → 0: restarted, none since; a measured zero
+                "data_parallel_engines": 1.0,
+                "queue_depth_fullest_engine_requests": 0.0,
             },
             id="vllm restarted between scrapes",
         ),
@@ -122,7 +130,8 @@ def test_first_scrape_has_gauges_only(
             "tgi",
             ["tgi_scrape_1", "tgi_scrape_2"],
             {
-                "request_rate_per_second": 3.8,  # tgi_request_count 5 310 → 5 348
+                # 34 successes + 2 failures; tgi_request_count (+38) counted arrivals, and a chat request twice
+                "request_rate_per_second": 3.6,
                 "queue_depth_requests": 4.0,
                 "token_throughput_per_second": 935.4,  # generated-tokens sum 1 402 114 → 1 411 468
                 # 34 new requests: rank 33.66 between bounds 0.0001 × 1.5^27 and × 1.5^28
@@ -289,11 +298,11 @@ def test_the_default_fetch_is_http_and_closes() -> None:
 
 
 def test_an_unknown_engine_is_refused() -> None:
-    with pytest.raises(ValueError, match="sglang"):
-        EngineScrapeProbe("sglang", URL, "llama-8b", fetch=ReplayFetch([]))
+    with pytest.raises(ValueError, match="ollama"):
+        EngineScrapeProbe("ollama", URL, "llama-8b", fetch=ReplayFetch([]))
 
 
-@pytest.mark.parametrize("kind", ["vllm", "tgi", "triton"])
+@pytest.mark.parametrize("kind", list(EngineKind))
 def test_dropping_unread_lines_before_parsing_changes_nothing(kind: str) -> None:
     wanted = MAPPINGS[EngineKind(kind)].families()
     for path in files("inference_agent.probes").joinpath("fixtures", "engines").iterdir():
