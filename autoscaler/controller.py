@@ -15,19 +15,21 @@ A tick (``Controller.run(now)``, every ``interval_seconds`` from the server's sc
    node that went down has its replicas placed elsewhere), and records a scaling event whenever the desired count
    changes or an actuation fails with a new error; exports the figures as metrics;
 5. after every pool, has the actuator tell the nodes (local: the pools part of the desired-state board, for every
-   up node at once, so the ingest answer only looks it up).
+   up node at once, so the ingest answer only looks it up), and records a NodeRefused event once per distinct
+   refusal a node reports of the desired state it was told.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from sqlalchemy import Engine
 
-from autoscaler.actuators.base import ActuationError, Actuator
+from autoscaler.actuators.base import ActuationError, Actuator, NoPlacement
 from autoscaler.policy import (
     Decision,
     ForecastView,
@@ -38,6 +40,7 @@ from autoscaler.policy import (
     rules_per_interval,
     scale_down_window_seconds,
 )
+from collector.control import DesiredRefusal
 from collector.skipped_rows import BAD_VALUE_ERRORS, Job, SkippedRows
 from fleet.lease import Lease
 from fleet.pools import Mode, Pool, PoolStore
@@ -48,8 +51,6 @@ from predictor.store import ForecastStore, StoredForecast, SubjectKind
 log = logging.getLogger(__name__)
 
 LEASE_NAME = "autoscaler"
-# How the local actuator's ActuationError begins when no up node runs the pool: such a failure is NoPlacement.
-NO_PLACEMENT_ERROR = "no node that is up runs pool"
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,7 @@ class Controller:
         self.lease = Lease(engine, LEASE_NAME, holder, settings.lease_seconds)
         self._recent: dict[str, list[tuple[int, float]]] = defaultdict(list)  # pool → (recommendation, ts)
         self._last_failure: dict[str, str] = {}
+        self._refusals: dict[str, DesiredRefusal] = {}  # node → the refusal last recorded for it
         self._leading_since: float | None = None
 
     def run(self, now: float) -> dict[str, Decision]:
@@ -141,6 +143,7 @@ class Controller:
             self.actuator.publish(pools, fleet)
         except Exception:  # the nodes keep the last part published; the next tick tries again
             log.exception("autoscaler: telling the nodes their pools failed this tick")
+        self._record_refusals(pools, fleet, now)
         return decisions
 
     def stop(self) -> None:
@@ -201,7 +204,7 @@ class Controller:
             decision = guarded(make_policy(pool.spec.policy.value), ctx)
         self._recent[pool.name].append((decision.recommendation, now))
         before = pool.desired_replicas if pool.desired_replicas is not None else self._running(pool, ctx, fleet)
-        outcome, note = self._actuate(pool, decision, fleet)
+        outcome, note, code = self._actuate(pool, decision, fleet)
         changed = decision.replicas != before
         if changed or pool.desired_replicas is None:  # the first decision is the pool's desired count, changed or not
             self.pools.set_desired(pool.name, decision.replicas)
@@ -211,7 +214,7 @@ class Controller:
         if changed or failure_is_new:
             if failure_is_new and note is not None:
                 self._last_failure[pool.name] = note
-            self._record(pool, decision, before, outcome, note, now)
+            self._record(pool, decision, before, outcome, note, code, now)
         if self.telemetry is not None:
             self.telemetry.desired.labels(pool.name).set(decision.replicas)
             self.telemetry.ready.labels(pool.name).set(ctx.ready_replicas)
@@ -227,19 +230,61 @@ class Controller:
             known = None
         return known if known is not None else ctx.current_replicas
 
-    def _actuate(self, pool: Pool, decision: Decision, fleet: FleetView) -> tuple[str, str | None]:
+    def _actuate(self, pool: Pool, decision: Decision, fleet: FleetView) -> tuple[str, str | None, ReasonCode]:
+        """Outcome, note and the event's reason code: the decision's, or NoPlacement when nowhere could take any."""
         if pool.spec.mode is Mode.DRY_RUN:
-            return "dry_run", "dry run: decided and recorded, not applied"
+            return "dry_run", "dry run: decided and recorded, not applied", decision.code
         try:
-            return "applied", self.actuator.apply(pool.name, decision.replicas, fleet)
+            return "applied", self.actuator.apply(pool, decision.replicas, fleet), decision.code
         except ActuationError as exc:
             log.warning("autoscaler: %s: %s", pool.name, exc)
-            return "failed", str(exc)
+            return "failed", str(exc), ReasonCode.NO_PLACEMENT if isinstance(exc, NoPlacement) else decision.code
 
-    def _record(self, pool: Pool, decision: Decision, before: int, outcome: str, note: str | None, now: float) -> None:
-        code = decision.code
-        if outcome == "failed" and note is not None and note.startswith(NO_PLACEMENT_ERROR):
-            code = ReasonCode.NO_PLACEMENT
+    def _record_refusals(self, pools: Sequence[Pool], fleet: FleetView, now: float) -> None:
+        """A NodeRefused event for each pool a node's new refusal concerns (:func:`refused_pools`), once per
+        distinct refusal: the same one reported push after push is recorded once, and again only after it cleared."""
+        for node in sorted(fleet.up_nodes):
+            refusal = fleet.supply_of(node).refused
+            if refusal is None:
+                self._refusals.pop(node, None)
+                continue
+            if self._refusals.get(node) == refusal:
+                continue
+            self._refusals[node] = refusal
+            reported = {p.pool for p in fleet.pools_on_nodes if p.node_id == node}
+            for pool in refused_pools(refusal, reported, pools):
+                self._add_refusal(pool, node, refusal, now)
+
+    def _add_refusal(self, pool: Pool, node: str, refusal: DesiredRefusal, now: float) -> None:
+        replicas = pool.desired_replicas or 0
+        self.events.add(
+            ScalingEvent(
+                pool=pool.name,
+                ts=now,
+                from_replicas=replicas,
+                to_replicas=replicas,
+                policy="node",
+                reason=f"node {node} refused the desired state: {refusal.reason}: {refusal.detail}",
+                inputs={"node": node, "refusal": refusal.reason},
+                outcome="failed",
+                actuator=self.actuator.name,
+                note=refusal.detail,
+                reason_code=ReasonCode.NODE_REFUSED,
+            )
+        )
+        if self.telemetry is not None:
+            self.telemetry.events.labels(pool.name, "node", "failed", ReasonCode.NODE_REFUSED.value).inc()
+
+    def _record(
+        self,
+        pool: Pool,
+        decision: Decision,
+        before: int,
+        outcome: str,
+        note: str | None,
+        code: ReasonCode,
+        now: float,
+    ) -> None:
         self.events.add(
             ScalingEvent(
                 pool=pool.name,
@@ -257,3 +302,12 @@ class Controller:
         )
         if self.telemetry is not None:
             self.telemetry.events.labels(pool.name, decision.policy, outcome, code.value).inc()
+
+
+def refused_pools(refusal: DesiredRefusal, reported: set[str], pools: Sequence[Pool]) -> list[Pool]:
+    """The managed pools a node's refusal concerns: those its detail names (``pools.chat.engine: …``) or the node
+    runs; when it names and runs none of them (a whole state refused, e.g. too many replicas, on a node placed new
+    pools only), every pool the controller acts on, since none of their placements there starts."""
+    acting = [p for p in pools if p.spec.mode is Mode.ACT]
+    named = [p for p in acting if f"pools.{p.name}." in refusal.detail or p.name in reported]
+    return named or acting

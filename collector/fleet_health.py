@@ -218,6 +218,12 @@ def scale_up_seconds(event_ts: float, target: int, history: Sequence[tuple[float
     return None
 
 
+def failover_seconds(failovers: Sequence[tuple[float, float | None]], now: float) -> float | None:
+    """The worst detection → ready of (detected_at, ready_at) failovers; one not ready yet counts as open so far
+    (detected 40 s ago, not ready: 40 s, and growing). None when there was none."""
+    return worst([(ready if ready is not None else now) - detected for detected, ready in failovers])
+
+
 def worst(values: Sequence[float]) -> float | None:
     finite = [v for v in values if math.isfinite(v)]
     return max(finite) if finite else None

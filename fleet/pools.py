@@ -3,7 +3,10 @@
 A pool names a set of replicas of one model that the agents report under ``pool`` (CONTRACT section 4). Its
 configuration says how far it may scale (``min_replicas``..``max_replicas``), how (``policy``), what it promises
 (``slo_p99_seconds``), what one replica sustains (``replica_capacity``, in units of ``demand_metric`` per second;
-None = learn it from the metrics) and how long a replica takes to become ready (``startup_seconds``).
+None = learn it from the metrics) and how long a replica takes to become ready (``startup_seconds``). What a replica
+runs and where: the ``engine`` (the built-in ``text`` or ``classify``, or an engine profile the nodes declare) with its
+``model``, the GPUs each replica takes (``gpus_per_replica``, each with at least ``gpu_memory_mib``) and the node
+labels a node must carry (``node_selector``).
 Every change bumps ``version``; an update that names the version it read fails when someone else changed the pool
 meanwhile, so two operators editing one pool never overwrite each other silently.
 """
@@ -11,13 +14,22 @@ meanwhile, so two operators editing one pool never overwrite each other silently
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Column, Double, Engine, Integer, RowMapping, String, Table, delete, insert, select, update
+from sqlalchemy import JSON, Column, Double, Engine, Integer, RowMapping, String, Table, delete, insert, select, update
 
+from collector.control import (
+    BUILTIN_ENGINES,
+    LABEL_KEY_PATTERN,
+    LABEL_VALUE_PATTERN,
+    MAX_LABELS,
+    MODEL_PATTERN,
+    NAME_PATTERN,
+)
 from collector.errors import FieldError
 from collector.tables import metadata
 from fleet.versions import VersionConflict
@@ -68,6 +80,10 @@ pools = Table(
     Column("demand_metric", String(64), nullable=False),
     Column("startup_seconds", Double, nullable=False),
     Column("gpus_per_replica", Integer, nullable=False),
+    Column("engine", String(128), nullable=False, server_default="text"),
+    Column("model", String(256), nullable=True),
+    Column("gpu_memory_mib", Integer, nullable=True),
+    Column("node_selector", JSON, nullable=True),  # null on pools made before selectors: none
     Column("mode", String(16), nullable=False),
     Column("routing_alpha", Double, nullable=False),
     Column("routing_beta", Double, nullable=False),
@@ -81,6 +97,9 @@ pools = Table(
     Column("created_at", Double, nullable=False),
     Column("updated_at", Double, nullable=False),
 )
+
+
+MAX_GPU_MEMORY_MIB = 10**9  # the wire's bound (collector.control.PoolDesired)
 
 
 @dataclass(frozen=True)
@@ -100,6 +119,10 @@ class PoolSpec:
     routing_alpha: float = 0.5
     routing_beta: float = 0.3
     routing_gamma: float = 0.2
+    engine: str = "text"  # a built-in engine (BUILTIN_ENGINES) or the name of an engine profile the nodes declare
+    model: str | None = None  # what the profile serves; a built-in engine takes none
+    gpu_memory_mib: int | None = None  # each GPU a replica uses has at least this much; None: any
+    node_selector: Mapping[str, str] = field(default_factory=dict)  # labels a node must carry, all of them
 
     def __post_init__(self) -> None:
         # Accept the enums' string values (from the database or JSON); an unknown one is a ValueError naming it.
@@ -122,6 +145,36 @@ class PoolSpec:
         Coefficients(self.routing_alpha, self.routing_beta, self.routing_gamma)  # raises naming the three
         if self.gpus_per_replica < 1:  # a CPU replica (the demo's) counts as one accelerator slot
             raise FieldError("gpus_per_replica", f"must be >= 1, got {self.gpus_per_replica}")
+        self._check_engine()
+        object.__setattr__(self, "node_selector", _selector(self.node_selector))
+
+    @property
+    def builtin(self) -> bool:
+        """Whether the pool runs a built-in engine (``kind`` on the wire) rather than a declared profile."""
+        return self.engine in BUILTIN_ENGINES
+
+    def _check_engine(self) -> None:
+        if not re.fullmatch(NAME_PATTERN, self.engine):
+            raise FieldError("engine", f"not a valid engine name: {self.engine!r}")
+        if self.model is not None and not re.fullmatch(MODEL_PATTERN, self.model):
+            raise FieldError("model", f"not a valid model name: {self.model!r}")
+        if self.builtin and self.model is not None:
+            raise FieldError("model", f"the built-in engine {self.engine!r} takes no model (name an engine profile)")
+        if self.gpu_memory_mib is not None and not 1 <= self.gpu_memory_mib <= MAX_GPU_MEMORY_MIB:
+            raise FieldError("gpu_memory_mib", f"must be 1..{MAX_GPU_MEMORY_MIB} (or null), got {self.gpu_memory_mib}")
+
+
+def _selector(labels: Mapping[str, str] | None) -> dict[str, str]:
+    """The node selector checked against the label patterns nodes report with; null (a row from before) is none."""
+    found = dict(labels or {})
+    if len(found) > MAX_LABELS:
+        raise FieldError("node_selector", f"at most {MAX_LABELS} labels, got {len(found)}")
+    for key, value in found.items():
+        if not isinstance(key, str) or not re.fullmatch(LABEL_KEY_PATTERN, key):
+            raise FieldError("node_selector", f"not a valid label key: {key!r}")
+        if not isinstance(value, str) or not re.fullmatch(LABEL_VALUE_PATTERN, value):
+            raise FieldError("node_selector", f"label {key}: not a valid label value: {value!r}")
+    return dict(sorted(found.items()))
 
 
 SPEC_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(PoolSpec))
@@ -176,6 +229,7 @@ def _columns(spec: PoolSpec) -> dict[str, Any]:
     values["policy"] = spec.policy.value
     values["demand_metric"] = spec.demand_metric.value
     values["mode"] = spec.mode.value
+    values["node_selector"] = dict(spec.node_selector)
     return values
 
 

@@ -50,7 +50,8 @@ class ReasonCode(StrEnum):
     MAX_REPLICAS = "MaxReplicas"  # bound by the pool's max_replicas (HPA TooManyReplicas)
     MIN_REPLICAS = "MinReplicas"  # bound by the pool's min_replicas (HPA TooFewReplicas)
     MANUAL_OVERRIDE = "ManualOverride"  # an operator's manual scale in force
-    NO_PLACEMENT = "NoPlacement"  # the actuation failed: no node that is up runs the pool, nowhere to place replicas
+    NO_PLACEMENT = "NoPlacement"  # the actuation failed: no up node can take a replica (each node's reason in the note)
+    NODE_REFUSED = "NodeRefused"  # a node refused the desired state it was told (its reason and detail in the event)
 
 
 _CODES = frozenset(c.value for c in ReasonCode)
@@ -64,6 +65,7 @@ _FIXED_FAMILY: dict[ReasonCode, Family] = {
     ReasonCode.STALE_METRICS: "held",
     ReasonCode.REPLICAS_STARTING: "held",
     ReasonCode.NO_PLACEMENT: "refused",
+    ReasonCode.NODE_REFUSED: "refused",
 }
 
 

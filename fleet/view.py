@@ -10,15 +10,17 @@ Everything here is a read; the decisions that use it (:mod:`autoscaler.policy`, 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, Engine, select
 
+from collector.control import DesiredRefusal, NodeCapabilities
 from collector.registry import (
     NodeStatus,
     NodeView,
     PoolOnNode,
     get_node,
+    latest_reports,
     list_nodes,
     node_statuses,
     pools_on_nodes,
@@ -34,6 +36,20 @@ class NodeLoad:
     compute_util: float | None  # 0..1: the busiest GPU's utilization
     mem_util: float | None  # 0..1: the fullest GPU's memory in use over its total
     network_latency_s: float | None
+
+
+@dataclass(frozen=True)
+class NodeSupply:
+    """What an up node offers placement, from its latest report and its inventory: the engines and labels it declares
+    (None: an agent older than engine offers, which runs only its own ``--pools``), its refusal of the latest desired
+    state, and each of its GPUs' memory (empty on a GPU-less node; None where the GPU did not say)."""
+
+    capabilities: NodeCapabilities | None = None
+    refused: DesiredRefusal | None = None
+    gpu_memory_mib: tuple[int | None, ...] = ()
+
+
+MIB = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -61,6 +77,10 @@ class FleetView:
     pools_on_nodes: tuple[PoolOnNode, ...]  # each (node, pool): replicas and tenant usage reported, latest readings
     node_loads: tuple[NodeLoad, ...]
     node_replica_slots: dict[str, int]  # replicas a node can run in all (its GPUs, or the CPU default)
+    supply: dict[str, NodeSupply] = field(default_factory=dict)  # every up node's; a node absent offers nothing known
+
+    def supply_of(self, node_id: str) -> NodeSupply:
+        return self.supply.get(node_id, NodeSupply())
 
     def pool(self, name: str, demand_metric: str) -> PoolLive:
         on = [p for p in self.pools_on_nodes if p.pool == name]
@@ -120,7 +140,22 @@ def read_fleet(conn: Connection, *, now: float, down_after_seconds: float, cpu_r
         tuple(pools_on_nodes(conn, sorted(up), down_after_seconds=down_after_seconds)),
         loads,
         slots,
+        _supply(conn, up, gpus),
     )
+
+
+def _supply(conn: Connection, up: frozenset[str], gpus: dict[str, dict[int, int | None]]) -> dict[str, NodeSupply]:
+    reports = latest_reports(conn, sorted(up))
+    supply = {}
+    for node in sorted(up):
+        report = reports.get(node)
+        memory = tuple(None if b is None else b // MIB for _, b in sorted(gpus.get(node, {}).items()))
+        supply[node] = NodeSupply(
+            report.capabilities if report is not None else None,
+            report.refused if report is not None else None,
+            memory,
+        )
+    return supply
 
 
 class FleetReader:

@@ -13,6 +13,10 @@ class ActuationError(Exception):
     """The actuator could not apply (or read) a pool's replicas; the message says why, for the scaling event."""
 
 
+class NoPlacement(ActuationError):
+    """No up node can take any of the pool's replicas; the message says why per node (the event's NoPlacement)."""
+
+
 class Actuator(Protocol):
     """``local`` (the agents, through the ingest answer) or ``kubernetes`` (a Deployment's scale subresource).
 
@@ -27,8 +31,9 @@ class Actuator(Protocol):
         sees them; None when it cannot tell."""
         ...
 
-    def apply(self, pool: str, replicas: int, fleet: FleetView) -> str:
-        """Ask for ``replicas``; returns a short note for the scaling event; raises ActuationError on refusal."""
+    def apply(self, pool: Pool, replicas: int, fleet: FleetView) -> str:
+        """Ask for ``replicas`` of the pool (its spec says what a replica needs); returns a short note for the
+        scaling event; raises ActuationError on refusal."""
         ...
 
     def publish(self, pools: Sequence[Pool], fleet: FleetView) -> None:

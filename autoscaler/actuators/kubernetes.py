@@ -93,9 +93,10 @@ class KubernetesActuator:
             return int(scale.status.replicas)
         return None
 
-    def apply(self, pool: str, replicas: int, fleet: FleetView | None = None) -> str:
-        """Patch the Deployment's ``spec.replicas``, unless an HPA scales the same Deployment."""
-        name = self.deployment(pool)
+    def apply(self, pool: Pool, replicas: int, fleet: FleetView | None = None) -> str:
+        """Patch the Deployment's ``spec.replicas``, unless an HPA scales the same Deployment. What a replica runs
+        (engine, model, GPUs, node selector) is the Deployment's own pod template, not the pool's spec."""
+        name = self.deployment(pool.name)
         hpas = self._hpas_targeting(name)
         if hpas:
             raise ActuationError(

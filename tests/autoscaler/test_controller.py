@@ -31,15 +31,16 @@ class RecordingActuator:
     applied: list[tuple[str, int]] = field(default_factory=list)
     fleets: list[FleetView] = field(default_factory=list)  # the view each call was given
     error: str | None = None
+    error_type: type[ActuationError] = ActuationError
 
     def current_replicas(self, pool: str, fleet: FleetView) -> int | None:
         return None
 
-    def apply(self, pool: str, replicas: int, fleet: FleetView) -> str:
+    def apply(self, pool: Pool, replicas: int, fleet: FleetView) -> str:
         self.fleets.append(fleet)
         if self.error is not None:
-            raise ActuationError(self.error)
-        self.applied.append((pool, replicas))
+            raise self.error_type(self.error)
+        self.applied.append((pool.name, replicas))
         return f"asked for {replicas}"
 
     def publish(self, pools: Sequence[Pool], fleet: FleetView) -> None:
@@ -247,7 +248,7 @@ def told(part: DesiredPart) -> dict[str, dict[str, int]]:
 def test_the_pools_part_for_every_up_node(
     on: list[tuple[str, str, int, int]], layout: Layout, retired: set[str], expected: dict[str, dict[str, int]]
 ) -> None:
-    part = pools_part(fleet_of(*on), layout, retired)
+    part = pools_part(fleet_of(*on), layout, retired, dict.fromkeys(layout, PoolSpec()))
     assert told(part) == expected
     assert part.common == DesiredState()  # a node not up is told nothing new: it keeps what it was told
 
@@ -260,16 +261,18 @@ def test_local_actuator_places_replicas_and_moves_them_off_a_node_that_goes_down
         report(engine, clock, node, "chat", demand=20.0, ready=1)
     fleet = reader(engine)
     local = LocalActuator(engine, board=DesiredBoard(engine))
-    assert local.apply("chat", 6, fleet.read(clock())) == "placed 6 on node-a: 2, node-b: 2, node-c: 2"
+    pool = PoolStore(engine).get("chat")
+    assert pool is not None
+    assert local.apply(pool, 6, fleet.read(clock())) == "placed 6 on node-a: 2, node-b: 2, node-c: 2"
     clock.advance(10)  # node-c stops pushing: down
     report(engine, clock, "node-a", "chat", demand=30.0, ready=2)
     report(engine, clock, "node-b", "chat", demand=30.0, ready=1, starting=1)
-    assert local.apply("chat", 6, fleet.read(clock())) == "placed 6 on node-a: 3, node-b: 3"
+    assert local.apply(pool, 6, fleet.read(clock())) == "placed 6 on node-a: 3, node-b: 3"
     assert local.current_replicas("chat", fleet.read(clock())) == 4  # current: ready 3 + starting 1
     # node-b is full: another pool takes 2 of its 4 slots
     report(engine, clock, "node-b", "chat", demand=30.0, ready=2, also={"vision": 2})
     view = fleet.read(clock())
-    assert local.apply("chat", 9, view).startswith("placed 7 of 9")  # node-a takes 1 more; node-b keeps its 3
+    assert local.apply(pool, 9, view).startswith("placed 7 of 9")  # node-a takes 1 more; node-b keeps its 3
 
 
 def test_the_controller_publishes_the_pools_part_with_unmanaged_pools_kept_and_managed_ones_zeroed(

@@ -13,6 +13,7 @@ from kubernetes import client, config
 
 from autoscaler.actuators.base import ActuationError, Actuator
 from autoscaler.actuators.kubernetes import KubernetesActuator
+from fleet.pools import Pool, PoolSpec
 from fleet.view import FleetView
 from tests.support.clock import FakeClock
 from tests.support.fake_kube import FakeKube
@@ -20,6 +21,11 @@ from tests.support.fake_kube import FakeKube
 NS = "inference"
 RBAC = Path(__file__).parents[2] / "deploy" / "kubernetes" / "rbac.yaml"
 NO_FLEET = FleetView(0.0, {}, frozenset(), (), (), {})
+
+
+def pool(name: str) -> Pool:
+    """A pool as the controller hands it over; the Deployment is found by its name alone."""
+    return Pool(name, PoolSpec(), None, 1, 0.0, 0.0)
 
 
 @pytest.fixture
@@ -37,7 +43,7 @@ def actuator(kube: FakeKube, clock: FakeClock) -> KubernetesActuator:
 def test_apply_patches_the_scale_and_current_reads_it_back(kube: FakeKube, actuator: KubernetesActuator) -> None:
     as_protocol: Actuator = actuator
     assert as_protocol.current_replicas("llama-8b", NO_FLEET) == 2
-    note = as_protocol.apply("llama-8b", 5, NO_FLEET)  # the tick's fleet view means nothing to a Deployment
+    note = as_protocol.apply(pool("llama-8b"), 5, NO_FLEET)  # the tick's fleet view means nothing to a Deployment
     assert note == "deployment inference/llama-8b scaled to 5 replicas"
     assert kube.deployments[(NS, "llama-8b")].spec_replicas == 5
     assert actuator.current_replicas("llama-8b") == 5
@@ -49,7 +55,7 @@ def test_apply_patches_the_scale_and_current_reads_it_back(kube: FakeKube, actua
 def test_a_mapping_names_the_deployment_of_a_pool(kube: FakeKube, clock: FakeClock) -> None:
     kube.add_deployment(NS, "vllm-llama", 1)
     actuator = KubernetesActuator(kube.api_client(), NS, {"llama-8b": "vllm-llama"}, clock=clock)
-    actuator.apply("llama-8b", 3)
+    actuator.apply(pool("llama-8b"), 3)
     assert kube.deployments[(NS, "vllm-llama")].spec_replicas == 3
     assert kube.deployments[(NS, "llama-8b")].spec_replicas == 2
 
@@ -72,7 +78,7 @@ def test_publish_tells_the_nodes_nothing(kube: FakeKube, actuator: KubernetesAct
 def test_an_hpa_on_the_same_deployment_refuses_and_sends_no_patch(kube: FakeKube, actuator: KubernetesActuator) -> None:
     kube.add_hpa(NS, "llama-hpa", "llama-8b")
     with pytest.raises(ActuationError, match="HorizontalPodAutoscaler llama-hpa"):
-        actuator.apply("llama-8b", 5)
+        actuator.apply(pool("llama-8b"), 5)
     assert kube.sent("PATCH") == []
     assert kube.deployments[(NS, "llama-8b")].spec_replicas == 2
 
@@ -86,19 +92,19 @@ def test_an_hpa_on_another_target_is_fine(
     kube: FakeKube, actuator: KubernetesActuator, namespace: str, target: str, kind: str
 ) -> None:
     kube.add_hpa(namespace, "some-hpa", target, kind=kind)
-    actuator.apply("llama-8b", 4)
+    actuator.apply(pool("llama-8b"), 4)
     assert kube.deployments[(NS, "llama-8b")].spec_replicas == 4
 
 
 def test_the_hpa_list_is_cached_for_30_seconds(kube: FakeKube, actuator: KubernetesActuator, clock: FakeClock) -> None:
-    actuator.apply("llama-8b", 3)
+    actuator.apply(pool("llama-8b"), 3)
     kube.add_hpa(NS, "late-hpa", "llama-8b")
     clock.advance(29)
-    actuator.apply("llama-8b", 4)  # the cached list predates the HPA
+    actuator.apply(pool("llama-8b"), 4)  # the cached list predates the HPA
     assert len(kube.sent("GET")) == 1
     clock.advance(1)
     with pytest.raises(ActuationError, match="late-hpa"):
-        actuator.apply("llama-8b", 5)
+        actuator.apply(pool("llama-8b"), 5)
     assert len(kube.sent("GET")) == 2
 
 
@@ -106,7 +112,7 @@ def test_an_unknown_deployment_is_an_actuation_error_with_404(actuator: Kubernet
     with pytest.raises(ActuationError, match=r'404 Not Found: deployments.apps "missing" not found'):
         actuator.current_replicas("missing")
     with pytest.raises(ActuationError, match="patch the scale of deployment inference/missing: 404"):
-        actuator.apply("missing", 1)
+        actuator.apply(pool("missing"), 1)
 
 
 @pytest.mark.parametrize(
@@ -118,7 +124,7 @@ def test_rbac_refusal_is_an_actuation_error_with_403(
 ) -> None:
     kube.forbidden = {verb}
     with pytest.raises(ActuationError, match=f'403 Forbidden: .* cannot {verb} resource "{resource}') as caught:
-        actuator.current_replicas("llama-8b") if call == "current" else actuator.apply("llama-8b", 3)
+        actuator.current_replicas("llama-8b") if call == "current" else actuator.apply(pool("llama-8b"), 3)
     assert kube.deployments[(NS, "llama-8b")].spec_replicas == 2
     assert kube.token not in str(caught.value)
 
@@ -201,7 +207,7 @@ def test_scales_a_deployment_on_a_real_cluster() -> None:
     apps = client.AppsV1Api(config.new_client_from_config(config_file=kubeconfig))  # type: ignore[no-untyped-call]
     apps.create_namespaced_deployment(namespace, _pause_deployment("fleetpilot-actuator-test"))
     try:
-        actuator.apply("probe", 1)
+        actuator.apply(pool("probe"), 1)
         scale = apps.read_namespaced_deployment_scale("fleetpilot-actuator-test", namespace)
         assert scale.spec is not None and scale.spec.replicas == 1
         deadline = time.monotonic() + 60

@@ -6,7 +6,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine
 
-from autoscaler.controller import NO_PLACEMENT_ERROR, AutoscalerTelemetry
+from autoscaler.actuators.base import NoPlacement
+from autoscaler.controller import AutoscalerTelemetry
 from fleet.pools import Mode, PoolStore
 from fleet.scaling_events import EventStore, ReasonCode
 from tests.autoscaler.test_controller import RecordingActuator, chat, controller, report
@@ -49,8 +50,8 @@ def test_an_actuation_with_no_node_to_place_on_is_no_placement_and_another_failu
 ) -> None:
     chat(engine, clock, max_replicas=3)
     report(engine, clock, "node-a", "chat", demand=140.0, ready=2)
-    # the local actuator's words when no up node runs the pool (autoscaler/actuators/local.py)
-    nowhere = RecordingActuator(error=f"{NO_PLACEMENT_ERROR} 'chat': nowhere to place 3 replicas")
+    # the local actuator's refusal when no up node can take a replica (autoscaler/actuators/local.py)
+    nowhere = RecordingActuator(error="placed 0 of 3; node-a: engine 'vllm' not declared", error_type=NoPlacement)
     controller(engine, nowhere).run(clock())
     (event,) = EventStore(engine).list()
     assert (event.outcome, event.reason_code) == ("failed", ReasonCode.NO_PLACEMENT)

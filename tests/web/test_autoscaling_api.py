@@ -71,12 +71,12 @@ def test_ingest_answer_carries_the_nodes_share_once_the_pool_is_managed(
 ) -> None:
     assert push(client, auth, "node-a", [chat_sample(1, clock, 10.0, 1)])["desired"] is None
     assert isinstance(services.actuator, LocalActuator)
-    services.pools.create("chat", PoolSpec(), now=clock())
+    pool = services.pools.create("chat", PoolSpec(), now=clock())
     fleet = services.fleet.read(clock())
-    services.actuator.apply("chat", 3, fleet)
+    services.actuator.apply(pool, 3, fleet)
     services.actuator.publish(services.pools.list(), fleet)
     assert push(client, auth, "node-a", [chat_sample(2, clock, 10.0, 1)])["desired"] == {
-        "pools": {"chat": {"replicas": 3}}
+        "pools": {"chat": {"replicas": 3, "kind": "text", "gpus": 1}}  # the built-in text engine, one slot each
     }
 
 

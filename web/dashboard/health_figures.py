@@ -1,6 +1,7 @@
 """The live figures the fleet health report judges (:mod:`collector.fleet_health`), read from the stores: the last
 15 minutes of rollups against the 15 minutes before (the trend), the latest KV fragmentation the agents report, and
-the scale-ups of the last hour against the pools' planned startup. What nothing measures stays None, with why."""
+the scale-ups of the last hour against the pools' planned startup, the failovers of the last hour from a lost node's
+detection to its pool ready again. What nothing measures stays None, with why."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from dataclasses import dataclass, replace
 
 from sqlalchemy import Connection
 
-from collector.fleet_health import FleetFigures, figures_from_window, scale_up_seconds, worst
+from autoscaler.failover import FailoverStore
+from collector.fleet_health import FleetFigures, failover_seconds, figures_from_window, scale_up_seconds, worst
 from collector.registry import NodeStatus, node_gpus, read_latest
 from collector.series import pool_replica_history, window_stats
 from fleet.pools import Pool
@@ -18,6 +20,7 @@ from web.services import AppServices
 WINDOW_SECONDS = 900.0
 SCALE_UP_LOOKBACK_SECONDS = 3600.0
 SCALE_UP_STEP_SECONDS = 5.0
+FAILOVER_LOOKBACK_SECONDS = 3600.0
 NOT_MEASURED = {
     "gpu_memory_use_ratio": "no rolled-up minute of GPU memory in the window",
     "gpu_utilization_ratio": "no rolled-up minute of GPU utilization in the window",
@@ -25,7 +28,7 @@ NOT_MEASURED = {
     "latency_p99_over_slo": "no rolled-up minute of p99 latency from a pool with an SLO",
     "load_spread_ratio": "needs GPU utilization from at least two nodes",
     "kv_fragmentation_ratio": "no replica reports KV fragmentation (engines without a paged KV cache do not)",
-    "failover_seconds": "not measured: fleetpilot does not yet record when a lost node's replicas are replaced",
+    "failover_seconds": "no node holding placed replicas went down in the last hour",
     "forecast_mase": "not measured live: the forecast loop keeps only its latest forecast; "
     "run `fleetpilot backtest` on the pool's series",
 }
@@ -73,6 +76,21 @@ def _scale_up(conn: Connection, services: AppServices, pools: Sequence[Pool], no
     return worst(ratios), "; ".join(notes[:3])
 
 
+def _failover(services: AppServices, now: float) -> tuple[float | None, str]:
+    """The worst failover of the last hour (detection → ready, or open so far), with a note naming it."""
+    found = FailoverStore(services.engine).since(now - FAILOVER_LOOKBACK_SECONDS)
+    seconds = failover_seconds([(f.detected_at, f.ready_at) for f in found], now)
+    if seconds is None:
+        return None, NOT_MEASURED["failover_seconds"]
+    slowest = max(found, key=lambda f: f.seconds(now))
+    state = "ready" if slowest.ready_at is not None else "not ready yet"
+    waiting = sum(f.ready_at is None for f in found)
+    return seconds, (
+        f"{len(found)} in the last hour ({waiting} not ready yet); worst: {slowest.pool}, {slowest.replicas} "
+        f"replicas off {slowest.node_id}, {state} {slowest.seconds(now):.1f} s after detection"
+    )
+
+
 def gather(services: AppServices) -> GatheredHealth:
     now = services.clock()
     slo = {p.name: p.spec.slo_p99_seconds for p in services.pools.list()}
@@ -85,7 +103,11 @@ def gather(services: AppServices) -> GatheredHealth:
         earlier = figures_from_window(window_stats(conn, now - 2 * WINDOW_SECONDS, now - WINDOW_SECONDS), totals, slo)
         fragmentation = _fragmentation(conn, up)
         scale_up, scale_note = _scale_up(conn, services, services.pools.list(), now)
-    measured = replace(current, kv_fragmentation_ratio=fragmentation, scale_up_over_planned=scale_up)
+    failover, failover_note = _failover(services, now)
+    measured = replace(
+        current, kv_fragmentation_ratio=fragmentation, scale_up_over_planned=scale_up, failover_seconds=failover
+    )
     notes = {k: v for k, v in NOT_MEASURED.items() if getattr(measured, k) is None}
     notes["scale_up_over_planned"] = scale_note
+    notes["failover_seconds"] = failover_note
     return GatheredHealth(sum(len(g) for g in gpus.values()), replace(measured, notes=notes), earlier)

@@ -7,6 +7,11 @@ audited (``web.audit``). The replica counts are what the nodes that are up repor
 (docs/architecture.md): ``ready_replicas`` serve, ``starting_replicas`` are launched and not ready yet,
 ``draining_replicas`` finish their requests and take none, and ``current_replicas`` is ready + starting (what a
 scale decision compares against); ``desired_replicas`` is what the autoscaler last decided (null until it has).
+
+What a replica runs and where the local actuator may place it: ``engine`` (the built-in ``text`` or ``classify``, or
+an engine profile the nodes declare in their ``--config``), ``model`` (one the profile lists; a built-in engine
+takes none), ``gpus_per_replica``, ``gpu_memory_mib`` (each GPU a replica uses has at least this much) and
+``node_selector`` (labels a node must carry, all of them).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from fastapi import APIRouter, Response, status
 from pydantic import BaseModel, Field
 
 from autoscaler.actuators.local import PlacementStore
-from collector.control import NAME_PATTERN
+from collector.control import MAX_LABELS, NAME_PATTERN, LabelKey, LabelValue, ModelName
 from fleet.pools import DemandMetric, Mode, Policy, Pool, PoolSpec, PoolStore
 from fleet.view import FleetView
 from isolation.tenants import TenantStore
@@ -34,7 +39,15 @@ from web.services import AppServices
 router = APIRouter(tags=["pools"], responses=ERROR_RESPONSES)
 # Bounds that keep every number inside the database's integer columns; no real pool comes near them.
 MAX_REPLICAS = 100_000
-MAX_GPUS_PER_REPLICA = 1024
+MAX_GPUS_PER_REPLICA = 64  # what one replica may be given on the wire (collector.control.PoolDesired.gpus)
+MAX_GPU_MEMORY_MIB = 10**9
+# PATCH may set these to null: learn the capacity, no model (a built-in engine), any GPU memory
+CLEARABLE = {"replica_capacity", "model", "gpu_memory_mib"}
+ENGINE_DOC = "the built-in `text` or `classify`, or an engine profile the nodes declare (their --config)"
+MODEL_DOC = "the model the engine profile serves (one it lists); null for a built-in engine"
+GPU_MEMORY_DOC = "GPU memory each replica needs on every GPU it uses, MiB; null: any"
+SELECTOR_DOC = "node labels a node must carry, all of them, to run the pool's replicas"
+Selector = Annotated[dict[LabelKey, LabelValue], Field(max_length=MAX_LABELS)]
 LIVE_COUNTS = {"current_replicas", "ready_replicas", "starting_replicas", "draining_replicas"}
 
 
@@ -75,6 +88,10 @@ class PoolFields(BaseModel):
     gpus_per_replica: int = Field(1, ge=1, le=MAX_GPUS_PER_REPLICA)
     mode: Mode = Field(Mode.ACT, description="act: apply decisions; dry_run: decide and record only")
     routing: Routing = Routing()
+    engine: Annotated[str, Field(pattern=NAME_PATTERN, description=ENGINE_DOC)] = "text"
+    model: ModelName | None = Field(None, description=MODEL_DOC)
+    gpu_memory_mib: int | None = Field(None, ge=1, le=MAX_GPU_MEMORY_MIB, description=GPU_MEMORY_DOC)
+    node_selector: Selector = Field(default_factory=dict, description=SELECTOR_DOC)
 
 
 class PoolIn(PoolFields):
@@ -89,6 +106,11 @@ class PoolIn(PoolFields):
                     "slo": {"latency_p99_seconds": 1.5},
                     "replica_capacity": 40.0,
                     "startup_seconds": 90,
+                    "engine": "vllm",
+                    "model": "meta-llama/Llama-3.1-8B-Instruct",
+                    "gpus_per_replica": 1,
+                    "gpu_memory_mib": 40960,
+                    "node_selector": {"zone": "eu-1"},
                 }
             ]
         }
@@ -113,6 +135,10 @@ class PoolPatch(BaseModel):
     gpus_per_replica: int | None = Field(None, ge=1, le=MAX_GPUS_PER_REPLICA)
     mode: Mode | None = None
     routing: Routing | None = None
+    engine: Annotated[str, Field(pattern=NAME_PATTERN, description=ENGINE_DOC)] | None = None
+    model: ModelName | None = Field(None, description=MODEL_DOC)
+    gpu_memory_mib: int | None = Field(None, ge=1, le=MAX_GPU_MEMORY_MIB, description=GPU_MEMORY_DOC)
+    node_selector: Selector | None = Field(None, description=SELECTOR_DOC + " ({} for none)")
     version: int | None = Field(None, description="the version this edit is based on; 409 if the pool moved on")
 
 
@@ -168,6 +194,10 @@ def _out(pool: Pool, replicas: Mapping[str, ReplicaCounts], now: float) -> PoolO
         gpus_per_replica=s.gpus_per_replica,
         mode=s.mode,
         routing=Routing(alpha=s.routing_alpha, beta=s.routing_beta, gamma=s.routing_gamma),
+        engine=s.engine,
+        model=s.model,
+        gpu_memory_mib=s.gpu_memory_mib,
+        node_selector=dict(s.node_selector),
         current_replicas=counts.ready + counts.starting,
         ready_replicas=counts.ready,
         starting_replicas=counts.starting,
@@ -248,8 +278,8 @@ def apply_pool_patch(
     Refusals are the API's: 404 unknown pool, 412 ``If-Match`` stale, 409 body ``version`` stale, 422 bad value.
     """
     fields = body.model_dump(exclude_unset=True, exclude={"version"})
-    nulls = sorted(k for k, v in fields.items() if v is None and k != "replica_capacity")
-    if nulls:  # only replica_capacity may be cleared (null: learn it from the metrics)
+    nulls = sorted(k for k, v in fields.items() if v is None and k not in CLEARABLE)
+    if nulls:
         raise ApiError(status.HTTP_422_UNPROCESSABLE_CONTENT, f"{nulls[0]}: may not be null", field=nulls[0])
     try:
         with audit.change("pool", "update", name) as change:
