@@ -1,12 +1,17 @@
 """The agent's serving API on ``--serve-port`` (CONTRACT section 11): admit, queue, route, proxy.
 
-A request names its pool in ``model``; its tenant is named by its key, ``Authorization: Bearer <tenant key>``, checked
-against the key digests of the control plane's desired state (``tenant_identity.py``: a trusted gateway may name it
-in a header instead; no key is the shared ``default`` tenant). Order of checks: an unknown or revoked key → 401; a
-body without a valid ``model`` → 422; an unknown pool → 404; the rest of the body → 422; the tenant over its quota →
+Routes: ``POST /v1/completions`` and ``/v1/chat/completions`` (streamed too) for text pools, ``POST /v1/classify``
+for classify pools, ``GET /v1/models``. A request names its pool in ``model``, or the model a pool serves
+(``model_routes.py``); the replicas are built-in ones or an engine profile's (a vLLM, an SGLang): to the front end
+they are endpoints. Its tenant is named by its key, ``Authorization: Bearer <tenant key>``, checked against the key
+digests of the control plane's desired state (``tenant_identity.py``: a trusted gateway may name it in a header
+instead; no key is the shared ``default`` tenant). Order of checks: an unknown or revoked key → 401; a body without
+a valid ``model`` → 422; an unknown pool or model → 404; the rest of the body → 422; the tenant over its quota →
 429 with ``Retry-After``; the front end draining, no ready replica, or the pool's queue full or too slow → 503.
-Admitted requests go to the least-loaded ready replica (``dispatch.py``) over loopback; streams are relayed chunk
-by chunk, and a client that leaves closes the replica's stream, which aborts the generation.
+Admitted requests go to the least-loaded ready replica (``dispatch.py``: in flight, plus its engine's own queue when
+``waiting`` is given) over loopback; streams are relayed chunk by chunk, and a client that leaves closes the
+replica's stream, which aborts the generation. A replica that fails mid-stream (killed, reset) ends the client's
+stream with an OpenAI error event, ``data: {"error": {...}}``, and no ``[DONE]``.
 """
 
 from __future__ import annotations
@@ -32,15 +37,15 @@ from inference_agent.serving.admission import (
     prune,
     release,
 )
-from inference_agent.serving.dispatch import Dispatcher, NoCapacity
+from inference_agent.serving.dispatch import Dispatcher, NoCapacity, Waiting, nothing_waiting
+from inference_agent.serving.model_routes import ROUTES, Routed, UnknownModel, model_list, route
 from inference_agent.serving.replica_handler import KV_SHARE_HEADER, PRIORITY_HEADER, QUEUED_HEADER
-from inference_agent.serving.schema import BadRequest, model_of, parse_classify, parse_completion, parse_json
+from inference_agent.serving.schema import BadRequest, error_event, parse_json
 from inference_agent.serving.supervisor import Endpoint, PoolRoutes
 from inference_agent.serving.telemetry import ServingTelemetry
 from inference_agent.serving.tenant_identity import GatewayTrust, UnknownKey, identify
 
 log = logging.getLogger(__name__)
-ROUTES = {"/v1/completions": "text", "/v1/classify": "classify"}
 PRUNE_EVERY_S = 10.0  # idle admission states are dropped this often: at 1,000 requests/s, one sweep per 10,000
 
 
@@ -85,7 +90,9 @@ class Frontend:
         telemetry: ServingTelemetry | None = None,
         clock: Callable[[], float] = time.monotonic,
         connections: ConnectionLimits | None = None,
+        waiting: Waiting = nothing_waiting,
     ) -> None:
+        """``waiting``: replica id → requests waiting in that replica's engine as last scraped (``dispatch.py``)."""
         self.routes = routes
         self.limits = limits
         self.gateway = gateway or GatewayTrust()
@@ -93,7 +100,7 @@ class Frontend:
         self.telemetry = telemetry
         self.clock = clock
         self.dispatcher = Dispatcher(
-            max_in_flight=limits.max_in_flight_per_replica, max_queue=limits.max_queue_per_pool
+            max_in_flight=limits.max_in_flight_per_replica, max_queue=limits.max_queue_per_pool, waiting=waiting
         )
         self.client = httpx.Client(
             timeout=httpx.Timeout(600.0, connect=1.0),
@@ -150,24 +157,16 @@ class Frontend:
         return self.dispatcher.queued(pool)
 
     # ---- one request, step by step
-    def check(self, path: str, raw: bytes) -> tuple[str, bool, int]:
-        """Validate; answers (pool, stream, token cost: prompt bytes + max_tokens) or raises BadRequest / Refusal."""
-        body = parse_json(raw)
-        pool = model_of(body)
-        known = self.routes().get(pool)
-        if known is None:
-            raise Refusal(404, f"unknown pool {pool!r}: this node serves {sorted(self.routes())}")
-        if known.kind != ROUTES[path]:
-            raise Refusal(404, f"pool {pool!r} serves {known.kind}, not {path}")
-        if known.kind == "text":
-            completion = parse_completion(body)
-            stream, cost = completion.stream, len(completion.prompt.encode()) + completion.max_tokens
-        else:
-            parse_classify(body)
-            stream, cost = False, 0
+    def check(self, path: str, raw: bytes) -> Routed:
+        """Validate; answers the pool, whether it streams, its token cost and the body to pass on, or raises
+        BadRequest / Refusal."""
+        try:
+            routed = route(path, parse_json(raw), raw, self.routes())
+        except UnknownModel as exc:
+            raise Refusal(404, str(exc)) from None
         if self.draining:
             raise Refusal(503, "this node is draining", "5")
-        return pool, stream, cost
+        return routed
 
     def kv_share(self, tenant: str, pool: str) -> float | None:
         return self.quotas.policy(tenant).quota(pool).kv_share
@@ -236,23 +235,23 @@ def _handler(frontend: Frontend) -> type[JsonHandler]:
                     503 if frontend.draining else 200, {"pools": pools, "anonymous_quota_per_pool": anonymous}
                 )
             elif path == "/v1/models":
-                data = [{"id": name, "object": "model", "owned_by": "fleetpilot"} for name in frontend.routes()]
-                self.answer_json(200, {"object": "list", "data": data})
+                self.answer_json(200, {"object": "list", "data": model_list(frontend.routes())})
             else:
                 self.answer_json(404, {"detail": f"not found: {path}"})
 
         def on_post(self, path: str, raw: bytes) -> None:
             if path not in ROUTES:
-                self.answer_json(404, {"detail": f"not found: {path}; try /v1/completions or /v1/classify"})
+                self.answer_json(404, {"detail": f"not found: {path}; try one of {sorted(ROUTES)}"})
                 return
             pool = "-"
             started = time.monotonic()
             try:
                 tenant = self._tenant()
-                pool, stream, cost = frontend.check(path, raw)
-                priority = frontend.admit(tenant, pool, cost)
+                routed = frontend.check(path, raw)
+                pool = routed.pool
+                priority = frontend.admit(tenant, pool, routed.cost_tokens)
                 try:
-                    code = self._route(path, raw, pool, tenant, priority, stream, started)
+                    code = self._route(path, routed, tenant, priority, started)
                 finally:
                     frontend.leave(tenant, pool)
             except BadRequest as exc:
@@ -272,9 +271,8 @@ def _handler(frontend: Frontend) -> type[JsonHandler]:
             gateway_tenant = self.headers.get(header) if header else None
             return frontend.identify(self.headers.get("Authorization"), gateway_tenant, self.client_address[0])
 
-        def _route(
-            self, path: str, raw: bytes, pool: str, tenant: str, priority: int, stream: bool, started: float
-        ) -> int:
+        def _route(self, path: str, routed: Routed, tenant: str, priority: int, started: float) -> int:
+            pool = routed.pool
             tried: frozenset[str] = frozenset()
             while True:
                 endpoint = frontend.slot(pool, priority, tried)
@@ -288,7 +286,7 @@ def _handler(frontend: Frontend) -> type[JsonHandler]:
                 if kv_share is not None:
                     headers[KV_SHARE_HEADER] = f"{kv_share:.4f}"
                 try:
-                    return self._proxy(f"{endpoint.url}{path}", raw, headers, stream)
+                    return self._proxy(f"{endpoint.url}{path}", routed.body, headers, routed.stream)
                 except _Retry:
                     tried |= {endpoint.replica_id}  # it was draining or gone: try another one once
                     if len(tried) > 1:
@@ -305,22 +303,35 @@ def _handler(frontend: Frontend) -> type[JsonHandler]:
                         self._relay(answer)
                         return answer.status_code
                     self.start_stream(200, answer.headers.get("content-type", "text/event-stream"))
-                    try:
-                        for chunk in answer.iter_raw():
-                            self.write_chunk(chunk)
-                    except ClientGone:
-                        return 499  # leaving the block closes the replica's stream, which aborts the request
-                    except httpx.HTTPError as exc:
-                        log.warning("replica at %s failed mid-stream: %s", url, exc)
-                        self.close_connection = True  # the client sees the stream end without [DONE]
-                        return 502
-                    self.end_stream()
-                    return 200
+                    return self._relay_stream(url, answer)
             except httpx.ConnectError:
                 raise _Retry from None
             except httpx.HTTPError as exc:
                 log.warning("replica at %s failed mid-request: %s", url, exc)
                 raise Refusal(503, "the replica failed; retry", "1") from None
+
+        def _relay_stream(self, url: str, answer: httpx.Response) -> int:
+            """Relay the replica's events; if it fails mid-stream, end the client's stream with an error event."""
+            last = b"\n\n"
+            try:
+                for chunk in answer.iter_raw():
+                    self.write_chunk(chunk)
+                    last = (last + chunk)[-2:]
+            except ClientGone:
+                return 499  # leaving the block closes the replica's stream, which aborts the request
+            except httpx.HTTPError as exc:
+                log.warning("replica at %s failed mid-stream: %s", url, exc)
+                # a replica killed mid-write leaves half an event: end it before the error so the client parses both
+                ending = b"" if last == b"\n\n" else b"\n\n"
+                try:
+                    self.write_chunk(ending + error_event("the replica failed mid-stream; retry the request"))
+                except ClientGone:
+                    return 499
+                self.end_stream()
+                self.close_connection = True
+                return 502
+            self.end_stream()
+            return 200
 
         def _relay(self, answer: httpx.Response) -> None:
             payload = answer.read()
