@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from collector.aggregate import percentile
 from inference_agent.serving.pools import RefusalReason
@@ -15,9 +19,54 @@ JITTER_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5)
 JITTER_WINDOW_TICKS = 1200  # 10 minutes at 500 ms
 
 
+class EngineAbsences(Protocol):
+    """What ``AgentTelemetry.watch_engine`` reads of an engine probe (``EngineScrapeProbe`` is one)."""
+
+    pool: str
+    url: str
+
+    @property
+    def kind(self) -> str: ...
+
+    def absent(self) -> dict[str, str]: ...
+
+
+class _EngineAbsenceCollector(Collector):
+    """``fleetpilot_agent_engine_metric_absent``, read from the watched probes at scrape time."""
+
+    def __init__(self) -> None:
+        self._probes: list[EngineAbsences] = []
+        self._lock = threading.Lock()
+
+    def watch(self, probe: EngineAbsences) -> None:
+        with self._lock:
+            if all(p is not probe for p in self._probes):
+                self._probes.append(probe)
+
+    def unwatch(self, probe: EngineAbsences) -> None:
+        with self._lock:
+            self._probes = [p for p in self._probes if p is not probe]
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "fleetpilot_agent_engine_metric_absent",
+            "1 for each catalog metric an engine's latest reading lacks, with the reason (an engine that does not "
+            "expose it, a rate that needs a second scrape, no request finished in the window, a failed scrape).",
+            labels=["pool", "engine", "endpoint", "metric", "reason"],
+        )
+        with self._lock:
+            probes = list(self._probes)
+        for probe in probes:
+            for name, reason in sorted(probe.absent().items()):
+                family.add_metric([probe.pool, str(probe.kind), probe.url, name, reason], 1.0)
+        yield family
+
+
 class AgentTelemetry:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
+        self._engine_absences = _EngineAbsenceCollector()
+        registry.register(self._engine_absences)
         self.ticks = Counter("fleetpilot_agent_ticks", "Sampling ticks run.", registry=registry)
         self.ticks_skipped = Counter(
             "fleetpilot_agent_ticks_skipped", "Ticks passed over because a tick overran its period.", registry=registry
@@ -112,6 +161,19 @@ class AgentTelemetry:
             "Seconds since a push last got through or found nothing to send.",
             registry=self.registry,
         ).set_function(since_progress_s)
+
+    def watch_engine(self, probe: EngineAbsences) -> None:
+        """Serve ``probe.absent()`` as ``fleetpilot_agent_engine_metric_absent{pool,engine,endpoint,metric,reason}``.
+
+        Read at scrape time, so each scrape shows the reasons of the probe's latest read. Call once per probe (a
+        replica's or an external endpoint's; watching one twice changes nothing) and ``unwatch_engine`` when it
+        goes. ``endpoint`` is the scraped URL: it tells apart two replicas of one pool.
+        """
+        self._engine_absences.watch(probe)
+
+    def unwatch_engine(self, probe: EngineAbsences) -> None:
+        """Stop serving ``probe``'s absences (its replica stopped); a probe not watched is ignored."""
+        self._engine_absences.unwatch(probe)
 
     def watch_spool(self, pending: Callable[[], int], lost: Callable[[], int], corrupt: Callable[[], int]) -> None:
         """Gauges read at scrape time from the spool."""
