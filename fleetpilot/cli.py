@@ -144,7 +144,21 @@ def _agent_flags(parser: argparse.ArgumentParser) -> None:
         "--workload",
         default=None,
         help="none; builtin (run the torch replicas of --pools and serve them on --serve-port); "
-        "or an external engine's metrics URL: vllm=URL, tgi=URL, triton=URL",
+        "or one external engine's metrics URL: vllm=URL, sglang=URL, tgi=URL, triton=URL, llamacpp=URL",
+    )
+    parser.add_argument(
+        "--engine",
+        action="append",
+        default=None,
+        metavar="POOL=KIND=URL",
+        help="an engine this node runs outside fleetpilot, read as pool POOL: KIND vllm, sglang, tgi, triton or "
+        "llamacpp, URL its /metrics; repeatable",
+    )
+    parser.add_argument(
+        "--config",
+        default=None,
+        metavar="PATH",
+        help="this node's config file (TOML or YAML): its labels, the engine profiles it may run, engines it reads",
     )
     parser.add_argument("--pool", default=None, help="pool the external engine serves (default: the engine kind)")
     parser.add_argument("--gpu-probe", default=None, help="auto (NVML if present), nvml, none, or replay:PATH[:GPUS]")
@@ -179,7 +193,8 @@ def _agent_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def run_agent(args: argparse.Namespace) -> int:
-    from inference_agent.daemon import Agent, open_probes
+    from inference_agent.config import AgentConfig
+    from inference_agent.daemon import Agent, open_probes, read_engines
     from inference_agent.serving.tenant_identity import GatewayTrust
     from inference_agent.settings import AgentSettings
 
@@ -202,6 +217,10 @@ def run_agent(args: argparse.Namespace) -> int:
     flags = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
     if args.serve_trusted_gateway:
         flags["serve_trusted_gateways"] = args.serve_trusted_gateway
+    if args.engine:
+        flags["engines"] = args.engine
+    if args.config is not None:
+        flags["config"] = args.config
     if args.token is not None:
         logging.getLogger("fleetpilot.agent").warning(
             "--token on the command line is visible to every user of this machine (ps); "
@@ -213,7 +232,13 @@ def run_agent(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"fleetpilot: --serve-trusted-gateway: {exc}", file=sys.stderr)
         return 2
-    return Agent(settings, open_probes(settings)).run()
+    try:
+        config = AgentConfig.load(settings.config) if settings.config is not None else AgentConfig()
+        read_engines(settings, config)
+    except ValueError as exc:  # ConfigError too
+        print(f"fleetpilot agent: {exc}", file=sys.stderr)
+        return 2
+    return Agent(settings, open_probes(settings, config), config=config).run()
 
 
 def _settings(args: argparse.Namespace, **overrides: Any) -> ServerSettings:

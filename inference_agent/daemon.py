@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from prometheus_client import CollectorRegistry
 
-from collector.control import DesiredState, NodeReport
+from collector.control import DesiredRefusal, DesiredState, NodeCapabilities, NodeReport
+from inference_agent.config import AgentConfig
 from inference_agent.endpoint import AgentEndpoint
 from inference_agent.http_server import ConnectionLimits
 from inference_agent.probes.base import GpuInfo, GpuProbe, Probe, ProbeUnavailable
 from inference_agent.pusher import MalformedDesired, Pusher, inventory_body
 from inference_agent.sampler import Sampler
-from inference_agent.serving.pools import RefusalReason, desired_refusal
+from inference_agent.serving.pools import DesiredRefused, RefusalReason, desired_refusal
 from inference_agent.settings import AgentSettings
 from inference_agent.spool import Spool
 from inference_agent.stop_signals import stop_on_signals
@@ -27,7 +28,7 @@ from inference_agent.telemetry import AgentTelemetry
 from inference_agent.ticker import Ticker
 
 if TYPE_CHECKING:
-    from inference_agent.serving.workload import BuiltinWorkload
+    from inference_agent.serving.workload import ServingWorkload
 
 log = logging.getLogger(__name__)
 AGENT_VERSION = "0.1.0"
@@ -52,14 +53,23 @@ class Probes:
 
 
 class Agent:
-    def __init__(self, settings: AgentSettings, probes: Probes, *, transport: httpx.BaseTransport | None = None):
+    def __init__(
+        self,
+        settings: AgentSettings,
+        probes: Probes,
+        *,
+        config: AgentConfig | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ):
         self.settings = settings
+        self.config = config or AgentConfig()
         self.probes = probes
         self.stop_event = threading.Event()
         self.registry = CollectorRegistry()
         self.telemetry = AgentTelemetry(self.registry)
         self.desired: DesiredState | None = None  # the last good one; None until one came
         self._refused: DesiredState | MalformedDesired | None = None  # the last one refused, so it is logged once
+        self._refusal: DesiredRefusal | None = None  # why, told to the control plane until a state is taken
         self.spool = Spool(
             settings.spool_dir / "samples",
             segment_seconds=SPOOL_SEGMENT_SECONDS,
@@ -69,7 +79,7 @@ class Agent:
             lambda: self.spool.pending, lambda: self.spool.lost_samples, lambda: self.spool.corrupt_segments
         )
         self._report_gpu_probe()
-        self.workload = self._builtin_workload()
+        self.workload = self._serving_workload()
         self.client = httpx.Client(
             base_url=settings.collector, timeout=httpx.Timeout(10.0, connect=3.0), transport=transport
         )
@@ -109,21 +119,28 @@ class Agent:
             self.telemetry.gpu_probe_info.labels("none", reason).set(1)
             log.warning("GPU metrics are absent on this node: %s", reason)
 
-    def _builtin_workload(self) -> BuiltinWorkload | None:
-        """With ``--workload builtin``: the replicas, their serving API, and the probe of their serving metrics."""
-        if self.settings.workload_spec.kind != "builtin":
+    def _serving_workload(self) -> ServingWorkload | None:
+        """With ``--workload builtin`` or engine profiles in ``--config``: the replicas, their serving API, and the
+        probes of their serving metrics."""
+        if self.settings.workload_spec.kind != "builtin" and not self.config.profiles:
             return None
         from inference_agent.sampler import BackgroundProbe
-        from inference_agent.serving.workload import BuiltinWorkload
+        from inference_agent.serving.workload import ServingWorkload
 
-        workload = BuiltinWorkload.from_settings(self.settings, self.registry, gpus=len(self.probes.inventory))
-        self.probes.others.append(BackgroundProbe(workload.probe(), self.settings.sample_interval_seconds))
+        workload = ServingWorkload.from_settings(
+            self.settings, self.registry, gpus=self.probes.inventory, config=self.config
+        )
+        for probe in workload.probes():
+            self.probes.others.append(BackgroundProbe(probe, self.settings.sample_interval_seconds))
         return workload
 
-    def _report(self, ts: float) -> NodeReport | None:
-        """What the node runs now; an agent without a supervisor (external engines) knows no replica counts and
-        reports nothing: the server counts each of its pool series as one ready replica."""
-        return self.workload.report(ts) if self.workload is not None else None
+    def _report(self, ts: float) -> NodeReport:
+        """What the node runs now and what it can run. Without a supervisor (external engines only) it names no
+        pools: the server counts each of its pool series as one ready replica."""
+        report = self.workload.report(ts) if self.workload is not None else NodeReport(ts=ts)
+        engines = self.workload.supervisor.offer.engines if self.workload is not None else {}
+        capabilities = NodeCapabilities(engines=dict(engines), labels=self.config.labels)
+        return report.model_copy(update={"capabilities": capabilities, "refused": self._refusal})
 
     def _on_desired(self, desired: DesiredState | MalformedDesired) -> None:
         """Take the ingest answer's desired state, unless it is malformed or asks more than this node runs: then it
@@ -131,11 +148,16 @@ class Agent:
         if isinstance(desired, MalformedDesired):
             self._refuse(desired, RefusalReason.MALFORMED, desired.detail)
             return
-        refusal = desired_refusal(desired, self.settings.max_replicas)
-        if refusal is not None:
-            self._refuse(desired, refusal.reason, str(refusal))
+        try:
+            refusal = desired_refusal(desired, self.settings.max_replicas)
+            if refusal is not None:
+                raise refusal
+            if self.workload is not None:
+                self.workload.check(desired)
+        except DesiredRefused as exc:
+            self._refuse(desired, exc.reason, str(exc))
             return
-        self._refused = None
+        self._refused = self._refusal = None
         if desired != self.desired:
             log.info("desired state from the control plane: %.2000s", desired)
         self.desired = desired
@@ -147,6 +169,7 @@ class Agent:
             log.error("desired state refused (%s): %s; the node keeps its last good desired state", reason, detail)
             self.telemetry.desired_refused.labels(reason.value).inc()
         self._refused = desired
+        self._refusal = DesiredRefusal(reason=reason.value, detail=detail[:2000])
 
     def health(self) -> dict[str, Any]:
         """``status`` ok (``/healthz`` 200), or stopping, or degraded with the ``reason`` (the pusher's)."""
@@ -206,19 +229,33 @@ def http_limits(settings: AgentSettings) -> ConnectionLimits:
     return ConnectionLimits(settings.http_max_connections, settings.http_socket_timeout_seconds)
 
 
-def open_probes(settings: AgentSettings) -> Probes:
-    """The probes the settings ask for; a GPU probe that cannot run leaves the GPU metrics absent, with the reason."""
+def open_probes(settings: AgentSettings, config: AgentConfig | None = None) -> Probes:
+    """The probes the settings ask for; a GPU probe that cannot run leaves the GPU metrics absent, with the reason.
+    Each engine the node reads (``--workload KIND=URL``, each ``--engine``, the config's ``engines``) gets its own."""
     from inference_agent.probes.engines import EngineScrapeProbe
     from inference_agent.probes.host import HostProbe
     from inference_agent.sampler import BackgroundProbe
 
     gpu, reason = _open_gpu_probe(settings.gpu_probe)
     others: list[Probe] = [HostProbe(data_dir=settings.spool_dir)]
-    spec = settings.workload_spec
-    if spec.url is not None:
-        engine = EngineScrapeProbe(spec.kind, spec.url, settings.pool or spec.kind)
+    for pool, kind, url in read_engines(settings, config or AgentConfig()):
+        engine = EngineScrapeProbe(kind, url, pool)
         others.append(BackgroundProbe(engine, settings.engine_scrape_interval_seconds))
     return Probes(gpu, reason, others)
+
+
+def read_engines(settings: AgentSettings, config: AgentConfig) -> list[tuple[str, str, str]]:
+    """(pool, kind, url) of every engine the node reads; a pool named twice is a ValueError naming it."""
+    engines = [(e.pool, e.kind, e.url) for e in settings.engine_endpoints]
+    engines += [(e.pool, e.kind.value, e.url) for e in config.engines]
+    spec = settings.workload_spec
+    if spec.url is not None:
+        engines.append((settings.pool or spec.kind, spec.kind, spec.url))
+    pools = [pool for pool, _, _ in engines]
+    twice = sorted({p for p in pools if pools.count(p) > 1})
+    if twice:
+        raise ValueError(f"pool {', '.join(twice)}: read from two engines (--engine, --workload, --config engines)")
+    return engines
 
 
 def _open_gpu_probe(choice: str) -> tuple[GpuProbe | None, str | None]:

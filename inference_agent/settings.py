@@ -10,9 +10,10 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from inference_agent.serving.pools import PoolSpec, parse_pools
+from inference_agent.probes.engines import EngineKind
+from inference_agent.serving.pools import POOL_NAME, PoolSpec, parse_pools
 
-ENGINE_KINDS = ("vllm", "tgi", "triton")
+ENGINE_KINDS = tuple(kind.value for kind in EngineKind)
 
 
 @dataclass(frozen=True)
@@ -31,8 +32,31 @@ class WorkloadSpec:
         if kind in ENGINE_KINDS and sep and url.startswith(("http://", "https://")):
             return cls(kind, url)
         raise ValueError(
-            f"workload {text!r}: use none, builtin, or vllm=URL, tgi=URL, triton=URL (URL of its /metrics)"
+            f"workload {text!r}: use none, builtin, or KIND=URL with KIND {_kinds()} (URL of its /metrics)"
         )
+
+
+@dataclass(frozen=True)
+class EngineEndpoint:
+    """An engine the node runs outside fleetpilot, read as pool ``pool``: ``--engine chat=vllm=http://…/metrics``."""
+
+    pool: str
+    kind: str
+    url: str
+
+    @classmethod
+    def parse(cls, text: str) -> EngineEndpoint:
+        pool, _, rest = text.partition("=")
+        kind, sep, url = rest.partition("=")
+        if POOL_NAME.match(pool) and kind in ENGINE_KINDS and sep and url.startswith(("http://", "https://")):
+            return cls(pool, kind, url)
+        raise ValueError(
+            f"engine {text!r}: use POOL=KIND=URL with KIND {_kinds()}, e.g. chat=vllm=http://127.0.0.1:8000/metrics"
+        )
+
+
+def _kinds() -> str:
+    return ", ".join(ENGINE_KINDS)
 
 
 class AgentSettings(BaseSettings):
@@ -45,6 +69,10 @@ class AgentSettings(BaseSettings):
     token_file: Path | None = None
     node_id: str = Field(default_factory=socket.gethostname, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
     workload: str = "none"
+    # engines read, not run (--engine POOL=KIND=URL, repeatable), and the node's config file (--config: labels,
+    # engine profiles it may run, engines it reads; inference_agent.config)
+    engines: list[str] = Field(default_factory=list)
+    config: Path | None = None
     pool: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
     gpu_probe: str = "auto"
     spool_dir: Path = Path("./.fleetpilot/agent-spool")
@@ -112,6 +140,15 @@ class AgentSettings(BaseSettings):
         WorkloadSpec.parse(value)
         return value
 
+    @field_validator("engines")
+    @classmethod
+    def _engines(cls, value: list[str]) -> list[str]:
+        pools = [EngineEndpoint.parse(v).pool for v in value]
+        twice = sorted({p for p in pools if pools.count(p) > 1})
+        if twice:
+            raise ValueError(f"engine: pool {', '.join(twice)} named twice; one endpoint per pool")
+        return value
+
     @field_validator("pools")
     @classmethod
     def _pools(cls, value: str) -> str:
@@ -128,6 +165,10 @@ class AgentSettings(BaseSettings):
     @property
     def workload_spec(self) -> WorkloadSpec:
         return WorkloadSpec.parse(self.workload)
+
+    @property
+    def engine_endpoints(self) -> list[EngineEndpoint]:
+        return [EngineEndpoint.parse(v) for v in self.engines]
 
     @property
     def pool_specs(self) -> dict[str, PoolSpec]:

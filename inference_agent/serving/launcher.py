@@ -1,7 +1,9 @@
 """Starting replica processes: the narrow ``Launcher`` Protocol the supervisor uses, and the real one.
 
-Each replica runs ``python -m inference_agent.serving.replica`` in its own session (a Ctrl-C at the terminal reaches
-the agent, which drains the replicas in order, not the replicas directly), with its output in ``LOG_DIR/ID.log``.
+A built-in replica runs ``python -m inference_agent.serving.replica``; an engine profile's replica runs the command
+the node's config declares, rendered for it (``LaunchSpec.command``). Each runs in its own session (a Ctrl-C at the
+terminal reaches the agent, which drains the replicas in order, not the replicas directly), with its output in
+``LOG_DIR/ID.log``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class LaunchSpec:
     kind: str
     port: int
     env: dict[str, str] = field(default_factory=dict)
+    command: tuple[str, ...] | None = None  # an engine profile's argv; None: the built-in replica
 
 
 class ReplicaProcess(Protocol):
@@ -65,7 +68,20 @@ class ProcessLauncher:
 
     def launch(self, spec: LaunchSpec) -> ReplicaProcess:
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        command = [
+        command = list(spec.command) if spec.command is not None else self._builtin(spec)
+        with (self.log_dir / f"{spec.replica_id}.log").open("ab") as log:
+            log.write(f"--- {' '.join(command)}\n".encode())
+            log.flush()
+            return subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **spec.env},
+                start_new_session=True,
+            )
+
+    def _builtin(self, spec: LaunchSpec) -> list[str]:
+        return [
             sys.executable,
             "-m",
             "inference_agent.serving.replica",
@@ -76,14 +92,6 @@ class ProcessLauncher:
             *("--http-socket-timeout-s", str(self.http.socket_timeout_s)),
             *self.extra_args,
         ]
-        with (self.log_dir / f"{spec.replica_id}.log").open("ab") as log:
-            return subprocess.Popen(
-                command,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, **spec.env},
-                start_new_session=True,
-            )
 
     def log_tail(self, replica_id: str, lines: int = 20) -> str:
         try:

@@ -19,6 +19,12 @@ Every field is checked where the desired state enters (``collector.control``: a 
 node (``desired_refusal``): at most ``max_replicas`` in all. A state past a bound is refused as a whole, and the node
 keeps running what it runs: trimming it (which 64 of 64,000 replicas?) would run a state nobody asked for, while the
 control plane believes its own, so the operator gets one clear line and a counted refusal instead.
+
+A pool that names an ``engine`` runs one of the node's declared engine profiles (``inference_agent.config``) with a
+``model`` from its list; one naming an engine the node did not declare, a model outside its list, a built-in pool
+on a node that offers no built-in engine, or more GPUs per replica than the node has is refused the same way
+(UnknownEngine, UnknownModel, TooManyGpus): nothing of it starts, and the node's report says why. A pool restated
+without ``engine`` or ``kind`` keeps what it runs now.
 """
 
 from __future__ import annotations
@@ -28,10 +34,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from collector.control import NAME_PATTERN, DesiredState, PoolLimits
+from collector.control import NAME_PATTERN, DesiredState, EngineOffer, PoolDesired, PoolLimits
 from inference_agent.serving.replica_quota import GpuQuota
 
 KINDS = ("text", "classify")
+BUILTIN_OFFERS: Mapping[str, EngineOffer] = {"text": EngineOffer(), "classify": EngineOffer(serves="classify")}
 POOL_NAME = re.compile(NAME_PATTERN)
 MAX_REPLICAS_PER_NODE = 64  # the agent's max_replicas setting, by default
 # collector.control.MAX_POOLS bounds the pools of a desired state (past it, Malformed): a pool costs a route, a
@@ -44,6 +51,9 @@ class RefusalReason(StrEnum):
 
     MALFORMED = "Malformed"  # a field the agent knows holds a bad value (collector.control names it)
     TOO_MANY_REPLICAS = "TooManyReplicas"
+    UNKNOWN_ENGINE = "UnknownEngine"  # an engine profile (or the built-in engines) this node did not declare
+    UNKNOWN_MODEL = "UnknownModel"  # a model the profile does not list
+    TOO_MANY_GPUS = "TooManyGpus"  # more GPUs per replica than the node has
 
 
 class DesiredRefused(ValueError):
@@ -54,10 +64,37 @@ class DesiredRefused(ValueError):
 
 @dataclass(frozen=True)
 class PoolSpec:
+    """A pool as the node runs it: ``kind`` is the API its replicas answer (and, without ``engine``, the built-in
+    engine they run); ``engine`` a declared profile with its ``model``; ``gpus`` each replica gets, when the node has
+    GPUs (None: replicas share the node's GPUs, as built-in replicas started by ``--pools`` do)."""
+
     replicas: int
     kind: str = "text"
     gpu_quota: GpuQuota = field(default_factory=GpuQuota)
     cpu_millicores: int | None = None  # each replica's CPU cap; None: uncapped
+    engine: str | None = None
+    model: str | None = None
+    gpus: int | None = None
+    gpu_memory_mib: int | None = None
+
+    @property
+    def runs(self) -> str:
+        """What a replica of the pool runs; a change replaces the replicas: ``text``, ``vllm:Qwen/Qwen2.5-7B@2``."""
+        if self.engine is None:
+            return self.kind
+        gpus = "" if self.gpus is None else f"@{self.gpus}"
+        memory = "" if self.gpu_memory_mib is None else f"/{self.gpu_memory_mib}MiB"
+        return f"{self.engine}:{self.model or ''}{gpus}{memory}"
+
+
+@dataclass(frozen=True)
+class NodeOffer:
+    """What this node can run, which a desired state is checked against: its engines (the built-in ones when it runs
+    the built-in workload, and its profiles), its GPUs and its replica bound."""
+
+    engines: Mapping[str, EngineOffer]
+    gpus: int = 0
+    max_replicas: int = MAX_REPLICAS_PER_NODE
 
 
 def parse_pools(text: str) -> dict[str, PoolSpec]:
@@ -90,19 +127,48 @@ def desired_refusal(desired: DesiredState, max_replicas: int) -> DesiredRefused 
 
 
 def pools_from_desired(
-    desired: DesiredState, current: Mapping[str, PoolSpec], max_replicas: int = MAX_REPLICAS_PER_NODE
+    desired: DesiredState, current: Mapping[str, PoolSpec], offer: NodeOffer
 ) -> dict[str, PoolSpec] | None:
-    """The pools ``desired`` asks for (a pool's kind left out: what it runs as now, else text), or None when it says
-    nothing about pools; DesiredRefused for a count past the node's bounds."""
-    refusal = desired_refusal(desired, max_replicas)
+    """The pools ``desired`` asks for, or None when it says nothing about pools; DesiredRefused when it asks what the
+    node cannot or may not run (module docstring). A pool restated without engine or kind keeps what it runs now."""
+    refusal = desired_refusal(desired, offer.max_replicas)
     if refusal is not None:
         raise refusal
     if desired.pools is None:
         return None
-    return {
-        name: PoolSpec(spec.replicas, spec.kind or (current[name].kind if name in current else "text"))
-        for name, spec in desired.pools.items()
-    }
+    return {name: _pool(name, wanted, current.get(name), offer) for name, wanted in desired.pools.items()}
+
+
+def _pool(name: str, wanted: PoolDesired, now: PoolSpec | None, offer: NodeOffer) -> PoolSpec:
+    if wanted.engine is None and wanted.kind is None and now is not None:
+        return replace(now, replicas=wanted.replicas)
+    engine = wanted.engine or wanted.kind or "text"
+    declared = offer.engines.get(engine)
+    where = f"pools.{name}"
+    if declared is None and wanted.replicas > 0:
+        what = f"engine {engine!r}" if wanted.engine else f"the built-in {engine!r} engine"
+        raise DesiredRefused(
+            RefusalReason.UNKNOWN_ENGINE,
+            f"{where}: {what} is not declared on this node (it offers {sorted(offer.engines)})",
+        )
+    if declared is not None and not declared.takes(wanted.model):
+        listed = f"its models are {declared.models}" if declared.models else "it takes no model"
+        raise DesiredRefused(
+            RefusalReason.UNKNOWN_MODEL, f"{where}: engine {engine!r} may not serve model {wanted.model!r}: {listed}"
+        )
+    if wanted.gpus is not None and offer.gpus and wanted.gpus > offer.gpus:
+        raise DesiredRefused(
+            RefusalReason.TOO_MANY_GPUS, f"{where}: {wanted.gpus} GPUs per replica, this node has {offer.gpus}"
+        )
+    serves = declared.serves if declared is not None else "text"
+    return PoolSpec(
+        wanted.replicas,
+        serves if wanted.engine else engine,
+        engine=wanted.engine,
+        model=wanted.model,
+        gpus=wanted.gpus,
+        gpu_memory_mib=wanted.gpu_memory_mib,
+    )
 
 
 def with_limits(pools: Mapping[str, PoolSpec], limits: Mapping[str, PoolLimits], cores: int) -> dict[str, PoolSpec]:

@@ -63,7 +63,7 @@ class ReplicaView:
 
     id: str
     pool: str
-    kind: str
+    kind: str  # what it runs (``PoolSpec.runs``): a built-in kind, or an engine profile and its model
     phase: Phase
     since: float
     in_flight: int = 0
@@ -101,10 +101,17 @@ def settled(view: ReplicaView, now: float, timing: Timing) -> ReplicaView:
     return view
 
 
-def decide(target: Mapping[str, PoolSpec], replicas: Sequence[ReplicaView], now: float, timing: Timing) -> list[Action]:
+def decide(
+    target: Mapping[str, PoolSpec],
+    replicas: Sequence[ReplicaView],
+    now: float,
+    timing: Timing,
+    timings: Mapping[str, Timing] | None = None,
+) -> list[Action]:
+    """The actions of one pass; ``timings`` are pools' own (an engine profile's startup timeout and drain grace)."""
     actions: list[Action] = []
     for view in replicas:
-        actions.extend(_lifecycle(view, now, timing))
+        actions.extend(_lifecycle(view, now, (timings or {}).get(view.pool, timing)))
     decided = {a.replica_id for a in actions}
     for pool in sorted({v.pool for v in replicas} | set(target)):
         scaled = _scale(pool, target.get(pool), [v for v in replicas if v.pool == pool], now)
@@ -128,8 +135,8 @@ def _scale(pool: str, spec: PoolSpec | None, views: list[ReplicaView], now: floa
     live = [v for v in views if v.phase is not Phase.DRAINING]
     if spec is None:
         return _remove(live, Reason.POOL_REMOVED)
-    actions = _remove([v for v in live if v.kind != spec.kind], Reason.KIND_CHANGED)
-    same_kind = [v for v in live if v.kind == spec.kind]
+    actions = _remove([v for v in live if v.kind != spec.runs], Reason.KIND_CHANGED)
+    same_kind = [v for v in live if v.kind == spec.runs]
     outdated = [v for v in same_kind if v.gpu_quota != spec.gpu_quota]
     current = [v for v in same_kind if v.gpu_quota == spec.gpu_quota]
     surplus = _by_cost(current)[: max(0, len(current) - spec.replicas)]
@@ -138,7 +145,7 @@ def _scale(pool: str, spec: PoolSpec | None, views: list[ReplicaView], now: floa
     for view in kept:
         if view.phase is Phase.BACKOFF and view.restart_at is not None and view.restart_at <= now:
             actions.append(Action(Verb.RESTART, pool, view.kind, Reason.BACKOFF_ELAPSED, view.id))
-    actions.extend(Action(Verb.START, pool, spec.kind, Reason.SCALE_UP) for _ in range(spec.replicas - len(kept)))
+    actions.extend(Action(Verb.START, pool, spec.runs, Reason.SCALE_UP) for _ in range(spec.replicas - len(kept)))
     return actions + _replace_outdated(outdated, kept, spec.replicas)
 
 

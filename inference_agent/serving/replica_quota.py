@@ -16,6 +16,7 @@ CPUS_ENV = "FLEETPILOT_REPLICA_CPUS"
 THREADS_ENV = "FLEETPILOT_REPLICA_THREADS"
 MPS_THREADS_ENV = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
 MPS_MEMORY_ENV = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
+VISIBLE_DEVICES_ENV = "CUDA_VISIBLE_DEVICES"
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,15 @@ def replica_environment(
             # the limit is per device index as the replica sees it: it uses its first visible device
             env[MPS_MEMORY_ENV] = f"0={gpu_quota.gpu_memory_mib}M"
     return env
+
+
+def gpu_memory_fraction(memory_mib: int | None, totals_mib: list[int | None], default: float) -> float:
+    """What an engine's ``--gpu-memory-utilization`` should be: the pool's GPU memory over the smallest assigned
+    GPU's (40,960 MiB of an 81,559 MiB H100 → 0.502), at most 1; ``default`` when either is unknown."""
+    known = [t for t in totals_mib if t]
+    if memory_mib is None or not known:
+        return default
+    return min(1.0, memory_mib / min(known))
 
 
 def parse_cpus(text: str) -> set[int]:

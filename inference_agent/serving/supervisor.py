@@ -1,7 +1,13 @@
 """The replica supervisor: runs each pool's replica processes and reconciles them toward the target.
 
 The target is the agent's ``--pools`` until the control plane's ``desired`` names pools, with the limits of its
-``pool_limits`` (shapes in ``pools.py``). Each pass observes (process exits, warm ``/healthz``, in-flight counts),
+``pool_limits`` (shapes in ``pools.py``). A replica runs the built-in engine (``python -m
+inference_agent.serving.replica``: ready on ``/healthz``, drained with ``POST /drain``) or an engine profile of the
+node's config (its own command, ready on its health path, drained by routing nothing new to it until what the front
+end sent it has finished or the profile's drain grace ends); either way it is SIGTERMed, then SIGKILLed
+``STOP_GRACE_S`` later, keeps its log, and is restarted with back-off when it crashes. A pool asking ``gpus`` per
+replica gets that many of the node's GPUs to itself (``CUDA_VISIBLE_DEVICES``): a replica waits to start until they
+are free. Each pass observes (process exits, warm ``/healthz``, in-flight counts),
 asks ``reconcile.decide`` what to do, and does it: start replicas on free loopback ports with their quota environment
 (``replica_quota.py``), route to them once warm, drain on scale-down (``POST /drain``, then SIGTERM when nothing is in
 flight or the drain deadline passed), restart crashed ones after their back-off. A pool's CPU cap applies to each of
@@ -25,13 +31,15 @@ from typing import Any
 
 import httpx
 
-from collector.control import DesiredState
+from collector.control import DesiredState, EngineOffer
+from inference_agent.config import EngineProfile, LaunchValues
 from inference_agent.isolation.cpu import CpuLimits
 from inference_agent.isolation.limits import IsolationError, LimitApplier, ReplicaLimits
 from inference_agent.serving.launcher import Launcher, LaunchSpec, ReplicaProcess, free_port
 from inference_agent.serving.pools import (
+    BUILTIN_OFFERS,
     MAX_REPLICAS_PER_NODE,
-    DesiredRefused,
+    NodeOffer,
     PoolSpec,
     pools_from_desired,
     with_limits,
@@ -46,7 +54,13 @@ from inference_agent.serving.reconcile import (
     decide,
     settled,
 )
-from inference_agent.serving.replica_quota import GpuQuota, cpu_share, replica_environment
+from inference_agent.serving.replica_quota import (
+    VISIBLE_DEVICES_ENV,
+    GpuQuota,
+    cpu_share,
+    gpu_memory_fraction,
+    replica_environment,
+)
 from inference_agent.serving.telemetry import ServingTelemetry
 
 log = logging.getLogger(__name__)
@@ -74,6 +88,9 @@ class PoolRoutes:
     starting: int = 0
     consecutive_crashes: int = 0
     served_model: str | None = None  # an engine profile's model: the front end puts it in the body's ``model``
+    engine: str | None = None  # the engine profile its replicas run; None: the built-in engine
+    metrics_kind: str | None = None  # how the profile's metrics read (probes.engines.EngineKind); None: not read
+    metrics_path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +113,8 @@ class _Replica:
     process: ReplicaProcess | None = None
     cpus: tuple[int, ...] = ()  # its share of the node's cores
     cpu_millicores: int | None = None  # the cap last applied to its process
+    gpus: tuple[int, ...] = ()  # the GPUs it has to itself (CUDA_VISIBLE_DEVICES), while its process lives
+    profile: EngineProfile | None = None  # what its process runs; None: the built-in replica
 
 
 @dataclass
@@ -120,6 +139,10 @@ class Supervisor:
     clock: Callable[[], float] = time.monotonic
     client: httpx.Client = field(default_factory=lambda: httpx.Client(timeout=httpx.Timeout(2.0, connect=0.5)))
     max_replicas: int = MAX_REPLICAS_PER_NODE  # in all pools together, whatever a desired state asks
+    # what a desired state may name: the built-in engines (when the node runs them) and the config's profiles
+    builtin: bool = True
+    profiles: Mapping[str, EngineProfile] = field(default_factory=dict)
+    gpu_memory_mib: Mapping[int, int | None] = field(default_factory=dict)  # the node's GPUs: index → total MiB
 
     def __post_init__(self) -> None:
         configured = sum(spec.replicas for spec in self.configured.values())
@@ -134,7 +157,16 @@ class Supervisor:
         self._startup_s: dict[str, float] = {}  # by pool: the latest replica's launch → ready
         self._step_lock = threading.Lock()
         self._next_id = 0
+        self._gpus_held: dict[str, tuple[int, ...]] = {}  # by replica id, until its process is reaped
+        self._waiting_for_gpus: set[str] = set()  # pools whose next replica waits for GPUs (logged once)
         self._publish()
+
+    @property
+    def offer(self) -> NodeOffer:
+        """What a desired state is checked against (``pools.pools_from_desired``) and what the node reports."""
+        engines: dict[str, EngineOffer] = dict(BUILTIN_OFFERS) if self.builtin else {}
+        engines.update({name: profile.offer() for name, profile in self.profiles.items()})
+        return NodeOffer(engines, len(self.gpu_memory_mib), self.max_replicas)
 
     # ---- what others read and set
     def routes(self) -> dict[str, PoolRoutes]:
@@ -147,15 +179,14 @@ class Supervisor:
     def target(self) -> dict[str, PoolSpec]:
         return dict(self._target)
 
+    def check(self, desired: DesiredState) -> None:
+        """Raise DesiredRefused when ``desired`` asks what this node cannot or may not run; the target is untouched."""
+        pools_from_desired(desired, self._pools, self.offer)
+
     def set_desired(self, desired: DesiredState) -> None:
-        """Take the control plane's pools and limits; one asking more than ``max_replicas`` is refused as a whole:
-        logged, and the target kept."""
-        try:
-            pools = pools_from_desired(desired, self._pools, self.max_replicas)
-        except DesiredRefused as exc:
-            running = sum(spec.replicas for spec in self._target.values())
-            log.error("desired state refused (%s): %s; keeping the %d replicas targeted now", exc.reason, exc, running)
-            return
+        """Take the control plane's pools and limits; one the node cannot or may not run is refused as a whole:
+        DesiredRefused, and the target kept."""
+        pools = pools_from_desired(desired, self._pools, self.offer)
         target = with_limits(self._pools if pools is None else pools, desired.pool_limits, len(self.cpus))
         if target != self._target:
             log.info("target pools now %s", {name: (p.kind, p.replicas) for name, p in target.items()})
@@ -175,7 +206,8 @@ class Supervisor:
         with self._step_lock:
             now = self.clock()
             self._observe(now)
-            actions = decide(self._decided_target(), [r.view for r in self._replicas], now, self.timing)
+            views = [r.view for r in self._replicas]
+            actions = decide(self._decided_target(), views, now, self.timing, self._timings())
             for action in actions:
                 self._apply(action, now)
             for replica in self._replicas:
@@ -185,6 +217,19 @@ class Supervisor:
             self._reap(now)
             self._publish()
             return actions
+
+    def _timings(self) -> dict[str, Timing]:
+        """Each engine-profile pool's own startup timeout and drain grace."""
+        timings = {}
+        for name, spec in self._target.items():
+            profile = self.profiles.get(spec.engine) if spec.engine else None
+            if profile is not None:
+                timings[name] = replace(
+                    self.timing,
+                    startup_timeout_s=profile.startup_timeout_seconds,
+                    drain_deadline_s=profile.drain_grace_seconds,
+                )
+        return timings
 
     def _decided_target(self) -> dict[str, PoolSpec]:
         """The target as it binds the replicas: GPU limits only where MPS would read them."""
@@ -218,11 +263,13 @@ class Supervisor:
             view = replica.view
             if replica.process is not None and replica.process.poll() is not None:
                 self._exited(replica, now)
-            elif view.phase is Phase.STARTING and self._answers(replica, "/healthz"):
+            elif view.phase is Phase.STARTING and self._answers(replica, _health_path(replica)):
                 replica.view = replace(view, phase=Phase.READY, since=now)
                 self._warm(replica, now - view.since)  # ``since``: when its process was launched
             elif view.phase is Phase.READY:
                 replica.view = settled(replace(view, in_flight=self.load(view.id)), now, self.timing)
+            elif view.phase is Phase.DRAINING and replica.profile is not None:
+                replica.view = replace(view, in_flight=self.load(view.id))  # only the front end routes to it
             elif view.phase is Phase.DRAINING:
                 stats = self._get(replica, "/stats")
                 if stats is not None:
@@ -274,19 +321,22 @@ class Supervisor:
         if self.telemetry is not None:
             self.telemetry.replica_actions.labels(action.verb.value, action.reason.value).inc()
         if action.verb is Verb.START:
-            self._next_id += 1
-            view = ReplicaView(f"{action.pool}-{self._next_id}", action.pool, action.kind, Phase.STARTING, now)
+            view = ReplicaView(f"{action.pool}-{self._next_id + 1}", action.pool, action.kind, Phase.STARTING, now)
             replica = _Replica(view, self._free_slot())
-            self._replicas.append(replica)
-            self._spawn(replica, now)
+            if self._spawn(replica, now):
+                self._next_id += 1
+                self._replicas.append(replica)
             return
         replica = next(r for r in self._replicas if r.view.id == action.replica_id)
         log.info("replica %s of pool %s: %s (%s)", replica.view.id, action.pool, action.verb, action.reason)
         if action.verb is Verb.RESTART:
-            self._spawn(replica, now)
+            if not self._spawn(replica, now):
+                replica.view = replace(replica.view, restart_at=now + self.timing.backoff_base_s)
         elif action.verb is Verb.DRAIN:
             replica.view = replace(replica.view, phase=Phase.DRAINING, since=now)
             self._publish()  # stop routing to it before it refuses work
+            if replica.profile is not None:
+                return  # an engine of its own knows no drain: what it has finishes, nothing new reaches it
             try:
                 self.client.post(f"http://127.0.0.1:{replica.port}/drain")
             except httpx.HTTPError as exc:
@@ -302,23 +352,68 @@ class Supervisor:
         elif action.verb is Verb.FORGET:
             self._replicas.remove(replica)
 
-    def _spawn(self, replica: _Replica, now: float) -> None:
+    def _spawn(self, replica: _Replica, now: float) -> bool:
+        """Start the replica's process; False (nothing started) while the GPUs it needs are held by others."""
         view = replica.view
+        spec = self._decided_target().get(view.pool, PoolSpec(0, view.kind))
+        gpus = self._take_gpus(view.pool, spec.gpus)
+        if gpus is None:
+            return False
         replica.port = free_port()
         slots = max(sum(p.replicas for p in self._target.values()), len(self._replicas))
-        spec = self._decided_target().get(view.pool, PoolSpec(0, view.kind))
         replica.cpus = cpu_share(replica.slot, slots, self.cpus)
         env = replica_environment(
             slot=replica.slot, slots=slots, cpus=self.cpus, device=self.device, mps=self.mps, gpu_quota=spec.gpu_quota
         )
-        replica.process = self.launcher.launch(LaunchSpec(view.id, view.pool, view.kind, replica.port, env))
+        if gpus:
+            env[VISIBLE_DEVICES_ENV] = ",".join(map(str, gpus))
+        replica.profile = self.profiles.get(spec.engine) if spec.engine else None
+        command: tuple[str, ...] | None = None
+        if replica.profile is not None:
+            values = LaunchValues(
+                model=spec.model,
+                port=replica.port,
+                pool=view.pool,
+                replica_id=view.id,
+                gpus=len(gpus) or spec.gpus or 1,
+                gpu_memory_fraction=gpu_memory_fraction(
+                    spec.gpu_memory_mib, [self.gpu_memory_mib.get(i) for i in gpus], replica.profile.gpu_memory_fraction
+                ),
+            )
+            argv, profile_env = replica.profile.render(values)
+            command, env = tuple(argv), {**profile_env, **env}
+        replica.process = self.launcher.launch(LaunchSpec(view.id, view.pool, view.kind, replica.port, env, command))
+        replica.gpus = gpus
+        self._gpus_held[view.id] = gpus
         replica.view = replace(view, phase=Phase.STARTING, since=now, restart_at=None, gpu_quota=spec.gpu_quota)
         log.info(
-            "replica %s of pool %s starting on port %d (pid %d)", view.id, view.pool, replica.port, replica.process.pid
+            "replica %s of pool %s starting on port %d (pid %d%s): %s",
+            view.id,
+            view.pool,
+            replica.port,
+            replica.process.pid,
+            f", GPUs {env[VISIBLE_DEVICES_ENV]}" if gpus else "",
+            " ".join(command) if command else f"built-in {view.kind} engine",
         )
         replica.cpu_millicores = None  # a new process: nothing capped yet
         self._limit(replica, spec.cpu_millicores)
         self._share_gpu(replica, spec.gpu_quota)
+        return True
+
+    def _take_gpus(self, pool: str, wanted: int | None) -> tuple[int, ...] | None:
+        """``wanted`` GPUs no live replica holds (lowest indices first), () when the pool asks none or the node has
+        none, None while too few are free."""
+        if wanted is None or not self.gpu_memory_mib:
+            return ()
+        held = {i for gpus in self._gpus_held.values() for i in gpus}
+        free = [i for i in sorted(self.gpu_memory_mib) if i not in held]
+        if len(free) < wanted:
+            if pool not in self._waiting_for_gpus:
+                log.warning("pool %s: its next replica waits for %d free GPUs (%d free now)", pool, wanted, len(free))
+                self._waiting_for_gpus.add(pool)
+            return None
+        self._waiting_for_gpus.discard(pool)
+        return tuple(free[:wanted])
 
     def _share_gpu(self, replica: _Replica, quota: GpuQuota) -> None:
         """Have the MPS server allow the limits the replica started with (they narrow, never widen, the server's)."""
@@ -338,6 +433,7 @@ class Supervisor:
         report("replica %s of pool %s GPU limits: %s", replica.view.id, replica.view.pool, outcome.describe())
 
     def _release(self, replica_id: str) -> None:
+        self._gpus_held.pop(replica_id, None)
         self.cpu_limits.release(replica_id)
         if self.gpu_limits is not None:
             self.gpu_limits.release(replica_id)
@@ -377,10 +473,20 @@ class Supervisor:
     def _publish(self) -> None:
         routes: dict[str, PoolRoutes] = {}
         for name, spec in self._target.items():
-            mine = [r for r in self._replicas if r.view.pool == name and r.view.kind == spec.kind]
+            mine = [r for r in self._replicas if r.view.pool == name and r.view.kind == spec.runs]
             ready = tuple(Endpoint(r.view.id, r.port) for r in mine if r.view.phase is Phase.READY)
             starting = sum(r.view.phase is Phase.STARTING for r in mine)
-            routes[name] = PoolRoutes(spec.kind, ready, starting, max((r.view.crashes for r in mine), default=0))
+            profile = self.profiles.get(spec.engine) if spec.engine else None
+            routes[name] = PoolRoutes(
+                spec.kind,
+                ready,
+                starting,
+                max((r.view.crashes for r in mine), default=0),
+                served_model=spec.model if profile is not None else None,
+                engine=spec.engine,
+                metrics_kind=None if profile is None or profile.metrics_kind is None else profile.metrics_kind.value,
+                metrics_path=None if profile is None else profile.metrics_path,
+            )
         self._routes = routes
         pools = set(self._target) | {r.view.pool for r in self._replicas}
         self._startup_s = {p: s for p, s in self._startup_s.items() if p in pools}
@@ -400,6 +506,10 @@ class Supervisor:
             consecutive_crashes=max((v.crashes for v in mine), default=0),
             startup_seconds=self._startup_s.get(pool),
         )
+
+
+def _health_path(replica: _Replica) -> str:
+    return replica.profile.health_path if replica.profile is not None else "/healthz"
 
 
 def _device_index(device: str) -> int:

@@ -1,8 +1,11 @@
-"""The built-in workload as the agent runs it: the supervisor, the serving front end and the probe, wired together.
+"""The replicas the agent runs, as it runs them: the supervisor, the serving front end and the probes, wired together.
 
-The daemon builds one with ``--workload builtin``, starts it before sampling, hands it each desired state from the
-ingest answers (pools to the supervisor, tenant quotas to the front end), asks it for the node's report at each push
-(``report``), and stops it on SIGTERM: the front end refuses new work, every replica drains, then all stop.
+The daemon builds one with ``--workload builtin`` (the built-in engines) or a ``--config`` declaring engine profiles
+(or both), starts it before sampling, checks each desired state from the ingest answers against what the node
+offers (``check``), hands it on (pools to the supervisor, tenant quotas to the front end), asks it for the node's
+pools at each push (``report``), and stops it on SIGTERM: the front end refuses new work, every replica drains, then
+all stop. The built-in replicas are read through their ``/stats`` (with tenant usage), an engine profile's through
+its own metrics endpoint and adapter (``engine_replicas.py``).
 """
 
 from __future__ import annotations
@@ -15,16 +18,19 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from collector.control import DesiredState, NodeReport
+from inference_agent.config import AgentConfig
 from inference_agent.http_server import ConnectionLimits
 from inference_agent.isolation.cpu import CpuLimits
 from inference_agent.isolation.mps import MpsControl
+from inference_agent.probes.base import GpuInfo
 from inference_agent.probes.builtin import BuiltinEngineProbe
+from inference_agent.serving.engine_replicas import EngineReplicasProbe
 from inference_agent.serving.frontend import Frontend, FrontendLimits
 from inference_agent.serving.launcher import Launcher, ProcessLauncher
 from inference_agent.serving.reconcile import Timing
 from inference_agent.serving.replica_quota import mps_daemon_running
 from inference_agent.serving.report import node_report
-from inference_agent.serving.supervisor import Supervisor
+from inference_agent.serving.supervisor import PoolRoutes, Supervisor
 from inference_agent.serving.telemetry import ServingTelemetry
 from inference_agent.serving.tenant_identity import GatewayTrust
 from inference_agent.settings import AgentSettings
@@ -32,11 +38,12 @@ from inference_agent.settings import AgentSettings
 log = logging.getLogger(__name__)
 
 
-class BuiltinWorkload:
+class ServingWorkload:
     def __init__(self, supervisor: Supervisor, frontend: Frontend, *, usage_fresh_for_s: float = 5.0) -> None:
         self.supervisor = supervisor
         self.frontend = frontend
-        self._probe = BuiltinEngineProbe(supervisor.routes, queued=frontend.queued)
+        self._probe = BuiltinEngineProbe(self._builtin_routes, queued=frontend.queued)
+        self.engine_probe = EngineReplicasProbe(supervisor.routes, queued=frontend.queued)
         self._usage_fresh_for_s = usage_fresh_for_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=supervisor.run, args=(self._stop,), name="supervisor", daemon=True)
@@ -44,10 +51,17 @@ class BuiltinWorkload:
 
     @classmethod
     def from_settings(
-        cls, settings: AgentSettings, registry: CollectorRegistry, *, gpus: int, launcher: Launcher | None = None
-    ) -> BuiltinWorkload:
+        cls,
+        settings: AgentSettings,
+        registry: CollectorRegistry,
+        *,
+        gpus: list[GpuInfo],
+        config: AgentConfig | None = None,
+        launcher: Launcher | None = None,
+    ) -> ServingWorkload:
         telemetry = ServingTelemetry(registry)
         device = settings.replica_device if settings.replica_device != "auto" else ("cuda" if gpus else "cpu")
+        builtin = settings.workload_spec.kind == "builtin"
         http = ConnectionLimits(settings.http_max_connections, settings.http_socket_timeout_seconds)
         launcher = launcher or ProcessLauncher(
             settings.spool_dir / "replica-logs",
@@ -62,7 +76,7 @@ class BuiltinWorkload:
         frontend_box: list[Frontend] = []
         mps = device.startswith("cuda") and mps_daemon_running(dict(os.environ), os.path.exists)
         supervisor = Supervisor(
-            settings.pool_specs,
+            settings.pool_specs if builtin else {},
             launcher,
             telemetry,
             timing,
@@ -72,6 +86,9 @@ class BuiltinWorkload:
             cpu_limits=CpuLimits(settings.replica_cgroup_root, settings.replica_cgroup_v1_root),
             gpu_limits=MpsControl() if mps else None,
             max_replicas=settings.max_replicas,
+            builtin=builtin,
+            profiles=config.profiles if config is not None else {},
+            gpu_memory_mib={g.index: _mib(g.memory_total_bytes) for g in gpus},
         )
         limits = FrontendLimits(
             settings.replica_max_in_flight, settings.serve_queue_limit, settings.serve_queue_timeout_seconds
@@ -86,12 +103,23 @@ class BuiltinWorkload:
             connections=http,
         )
         frontend_box.append(frontend)
-        log.info("built-in workload: replicas on %s, serving API on %s:%d", device, settings.serve_host, frontend.port)
+        engines = ", ".join(supervisor.offer.engines) or "none"
+        log.info(
+            "serving engines %s: replicas on %s, serving API on %s:%d",
+            engines,
+            device,
+            settings.serve_host,
+            frontend.port,
+        )
         # the probe's figures are as stale as the sampler lets them be (BackgroundProbe's bound), no more
         return cls(supervisor, frontend, usage_fresh_for_s=max(3 * settings.sample_interval_seconds, 5.0))
 
-    def probe(self) -> BuiltinEngineProbe:
-        return self._probe
+    def probes(self) -> list[BuiltinEngineProbe | EngineReplicasProbe]:
+        """What reads the replicas' serving metrics: the built-in ones' ``/stats``, the engine profiles' endpoints."""
+        return [self._probe, self.engine_probe]
+
+    def _builtin_routes(self) -> dict[str, PoolRoutes]:
+        return {name: r for name, r in self.supervisor.routes().items() if r.engine is None}
 
     def report(self, ts: float) -> NodeReport:
         """The node's replicas and tenant usage now, as of the wall-clock ``ts``."""
@@ -103,6 +131,10 @@ class BuiltinWorkload:
         self.supervisor.step()
         self._thread.start()
 
+    def check(self, desired: DesiredState) -> None:
+        """DesiredRefused (``pools.py``) when the node cannot or may not run what ``desired`` asks."""
+        self.supervisor.check(desired)
+
     def on_desired(self, desired: DesiredState) -> None:
         """Take the control plane's answer: pools and their limits to the supervisor, tenants and their key digests to
         the front end (an answer without ``tenants`` means none: every tenant gets the defaults)."""
@@ -111,7 +143,7 @@ class BuiltinWorkload:
 
     def status(self) -> dict[str, Any]:
         return {
-            name: {"kind": r.kind, "ready": len(r.ready), "starting": r.starting}
+            name: {"kind": r.kind, "engine": r.engine, "ready": len(r.ready), "starting": r.starting}
             for name, r in self.supervisor.routes().items()
         }
 
@@ -126,3 +158,7 @@ class BuiltinWorkload:
             self._thread.join(timeout=10)
         self.supervisor.shutdown(deadline_s)
         self.frontend.close()
+
+
+def _mib(total_bytes: int | None) -> int | None:
+    return None if total_bytes is None else total_bytes // 2**20

@@ -129,9 +129,13 @@ def test_a_malformed_desired_state_is_logged_counted_and_the_last_good_one_kept(
     assert agent.desired == DesiredState()
 
 
-def test_an_agent_without_a_supervisor_sends_no_report(agent: Agent, collector: FakeCollector) -> None:
+def test_an_agent_without_a_supervisor_reports_no_pools_and_offers_no_engine(
+    agent: Agent, collector: FakeCollector
+) -> None:
     push(agent, collector, None)
-    assert "report" not in collector.requests[-1]  # the server counts its pool series as one ready replica each
+    report = collector.requests[-1]["report"]
+    assert report["pools"] == {}  # the server counts its pool series as one ready replica each
+    assert report["capabilities"] == {"engines": {}, "labels": {}}  # nothing may be placed on it
 
 
 def test_without_a_gpu_auto_leaves_gpu_metrics_absent_with_the_reason(tmp_path: Path) -> None:
@@ -158,7 +162,7 @@ def test_workload_flag(text: str, spec: WorkloadSpec) -> None:
     assert WorkloadSpec.parse(text) == spec
 
 
-@pytest.mark.parametrize("text", ["vllm", "vllm=localhost:8000", "sglang=http://x/metrics", "built-in"])
+@pytest.mark.parametrize("text", ["vllm", "vllm=localhost:8000", "ollama=http://x/metrics", "built-in"])
 def test_bad_workload_flag_says_what_is_accepted(text: str) -> None:
-    with pytest.raises(ValueError, match="vllm=URL"):
+    with pytest.raises(ValueError, match="KIND=URL with KIND vllm, sglang, tgi, triton, llamacpp"):
         WorkloadSpec.parse(text)

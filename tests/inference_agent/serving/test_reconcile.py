@@ -11,7 +11,9 @@ from pydantic import ValidationError
 from collector.control import MAX_POOLS, DesiredState, PoolDesired, PoolLimits
 from inference_agent.serving.launcher import LaunchSpec, ReplicaProcess
 from inference_agent.serving.pools import (
+    BUILTIN_OFFERS,
     DesiredRefused,
+    NodeOffer,
     PoolSpec,
     RefusalReason,
     desired_refusal,
@@ -156,10 +158,12 @@ def desired(body: dict[str, Any]) -> DesiredState:
 
 def test_pools_from_desired() -> None:
     current = {"c": PoolSpec(1, "classify")}
-    assert pools_from_desired(desired({"tenants": {}}), current) is None
-    got = pools_from_desired(desired({"pools": {"c": {"replicas": 3}, "t": {"replicas": 1}}}), current)
+    offer = NodeOffer(BUILTIN_OFFERS)
+    assert pools_from_desired(desired({"tenants": {}}), current, offer) is None
+    got = pools_from_desired(desired({"pools": {"c": {"replicas": 3}, "t": {"replicas": 1}}}), current, offer)
     assert got == {"c": PoolSpec(3, "classify"), "t": PoolSpec(1, "text")}  # a kind left out: what it runs as now
-    assert pools_from_desired(desired({"pools": {"c": {"replicas": 1, "kind": "text"}}}), current) == {"c": PoolSpec(1)}
+    switched = pools_from_desired(desired({"pools": {"c": {"replicas": 1, "kind": "text"}}}), current, offer)
+    assert switched == {"c": PoolSpec(1)}
 
 
 def pools_of(count: int, replicas: int) -> DesiredState:
@@ -192,8 +196,9 @@ def test_more_pools_than_allowed_are_refused_where_the_state_is_parsed(field: st
 
 def test_pools_from_desired_refuses_more_replicas_than_the_node_runs() -> None:
     with pytest.raises(DesiredRefused, match="80 replicas in all"):
-        pools_from_desired(pools_of(2, 40), {})
-    assert pools_from_desired(pools_of(2, 40), {}, max_replicas=80) == {"p0": PoolSpec(40), "p1": PoolSpec(40)}
+        pools_from_desired(pools_of(2, 40), {}, NodeOffer(BUILTIN_OFFERS))
+    wider = NodeOffer(BUILTIN_OFFERS, max_replicas=80)
+    assert pools_from_desired(pools_of(2, 40), {}, wider) == {"p0": PoolSpec(40), "p1": PoolSpec(40)}
 
 
 class RefusingLauncher:
@@ -206,11 +211,12 @@ class RefusingLauncher:
         return ""
 
 
-def test_a_desired_state_past_max_replicas_is_refused_whole(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_desired_state_past_max_replicas_is_refused_whole() -> None:
     supervisor = Supervisor({"a": PoolSpec(0)}, RefusingLauncher(), max_replicas=8)
-    supervisor.set_desired(desired({"pools": {"a": {"replicas": 5}, "b": {"replicas": 4}}}))  # 9 > 8
+    with pytest.raises(DesiredRefused, match="pools: 9 replicas in all") as refused:
+        supervisor.set_desired(desired({"pools": {"a": {"replicas": 5}, "b": {"replicas": 4}}}))  # 9 > 8
+    assert refused.value.reason is RefusalReason.TOO_MANY_REPLICAS
     assert supervisor.target() == {"a": PoolSpec(0)}
-    assert "desired state refused (TooManyReplicas): pools: 9 replicas in all" in caplog.text
     supervisor.set_desired(desired({"pools": {"a": {"replicas": 4}, "b": {"replicas": 4}}}))
     assert supervisor.target() == {"a": PoolSpec(4), "b": PoolSpec(4)}
 
