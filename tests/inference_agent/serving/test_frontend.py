@@ -270,3 +270,84 @@ def test_a_draining_replica_is_skipped_for_another(
     for _ in range(4):
         assert httpx.post(url(frontend), json={"model": "p", "prompt": "x", "max_tokens": 1}).status_code == 200
     assert serving.ledger.completed == 4
+
+
+@pytest.mark.parametrize(
+    ("in_flight", "waiting", "pick"),
+    [
+        ({"a": 1, "b": 1}, {"a": 3}, B),  # equal in flight: the engine that queues loses
+        ({"a": 2, "b": 0}, {"b": 3}, A),  # 2 + 0 < 0 + 3
+        ({"a": 8, "b": 0}, {"b": 50}, B),  # a is at the front end's limit: b, however queued, is the only open one
+        ({"a": 1, "b": 1}, {"a": -4}, A),  # a nonsense negative scrape counts as 0: the tie rotates to a
+    ],
+)
+def test_least_loaded_counts_each_engines_own_queue(
+    in_flight: dict[str, int], waiting: dict[str, int], pick: Endpoint
+) -> None:
+    assert least_loaded((A, B), in_flight, 8, 0, lambda replica: waiting.get(replica, 0)) == pick
+
+
+def test_the_dispatcher_asks_the_waiting_hook() -> None:
+    dispatcher = Dispatcher(max_in_flight=4, max_queue=10, waiting=lambda r: {"a": 2}.get(r, 0))
+    picks = [dispatcher.acquire("p", lambda: (A, B), Priority.STANDARD, 1.0).replica_id for _ in range(3)]
+    assert picks == ["b", "b", "a"]  # b: 0, 1 in flight; then a (0 + 2 waiting) ties b (2) and rotation picks a
+
+
+def chat(model: str, **extra: object) -> dict[str, object]:
+    return {"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, **extra}
+
+
+def test_chat_completions_plain_and_streamed_through_the_front_end(
+    routes: Routes, make_frontend: Callable[..., Frontend], start_replica: StartReplica
+) -> None:
+    _, a = start_replica("p")
+    routes.pools["p"] = PoolRoutes("text", (a,))
+    frontend = make_frontend()
+    answer = httpx.post(url(frontend, "/v1/chat/completions"), json=chat("p")).json()
+    assert answer["object"] == "chat.completion"
+    assert answer["choices"][0]["message"]["role"] == "assistant"
+    assert len(answer["choices"][0]["message"]["content"]) == 3
+    assert answer["usage"]["prompt_tokens"] == len("user: hi\nassistant:") + 1  # the rendered prompt + BOS
+    with httpx.stream("POST", url(frontend, "/v1/chat/completions"), json=chat("p", stream=True)) as stream:
+        events = [line for line in stream.iter_lines() if line]
+    assert events[-1] == "data: [DONE]"
+    chunks = [json.loads(e.removeprefix("data: ")) for e in events[:-1]]
+    assert {c["object"] for c in chunks} == {"chat.completion.chunk"}
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert (
+        "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
+        == answer["choices"][0]["message"]["content"]
+    )
+    assert [c["choices"][0]["finish_reason"] for c in chunks] == [None, None, None, "length"]
+
+
+def test_a_pools_served_model_names_it_and_is_what_the_engine_sees(
+    routes: Routes, make_frontend: Callable[..., Frontend], start_replica: StartReplica
+) -> None:
+    _, a = start_replica("chat")
+    routes.pools["chat"] = PoolRoutes("text", (a,), served_model="org/model-7b")
+    routes.pools["demo"] = PoolRoutes("text", ())
+    frontend = make_frontend()
+    for name in ("chat", "org/model-7b"):
+        answer = httpx.post(url(frontend, "/v1/chat/completions"), json=chat(name))
+        assert answer.status_code == 200 and answer.json()["model"] == "org/model-7b"  # the replica echoes its body
+        completion = httpx.post(url(frontend), json={"model": name, "prompt": "x", "max_tokens": 1})
+        assert completion.json()["model"] == "org/model-7b"
+    models = httpx.get(url(frontend, "/v1/models")).json()
+    assert [(m["id"], m["root"]) for m in models["data"]] == [
+        ("chat", "org/model-7b"),
+        ("demo", "demo"),
+        ("org/model-7b", "org/model-7b"),
+    ]
+
+
+def test_a_chat_costs_its_content_bytes_and_max_tokens(
+    routes: Routes, make_frontend: Callable[..., Frontend], start_replica: StartReplica
+) -> None:
+    _, a = start_replica("p")
+    routes.pools["p"] = PoolRoutes("text", (a,))
+    quota = Quota(tokens_per_second=5.0, token_burst=5.0)  # "hi" + 3 = 5 tokens: the whole burst
+    frontend = make_frontend(quotas=QuotaBook({"t": TenantPolicy(SloClass.BATCH, {"p": quota})}), keys=KEYS)
+    assert httpx.post(url(frontend, "/v1/chat/completions"), json=chat("p"), headers=T).status_code == 200
+    refused = httpx.post(url(frontend, "/v1/chat/completions"), json=chat("p"), headers=T)
+    assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
