@@ -58,6 +58,7 @@ class EngineMapping:
         return frozenset(f for signal in (*self.metrics.values(), *self.extra.values()) for f in signal.families())
 
 
+# vllm/v1/metrics/loggers.py (PrometheusStatLogger); V0's vllm/engine/metrics.py for the old KV name
 VLLM = EngineMapping(
     metrics={
         # vLLM counts no arrivals. The e2e histogram observes every finished request once (stop, length or abort;
@@ -86,6 +87,7 @@ VLLM = EngineMapping(
     },
 )
 
+# python/sglang/srt/metrics/collector.py and managers/scheduler_metrics_mixin.py.
 # Scheduler gauges carry tp_rank and pp_rank: every rank of one engine runs the same scheduler, so its ranks report
 # copies of one state (only rank 0 by default, all with --enable-metrics-for-all-schedulers); one counts, the max.
 # dp_rank names different engines: summed. The tokenizer's counters and histograms carry neither label (one
@@ -112,6 +114,7 @@ SGLANG = EngineMapping(
     },
 )
 
+# router/src/server.rs and router/src/infer/mod.rs of text-generation-inference
 TGI = EngineMapping(
     metrics={
         # tgi_request_count is incremented by /v1/chat/completions and /v1/completions and again by the
@@ -131,6 +134,7 @@ TGI = EngineMapping(
     unexposed={"kv_cache_utilization_ratio": "tgi exposes no KV-cache metric"},
 )
 
+# Triton core src/metrics.cc; the TensorRT-LLM backend's custom_metrics_reporter.cc.
 # The TensorRT-LLM backend's own family, one series per request_type. Triton counts a request once per model it
 # passes (ensemble, preprocessing, tensorrt_llm, postprocessing: 4 times), so where the backend runs, the counters
 # are read for its model alone, else for every model.
@@ -183,6 +187,7 @@ TRITON = EngineMapping(
     },
 )
 
+# the /metrics handler of llama.cpp's tools/server/server.cpp
 LLAMACPP = EngineMapping(
     metrics={
         # tasks waiting for a free slot

@@ -8,6 +8,8 @@ rank, and one of vLLM's data-parallel engines is full while the other idles.
 
 from __future__ import annotations
 
+import json
+import math
 from importlib.resources import files
 from typing import Any
 
@@ -15,10 +17,21 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from collector.catalog import METRICS, Scope
+from collector.wire import parse_batch
 from inference_agent.probes.base import Reading
 from inference_agent.probes.engines import MAPPINGS, EngineKind, EngineScrapeProbe
 from inference_agent.probes.exposition_fetch import ReplayFetch, ScrapeFailed
-from inference_agent.probes.exposition_math import parse_families, samples
+from inference_agent.probes.exposition_math import (
+    Combine,
+    LabelSet,
+    Series,
+    combine_series,
+    matches,
+    parse_families,
+    samples,
+    selector,
+)
+from inference_agent.sampler import wire_sample
 from inference_agent.telemetry import AgentTelemetry
 from tests.support.clock import FakeClock
 
@@ -281,3 +294,58 @@ def test_the_agent_serves_absences_at_scrape_time() -> None:
     assert text.count('reason="needs a second scrape"') == 1  # tokens/s
     telemetry.unwatch_engine(probe)
     assert 'metric="' not in generate_latest(registry).decode()
+
+
+A0: LabelSet = frozenset({("dp_rank", "0"), ("tp_rank", "0")})
+A1: LabelSet = frozenset({("dp_rank", "0"), ("tp_rank", "1")})
+B0: LabelSet = frozenset({("dp_rank", "1"), ("tp_rank", "0")})
+
+
+@pytest.mark.parametrize(
+    ("series", "combine", "collapse", "expected"),
+    [
+        ({A0: 3.0, A1: 3.0, B0: 2.0}, math.fsum, frozenset({"tp_rank"}), 5.0),  # one per dp engine, summed
+        ({A0: 3.0, A1: 3.0, B0: 2.0}, math.fsum, frozenset(), 8.0),
+        ({A0: 0.5, A1: 0.7, B0: 0.9}, max, frozenset({"tp_rank"}), 0.9),
+        ({A0: 1.0, A1: 4.0}, math.fsum, frozenset({"tp_rank"}), 4.0),  # copies that disagree: the larger
+    ],
+)
+def test_collapsing_rank_labels(series: Series, combine: Combine, collapse: frozenset[str], expected: float) -> None:
+    assert combine_series(series, combine, collapse) == expected
+
+
+@pytest.mark.parametrize(
+    ("labels", "where", "expected"),
+    [
+        (frozenset({("model", "b"), ("version", "1")}), selector(model="b"), True),
+        (frozenset({("model", "c")}), frozenset({("model", "a"), ("model", "b")}), False),
+        (frozenset({("model", "a")}), frozenset({("model", "a"), ("model", "b")}), True),  # one of the names' values
+        (frozenset({("model", "a")}), selector(model="a", request_type="waiting"), False),  # every name must match
+        (frozenset({("model", "a")}), frozenset(), True),
+    ],
+)
+def test_label_selectors(labels: LabelSet, where: LabelSet, expected: bool) -> None:
+    assert matches(labels, where) is expected
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["vllm_dp_scrape_1", "vllm_dp_scrape_2"],
+        ["sglang_scrape_1", "sglang_scrape_2"],
+        ["tgi_chat_scrape_1", "tgi_chat_scrape_2"],
+        ["triton_trtllm_scrape_1", "triton_trtllm_scrape_2"],
+        ["llamacpp_scrape_1", "llamacpp_scrape_2"],
+    ],
+)
+def test_readings_pass_the_collectors_ingest_validation(names: list[str]) -> None:
+    kind = names[0].split("_")[0]
+    _, readings = probe_after(kind, names)
+    body = {
+        "node_id": "node-a",
+        "samples": [{"seq": i, **wire_sample(r, ts=1_764_424_800.0 + i)} for i, r in enumerate(readings, start=1)],
+    }
+    batch = parse_batch(
+        json.dumps(body).encode(), now=1_764_424_900.0, max_samples=100, max_future_seconds=300, max_replicas=256
+    )
+    assert len(batch.samples) == len(names)
