@@ -180,6 +180,7 @@ class AgentProcess(ChildProcess):
     workload: str = "none"
     pools: str | None = None  # with the builtin workload: "NAME=text|classify:REPLICAS,..."
     serve_port: int | None = None
+    config: Path | None = None  # the node's config file: labels, engine profiles, engines it reads
 
     @property
     def metrics_url(self) -> str:
@@ -202,6 +203,8 @@ class AgentProcess(ChildProcess):
             flags["--pools"] = self.pools
         if self.serve_port is not None:
             flags["--serve-port"] = str(self.serve_port)
+        if self.config is not None:
+            flags["--config"] = str(self.config)
         return [*FLEETPILOT, "agent", *(part for pair in flags.items() for part in pair)]
 
     def child_env(self) -> dict[str, str]:

@@ -18,6 +18,7 @@ from inference_agent.config import AgentConfig
 from inference_agent.endpoint import AgentEndpoint
 from inference_agent.http_server import ConnectionLimits
 from inference_agent.probes.base import GpuInfo, GpuProbe, Probe, ProbeUnavailable
+from inference_agent.probes.engines import EngineScrapeProbe
 from inference_agent.pusher import MalformedDesired, Pusher, inventory_body
 from inference_agent.sampler import Sampler
 from inference_agent.serving.pools import DesiredRefused, RefusalReason, desired_refusal
@@ -42,6 +43,7 @@ class Probes:
     gpu: GpuProbe | None
     gpu_absent_reason: str | None
     others: list[Probe] = field(default_factory=list)
+    engines: list[EngineScrapeProbe] = field(default_factory=list)  # external engines read (also in ``others``)
 
     @property
     def inventory(self) -> list[GpuInfo]:
@@ -79,6 +81,8 @@ class Agent:
             lambda: self.spool.pending, lambda: self.spool.lost_samples, lambda: self.spool.corrupt_segments
         )
         self._report_gpu_probe()
+        for engine in probes.engines:
+            self.telemetry.watch_engine(engine)
         self.workload = self._serving_workload()
         self.client = httpx.Client(
             base_url=settings.collector, timeout=httpx.Timeout(10.0, connect=3.0), transport=transport
@@ -128,7 +132,7 @@ class Agent:
         from inference_agent.serving.workload import ServingWorkload
 
         workload = ServingWorkload.from_settings(
-            self.settings, self.registry, gpus=self.probes.inventory, config=self.config
+            self.settings, self.registry, gpus=self.probes.inventory, config=self.config, watch=self.telemetry
         )
         for probe in workload.probes():
             self.probes.others.append(BackgroundProbe(probe, self.settings.sample_interval_seconds))
@@ -232,16 +236,16 @@ def http_limits(settings: AgentSettings) -> ConnectionLimits:
 def open_probes(settings: AgentSettings, config: AgentConfig | None = None) -> Probes:
     """The probes the settings ask for; a GPU probe that cannot run leaves the GPU metrics absent, with the reason.
     Each engine the node reads (``--workload KIND=URL``, each ``--engine``, the config's ``engines``) gets its own."""
-    from inference_agent.probes.engines import EngineScrapeProbe
     from inference_agent.probes.host import HostProbe
     from inference_agent.sampler import BackgroundProbe
 
     gpu, reason = _open_gpu_probe(settings.gpu_probe)
     others: list[Probe] = [HostProbe(data_dir=settings.spool_dir)]
-    for pool, kind, url in read_engines(settings, config or AgentConfig()):
-        engine = EngineScrapeProbe(kind, url, pool)
-        others.append(BackgroundProbe(engine, settings.engine_scrape_interval_seconds))
-    return Probes(gpu, reason, others)
+    engines = [
+        EngineScrapeProbe(kind, url, pool) for pool, kind, url in read_engines(settings, config or AgentConfig())
+    ]
+    others += [BackgroundProbe(engine, settings.engine_scrape_interval_seconds) for engine in engines]
+    return Probes(gpu, reason, others, engines)
 
 
 def read_engines(settings: AgentSettings, config: AgentConfig) -> list[tuple[str, str, str]]:

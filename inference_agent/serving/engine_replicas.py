@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 from inference_agent.probes.base import Reading
 from inference_agent.probes.engines import EngineScrapeProbe
@@ -44,6 +45,14 @@ def combine(pool: str, readings: Sequence[Reading], *, queued: int = 0) -> Readi
     return Reading(metrics, pool=pool, extra=extra, error="; ".join(errors) or None)
 
 
+class EngineWatch(Protocol):
+    """Who serves each adapter's absent metrics with their reasons (``AgentTelemetry``)."""
+
+    def watch_engine(self, probe: EngineScrapeProbe) -> None: ...
+
+    def unwatch_engine(self, probe: EngineScrapeProbe) -> None: ...
+
+
 class EngineReplicasProbe:
     """Reads every ready engine-profile replica whose profile names a metrics kind (a ``Probe``)."""
 
@@ -56,8 +65,10 @@ class EngineReplicasProbe:
         queued: Callable[[str], int] = lambda _pool: 0,
         fetch: Fetch | None = None,
         clock: Callable[[], float] = time.monotonic,
+        watch: EngineWatch | None = None,
     ) -> None:
         self._routes = routes
+        self._watch = watch
         self._queued = queued
         self._fetch = fetch
         self._clock = clock
@@ -82,6 +93,8 @@ class EngineReplicasProbe:
                     url = f"{endpoint.url}{routes.metrics_path}"
                     adapter = EngineScrapeProbe(routes.metrics_kind, url, pool, fetch=self._fetch, clock=self._clock)
                     self._adapters[endpoint.replica_id] = adapter
+                    if self._watch is not None:
+                        self._watch.watch_engine(adapter)
                 reading = adapter.read()[0]
                 waiting = reading.metrics.get("queue_depth_requests")
                 self._waiting[endpoint.replica_id] = int(waiting) if waiting is not None else 0
@@ -90,11 +103,16 @@ class EngineReplicasProbe:
             combined.extra["replica_consecutive_crashes"] = routes.consecutive_crashes
             readings.append(combined)
         for gone in set(self._adapters) - seen:
-            self._adapters.pop(gone).close()
-            self._waiting.pop(gone, None)
+            self._drop(gone)
         return readings
 
+    def _drop(self, replica_id: str) -> None:
+        adapter = self._adapters.pop(replica_id)
+        if self._watch is not None:
+            self._watch.unwatch_engine(adapter)
+        adapter.close()
+        self._waiting.pop(replica_id, None)
+
     def close(self) -> None:
-        for adapter in self._adapters.values():
-            adapter.close()
-        self._adapters.clear()
+        for replica_id in list(self._adapters):
+            self._drop(replica_id)

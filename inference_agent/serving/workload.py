@@ -24,7 +24,7 @@ from inference_agent.isolation.cpu import CpuLimits
 from inference_agent.isolation.mps import MpsControl
 from inference_agent.probes.base import GpuInfo
 from inference_agent.probes.builtin import BuiltinEngineProbe
-from inference_agent.serving.engine_replicas import EngineReplicasProbe
+from inference_agent.serving.engine_replicas import EngineReplicasProbe, EngineWatch
 from inference_agent.serving.frontend import Frontend, FrontendLimits
 from inference_agent.serving.launcher import Launcher, ProcessLauncher
 from inference_agent.serving.reconcile import Timing
@@ -39,11 +39,18 @@ log = logging.getLogger(__name__)
 
 
 class ServingWorkload:
-    def __init__(self, supervisor: Supervisor, frontend: Frontend, *, usage_fresh_for_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        frontend: Frontend,
+        *,
+        usage_fresh_for_s: float = 5.0,
+        engine_probe: EngineReplicasProbe | None = None,
+    ) -> None:
         self.supervisor = supervisor
         self.frontend = frontend
         self._probe = BuiltinEngineProbe(self._builtin_routes, queued=frontend.queued)
-        self.engine_probe = EngineReplicasProbe(supervisor.routes, queued=frontend.queued)
+        self.engine_probe = engine_probe or EngineReplicasProbe(supervisor.routes, queued=frontend.queued)
         self._usage_fresh_for_s = usage_fresh_for_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=supervisor.run, args=(self._stop,), name="supervisor", daemon=True)
@@ -58,6 +65,7 @@ class ServingWorkload:
         gpus: list[GpuInfo],
         config: AgentConfig | None = None,
         launcher: Launcher | None = None,
+        watch: EngineWatch | None = None,
     ) -> ServingWorkload:
         telemetry = ServingTelemetry(registry)
         device = settings.replica_device if settings.replica_device != "auto" else ("cuda" if gpus else "cpu")
@@ -93,8 +101,14 @@ class ServingWorkload:
         limits = FrontendLimits(
             settings.replica_max_in_flight, settings.serve_queue_limit, settings.serve_queue_timeout_seconds
         )
+        # the front end ranks replicas by their engines' own queues, which the engine probe reads (and it counts
+        # the front end's queue as waiting): each needs the other, hence the box
+        engine_probe = EngineReplicasProbe(
+            supervisor.routes, queued=lambda pool: frontend_box[0].queued(pool) if frontend_box else 0, watch=watch
+        )
         frontend = Frontend(
             supervisor.routes,
+            waiting=engine_probe.waiting,
             host=settings.serve_host,
             port=settings.serve_port,
             limits=limits,
@@ -112,7 +126,12 @@ class ServingWorkload:
             frontend.port,
         )
         # the probe's figures are as stale as the sampler lets them be (BackgroundProbe's bound), no more
-        return cls(supervisor, frontend, usage_fresh_for_s=max(3 * settings.sample_interval_seconds, 5.0))
+        return cls(
+            supervisor,
+            frontend,
+            usage_fresh_for_s=max(3 * settings.sample_interval_seconds, 5.0),
+            engine_probe=engine_probe,
+        )
 
     def probes(self) -> list[BuiltinEngineProbe | EngineReplicasProbe]:
         """What reads the replicas' serving metrics: the built-in ones' ``/stats``, the engine profiles' endpoints."""
