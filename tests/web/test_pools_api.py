@@ -121,3 +121,69 @@ def test_deleting_a_pool_removes_it(client: TestClient, auth: Auth) -> None:
     assert client.delete("/api/v1/pools/chat", headers=admin).status_code == 204
     assert client.get("/api/v1/pools/chat", headers=admin).status_code == 404
     assert client.delete("/api/v1/pools/chat", headers=admin).status_code == 404
+
+
+PROFILE = {
+    **CHAT,
+    "engine": "vllm",
+    "model": "meta-llama/Llama-3.1-8B-Instruct",
+    "gpus_per_replica": 2,
+    "gpu_memory_mib": 40960,
+    "node_selector": {"zone": "eu-1", "example.com/gpu": "h100"},
+}
+
+
+def test_a_pool_names_its_engine_model_gpus_and_node_selector(client: TestClient, auth: Auth) -> None:
+    admin = auth("admin")
+    plain = client.post("/api/v1/pools", json={**CHAT, "name": "plain"}, headers=admin).json()
+    assert (plain["engine"], plain["model"], plain["gpu_memory_mib"], plain["node_selector"]) == (
+        "text",
+        None,
+        None,
+        {},
+    )
+    created = client.post("/api/v1/pools", json=PROFILE, headers=admin)
+    assert created.status_code == 201, created.text
+    shown = client.get("/api/v1/pools/chat", headers=auth("viewer")).json()
+    assert {k: shown[k] for k in ("engine", "model", "gpus_per_replica", "gpu_memory_mib", "node_selector")} == {
+        k: PROFILE[k] for k in ("engine", "model", "gpus_per_replica", "gpu_memory_mib", "node_selector")
+    }
+    operator = auth("operator")
+    builtin = client.patch("/api/v1/pools/chat", json={"engine": "classify", "model": None}, headers=operator)
+    assert builtin.status_code == 200, builtin.text
+    assert (builtin.json()["engine"], builtin.json()["model"]) == ("classify", None)
+    cleared = client.patch("/api/v1/pools/chat", json={"node_selector": {}, "gpu_memory_mib": None}, headers=operator)
+    assert (cleared.json()["node_selector"], cleared.json()["gpu_memory_mib"]) == ({}, None)
+    assert client.patch("/api/v1/pools/chat", json={"engine": None}, headers=operator).status_code == 422
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        pytest.param({"engine": "text"}, "model", id="a-built-in-engine-takes-no-model"),
+        pytest.param({"engine": "no spaces"}, "engine", id="engine-name"),
+        pytest.param({"model": "rm -rf /"}, "model", id="model-name"),
+        pytest.param({"node_selector": {"zone!": "eu"}}, "node_selector", id="label-key"),
+        pytest.param({"node_selector": {"zone": "-eu"}}, "node_selector", id="label-value"),
+        pytest.param({"gpu_memory_mib": 0}, "gpu_memory_mib", id="gpu-memory"),
+        pytest.param({"gpus_per_replica": 65}, "gpus_per_replica", id="more-gpus-than-the-wire-carries"),
+    ],
+)
+def test_an_invalid_engine_setting_is_422_naming_the_field(
+    client: TestClient, auth: Auth, change: dict[str, Any], field: str
+) -> None:
+    answer = client.post("/api/v1/pools", json={**PROFILE, **change}, headers=auth("admin"))
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["field"].split(".")[0] == field, answer.text
+
+
+def test_a_patch_to_a_built_in_engine_keeping_the_model_is_422_naming_model(client: TestClient, auth: Auth) -> None:
+    client.post("/api/v1/pools", json=PROFILE, headers=auth("admin"))
+    answer = client.patch("/api/v1/pools/chat", json={"engine": "text"}, headers=auth("operator"))
+    assert answer.status_code == 422 and answer.json()["error"]["field"] == "model"
+
+
+def test_the_openapi_shows_the_engine_settings(client: TestClient) -> None:
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    for name in ("PoolIn", "PoolPatch", "PoolOut"):
+        assert {"engine", "model", "gpu_memory_mib", "node_selector"} <= set(schemas[name]["properties"]), name
