@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from collector.control import DesiredState
+from inference_agent.config import AgentConfig
 from inference_agent.daemon import Agent, Probes, open_probes
 from inference_agent.fake_collector import FakeCollector
 from inference_agent.pusher import PushOutcome
@@ -166,3 +167,51 @@ def test_workload_flag(text: str, spec: WorkloadSpec) -> None:
 def test_bad_workload_flag_says_what_is_accepted(text: str) -> None:
     with pytest.raises(ValueError, match="KIND=URL with KIND vllm, sglang, tgi, triton, llamacpp"):
         WorkloadSpec.parse(text)
+
+
+def test_an_undeclared_engine_is_refused_reported_to_the_server_and_nothing_runs(
+    tmp_path: Path, collector: FakeCollector, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The control plane names an engine or a model; the node runs only what its config declared."""
+    config_path = tmp_path / "node.toml"
+    config_path.write_text(
+        'labels = { zone = "eu-1" }\n[profiles.vllm]\ncommand = ["vllm", "serve", "{model}", "--port", "{port}"]\n'
+        'models = ["Qwen/Qwen2.5-7B-Instruct"]\n'
+    )
+    settings = AgentSettings(
+        collector="http://collector",
+        token="agent-token",
+        node_id="node-a",
+        gpu_probe="none",
+        spool_dir=tmp_path,
+        metrics_port=0,
+        serve_port=0,
+    )
+    agent = Agent(settings, Probes(None, "no GPU"), config=AgentConfig.load(config_path), transport=collector.transport)
+    try:
+        assert agent.workload is not None
+        builtin = {"pools": {"chat": {"replicas": 1}}}  # the built-in text engine: not offered here
+        with caplog.at_level(logging.ERROR, logger="inference_agent.daemon"):
+            push(agent, collector, {"pools": {"evil": {"replicas": 1, "engine": "shell", "model": "rm"}}})
+            push(agent, collector, {"pools": {"chat": {"replicas": 1, "engine": "vllm", "model": "other/model"}}})
+            push(agent, collector, builtin)
+            push(agent, collector, builtin)  # its report tells the refusal of the answer before
+        report = collector.requests[-1]["report"]
+        assert report["refused"]["reason"] == "UnknownEngine"
+        assert "the built-in 'text' engine is not declared" in report["refused"]["detail"]
+        assert report["capabilities"] == {
+            "engines": {"vllm": {"models": ["Qwen/Qwen2.5-7B-Instruct"], "serves": "text"}},
+            "labels": {"zone": "eu-1"},
+        }
+        assert (refused(agent, "UnknownEngine"), refused(agent, "UnknownModel")) == (2, 1)  # once per state
+        lines = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+        assert "engine 'shell' is not declared on this node" in lines[0]
+        assert "may not serve model 'other/model'" in lines[1]
+        agent.workload.supervisor.step()
+        assert agent.workload.supervisor.target() == {} and agent.workload.supervisor.replica_counts() == {}
+        declared = {"pools": {"chat": {"replicas": 0, "engine": "vllm", "model": "Qwen/Qwen2.5-7B-Instruct"}}}
+        push(agent, collector, declared)
+        push(agent, collector, declared)
+        assert collector.requests[-1]["report"]["refused"] is None  # taken: nothing refused any more
+    finally:
+        agent.close()
