@@ -7,6 +7,11 @@ KV for the model's whole context). Arrival times are compressed by ``--compressi
 small model (context / 8 capped at 512, generated / 8 capped at 128, at least 1). Every request generates exactly its
 scaled count (end-of-text is ignored), so both engines produce the same tokens. Progress goes to stderr; the last
 stdout line is JSON.
+
+Then the serving part (``bench/serving_hop.py``): the same arrivals through a real agent's front end to the same
+engine run as an engine profile's replica process, against that engine called in-process; the time from ``POST
+/pools`` to the first ready replica; and a failover's detection → ready. ``--part engine`` or ``--part serving``
+runs one part.
 """
 
 from __future__ import annotations
@@ -112,20 +117,31 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.workload", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the first 60 requests instead of 250 (under 60 s)")
     parser.add_argument("--compression", type=float, default=8.0, help="trace time / replay time (default 8)")
+    parser.add_argument("--part", choices=["all", "engine", "serving"], default="all")
     args = parser.parse_args(argv)
     trace = load_trace(AZURE_CONV_SLICE, 60 if args.quick else 250, args.compression)
     offered = sum(r.generated_tokens for r in trace) / max(trace[-1].arrival_s, 1e-9)
     progress(f"{len(trace)} requests over {trace[-1].arrival_s:.1f} s (compression {args.compression}×), "
              f"offered {offered:.0f} generated tokens/s; torch threads {torch.get_num_threads()}")  # fmt: skip
+    figures: dict[str, object] = {"bench": "workload", "requests": len(trace), "compression": args.compression}
+    if args.part in ("all", "engine"):
+        figures.update(engine_part(trace, offered))
+    if args.part in ("all", "serving"):
+        from bench import serving_hop
+
+        figures.update(serving_hop.run(trace))
+    print(json.dumps(figures))
+    return 0
+
+
+def engine_part(trace: list[TraceRequest], offered: float) -> dict[str, object]:
+    """Continuous against static batching (CONTRACT section 12's keys)."""
     config = engine_config()
     continuous = run_engine("continuous", ContinuousBatchingEngine(config), trace)
     static = run_engine("static", StaticBatchingEngine(config), trace)
     tokens_per_second = continuous.generated_tokens / continuous.makespan_s
     baseline_tokens_per_second = static.generated_tokens / static.makespan_s
-    figures = {
-        "bench": "workload",
-        "requests": len(trace),
-        "compression": args.compression,
+    figures: dict[str, object] = {
         "token_scale": TOKEN_SCALE,
         "offered_tokens_per_second": round(offered, 1),
         "tokens_per_second": round(tokens_per_second, 1),
@@ -145,8 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         and p99(continuous.latencies_s) <= p99(static.latencies_s)
         and (continuous.kv_memory_efficiency or 0.0) >= TARGET_KV_EFFICIENCY
     )
-    print(json.dumps(figures))
-    return 0
+    return figures
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ class EngineOptions:
     device: str = "cpu"
     threads: int | None = None
     token_delay_s: float = 0.002
+    ignore_eos: bool = False  # generate exactly max_tokens (benchmarks' fixed output lengths)
 
 
 def pin_to_quota() -> int | None:
@@ -53,7 +54,8 @@ def build_text_engine(options: EngineOptions) -> TextEngine:
     from inference_agent.engine.config import ModelConfig
     from inference_agent.engine.engine import ContinuousBatchingEngine, EngineConfig
 
-    return ContinuousBatchingEngine(EngineConfig(model=ModelConfig(seed=options.seed), device=options.device))
+    config = EngineConfig(model=ModelConfig(seed=options.seed), device=options.device, ignore_eos=options.ignore_eos)
+    return ContinuousBatchingEngine(config)
 
 
 def build_classifier(options: EngineOptions) -> ImageClassifier:

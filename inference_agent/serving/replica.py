@@ -42,6 +42,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--engine", default="torch", choices=["torch", "fake"], help="fake: no torch, for tests")
     parser.add_argument("--token-delay-s", type=float, default=0.002, help="per-token delay of the fake engine")
+    parser.add_argument("--ignore-eos", action="store_true", help="generate exactly max_tokens (benchmarks)")
     parser.add_argument("--drain-timeout-s", type=float, default=30.0, help="how long SIGTERM waits for in-flight work")
     parser.add_argument("--http-max-connections", type=int, default=256, help="connections served at once")
     parser.add_argument("--http-socket-timeout-s", type=float, default=30.0, help="a connection's idle timeout")
@@ -66,7 +67,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     stop_on_signals(stop, first=exit_while_warming)
     threading.Thread(target=_watch_parent, args=(os.getppid(), stop), name="parent-watch", daemon=True).start()
-    options = EngineOptions(args.kind, args.engine, args.seed, args.device, threads, args.token_delay_s)
+    options = EngineOptions(
+        args.kind, args.engine, args.seed, args.device, threads, args.token_delay_s, ignore_eos=args.ignore_eos
+    )
     started = time.monotonic()
     engine: TextEngine | ImageClassifier
     if args.kind == "text":
