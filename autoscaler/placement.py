@@ -64,11 +64,12 @@ def unfit(spec: PoolSpec, supply: NodeSupply, *, runs_pool: bool) -> str | None:
     caps = supply.capabilities
     if caps is None:
         return None if runs_pool else "declares no engines (an older agent) and does not run the pool"
-    offer = caps.engines.get(spec.engine)
-    if offer is None:
-        return f"engine {spec.engine!r} not declared"
-    if not offer.takes(spec.model):
-        return f"engine {spec.engine!r} does not offer model {spec.model!r}"
+    engine = spec.engine or "text"  # a pool from before engines were named: what a new node runs it as
+    offer = caps.engines.get(engine)
+    if offer is None and not (spec.engine is None and runs_pool):  # ... or whatever the node runs it as now
+        return f"engine {engine!r} not declared"
+    if offer is not None and not offer.takes(spec.model):
+        return f"engine {engine!r} does not offer model {spec.model!r}"
     missed = {k: v for k, v in spec.node_selector.items() if caps.labels.get(k) != v}
     if missed:
         return "labels " + ",".join(f"{k}={v}" for k, v in missed.items()) + " not matched"

@@ -80,7 +80,7 @@ pools = Table(
     Column("demand_metric", String(64), nullable=False),
     Column("startup_seconds", Double, nullable=False),
     Column("gpus_per_replica", Integer, nullable=False),
-    Column("engine", String(128), nullable=False, server_default="text"),
+    Column("engine", String(128), nullable=True),  # null on pools made before engines were named (PoolSpec.engine)
     Column("model", String(256), nullable=True),
     Column("gpu_memory_mib", Integer, nullable=True),
     Column("node_selector", JSON, nullable=True),  # null on pools made before selectors: none
@@ -119,7 +119,9 @@ class PoolSpec:
     routing_alpha: float = 0.5
     routing_beta: float = 0.3
     routing_gamma: float = 0.2
-    engine: str = "text"  # a built-in engine (BUILTIN_ENGINES) or the name of an engine profile the nodes declare
+    # a built-in engine (BUILTIN_ENGINES) or the name of an engine profile the nodes declare; None on a pool made
+    # before engines were named: a built-in one, each node keeps the kind it runs it as (text on a new node)
+    engine: str | None = "text"
     model: str | None = None  # what the profile serves; a built-in engine takes none
     gpu_memory_mib: int | None = None  # each GPU a replica uses has at least this much; None: any
     node_selector: Mapping[str, str] = field(default_factory=dict)  # labels a node must carry, all of them
@@ -151,10 +153,10 @@ class PoolSpec:
     @property
     def builtin(self) -> bool:
         """Whether the pool runs a built-in engine (``kind`` on the wire) rather than a declared profile."""
-        return self.engine in BUILTIN_ENGINES
+        return self.engine is None or self.engine in BUILTIN_ENGINES
 
     def _check_engine(self) -> None:
-        if not re.fullmatch(NAME_PATTERN, self.engine):
+        if self.engine is not None and not re.fullmatch(NAME_PATTERN, self.engine):
             raise FieldError("engine", f"not a valid engine name: {self.engine!r}")
         if self.model is not None and not re.fullmatch(MODEL_PATTERN, self.model):
             raise FieldError("model", f"not a valid model name: {self.model!r}")

@@ -37,7 +37,7 @@ def test_upgrade_from_empty_creates_every_table_and_check_is_clean(empty_databas
     runner.upgrade(empty_database_url)  # a second upgrade is a no-op
 
 
-def test_a_pool_made_before_engines_runs_the_built_in_text_engine_with_no_selector(empty_database_url: str) -> None:
+def test_a_pool_made_before_engines_keeps_the_kind_its_nodes_run_with_no_selector(empty_database_url: str) -> None:
     runner.upgrade(empty_database_url, "0009")
     engine = make_engine(empty_database_url)
     try:
@@ -56,4 +56,6 @@ def test_a_pool_made_before_engines_runs_the_built_in_text_engine_with_no_select
         engine.dispose()
     assert pool is not None
     spec = pool.spec
-    assert (spec.engine, spec.model, spec.gpu_memory_mib, dict(spec.node_selector)) == ("text", None, None, {})
+    # no engine: built-in, each node keeps the kind it runs the pool as (a classify pool is not switched to text)
+    assert (spec.engine, spec.model, spec.gpu_memory_mib, dict(spec.node_selector)) == (None, None, None, {})
+    assert spec.builtin

@@ -1,7 +1,8 @@
 """pool engines and failovers
 
 What a pool runs and where (issue 17): its engine (built-in text/classify or a declared profile), model, GPU memory
-per replica and node selector; existing pools run the built-in text engine with no selector. And the failovers the
+per replica and node selector; existing pools get no engine (null: built-in, each node keeps the kind it runs them
+as, so a pool a node runs as classify through its --pools is not switched to text) and no selector. And the failovers the
 local actuator records: a node that went down holding a pool's replicas, and when they were ready again elsewhere.
 
 Revision ID: 0010
@@ -22,7 +23,7 @@ depends_on: str | Sequence[str] | None = None
 
 def upgrade() -> None:
     with op.batch_alter_table("pools", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("engine", sa.String(length=128), server_default="text", nullable=False))
+        batch_op.add_column(sa.Column("engine", sa.String(length=128), nullable=True))
         batch_op.add_column(sa.Column("model", sa.String(length=256), nullable=True))
         batch_op.add_column(sa.Column("gpu_memory_mib", sa.Integer(), nullable=True))
         batch_op.add_column(sa.Column("node_selector", sa.JSON(), nullable=True))

@@ -59,6 +59,21 @@ def test_an_old_agent_keeps_the_pool_it_was_started_with(engine: Engine, clock: 
     assert local(engine).apply(pool(engine, clock), 3, fleet(engine).read(clock())) == "placed 3 on old: 3"
 
 
+def test_a_pool_from_before_engines_keeps_the_kind_its_nodes_run_and_is_text_on_a_new_one(
+    engine: Engine, clock: FakeClock
+) -> None:
+    push(engine, clock, "runs-it", {"vision": 1}, capabilities=offers())  # as classify, from its --pools
+    push(engine, clock, "fresh", capabilities=offers())
+    actuator = local(engine)
+    vision = pool(engine, clock, "vision", engine=None)
+    view = fleet(engine).read(clock())
+    assert actuator.apply(vision, 2, view) == "placed 2 on fresh: 1, runs-it: 1"
+    actuator.publish([vision], view)
+    for node in ("runs-it", "fresh"):  # no kind: the node keeps what it runs it as, text where it runs none yet
+        told = actuator.board.for_node(node)
+        assert told is not None and told.pools == {"vision": PoolDesired(replicas=1, gpus=1)}
+
+
 def test_nowhere_to_place_says_why_for_every_node(engine: Engine, clock: FakeClock) -> None:
     push(engine, clock, "a", capabilities=offers(), gpus_mib=[81920, 81920])
     push(engine, clock, "b", capabilities=offers({"vllm": ["other/model"]}))

@@ -143,6 +143,11 @@ class PoolPatch(BaseModel):
 
 
 class PoolOut(PoolIn):
+    engine: Annotated[str, Field(pattern=NAME_PATTERN)] | None = Field(  # type: ignore[assignment]
+        "text",
+        description=ENGINE_DOC + "; null on a pool made before engines were named: a built-in engine, each node "
+        "keeps the kind it runs the pool as (text on a node new to it)",
+    )
     current_replicas: int = Field(description="ready + starting replicas on the nodes that are up")
     ready_replicas: int = Field(description="replicas serving, on the nodes that are up")
     starting_replicas: int = Field(description="replicas launched and not ready yet")
