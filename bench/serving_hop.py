@@ -67,13 +67,17 @@ def p50(values: list[float]) -> float:
     return ordered[len(ordered) // 2]
 
 
-def replay_http(url: str, trace: list[TraceRequest]) -> ReplayResult:
-    """Each request at its arrival time, streamed from the front end and read to the end."""
+def replay_http(url: str, trace: list[TraceRequest], key: str) -> ReplayResult:
+    """Each request at its arrival time, streamed from the front end as tenant ``key`` and read to the end."""
     latencies: list[float] = []
     tokens = [0]
-    failed = [0]
+    failed: list[int] = []
     lock = threading.Lock()
-    client = httpx.Client(timeout=httpx.Timeout(300.0), limits=httpx.Limits(max_connections=1024))
+    client = httpx.Client(
+        timeout=httpx.Timeout(300.0),
+        limits=httpx.Limits(max_connections=1024),
+        headers={"Authorization": f"Bearer {key}"},
+    )
     t0 = time.perf_counter() + 0.2
 
     def request(r: TraceRequest) -> None:
@@ -89,7 +93,8 @@ def replay_http(url: str, trace: list[TraceRequest]) -> ReplayResult:
         with lock:
             latencies.append(finished - (t0 + r.arrival_s))
             tokens[0] += count
-            failed[0] += answer.status_code != 200 or not done
+            if answer.status_code != 200 or not done:
+                failed.append(answer.status_code)
 
     threads = []
     for r in trace:
@@ -100,19 +105,19 @@ def replay_http(url: str, trace: list[TraceRequest]) -> ReplayResult:
     for thread in threads:
         thread.join()
     client.close()
-    if failed[0]:
-        raise RuntimeError(f"{failed[0]} of {len(trace)} requests through the front end failed")
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(trace)} requests through the front end failed: {sorted(failed)}")
     return ReplayResult(latencies, tokens[0], time.perf_counter() - t0, None)
 
 
-def hop_added_ms(agent: AgentProcess, requests: int = 30) -> tuple[float, float]:
+def hop_added_ms(agent: AgentProcess, key: str, requests: int = 30) -> tuple[float, float]:
     """Median latency of a one-token streamed completion straight to the replica and through the front end."""
     assert agent.process is not None and agent.serve_url is not None
     (replica,) = [c for c in psutil.Process(agent.process.pid).children() if "serving.replica" in " ".join(c.cmdline())]
     argv = replica.cmdline()
     direct_url = f"http://127.0.0.1:{argv[argv.index('--port') + 1]}"
     medians = []
-    with httpx.Client(timeout=30) as client:
+    with httpx.Client(timeout=30, headers={"Authorization": f"Bearer {key}"}) as client:
         for url, model in ((direct_url, POOL["model"]), (agent.serve_url, POOL["name"])):
             took = []
             for _ in range(requests):
@@ -124,6 +129,25 @@ def hop_added_ms(agent: AgentProcess, requests: int = 30) -> tuple[float, float]
                 took.append(time.perf_counter() - started)
             medians.append(p50(took) * 1000)
     return medians[0], medians[1]
+
+
+def bench_tenant(server: ServerProcess, agent: AgentProcess) -> str:
+    """A tenant for the replay, with a key and room for every request at once (the anonymous tenant's shared
+    trickle would refuse most of them), once the agent's front end knows the key."""
+    headers = {"Authorization": f"Bearer {server.admin_token}"}
+    api = f"{server.url}/api/v1/tenants"
+    httpx.post(api, json={"name": "bench", "slo_class": "standard"}, headers=headers, timeout=10).raise_for_status()
+    quota = {"max_concurrency": 1024}
+    httpx.put(f"{api}/bench/quotas/{POOL['name']}", json=quota, headers=headers, timeout=10).raise_for_status()
+    key: str = httpx.post(f"{api}/bench/keys", json={}, headers=headers, timeout=10).json()["key"]
+    probe = {"model": POOL["name"], "prompt": "x", "max_tokens": 1}
+
+    def known() -> bool:
+        auth = {"Authorization": f"Bearer {key}"}
+        return httpx.post(f"{agent.serve_url}/v1/completions", json=probe, headers=auth, timeout=30).status_code == 200
+
+    wait_for(known, "the agent's front end knowing the bench tenant's key", 60)
+    return key
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 180.0) -> float:
@@ -180,11 +204,12 @@ def run(trace: list[TraceRequest]) -> dict[str, Any]:
                 posted.raise_for_status()
                 to_ready_s = wait_for(lambda: ready_replicas(a) >= 1, "the pool's first replica ready")
                 progress(f"serving: POST /pools → first replica ready in {to_ready_s:.1f} s")
-                direct_ms, hop_ms = hop_added_ms(a)
+                key = bench_tenant(server, a)
+                direct_ms, hop_ms = hop_added_ms(a, key)
                 progress(f"serving: one request alone, {direct_ms:.1f} ms direct, {hop_ms:.1f} ms via the front end")
                 assert a.serve_url is not None
                 progress(f"serving: replaying {len(trace)} requests through the front end")
-                proxied = replay_http(a.serve_url, trace)
+                proxied = replay_http(a.serve_url, trace, key)
                 b = start_node(server, tmp, "bench-b")
                 time.sleep(2.0)  # pushing, and its report read
                 a.process.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
