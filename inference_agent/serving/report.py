@@ -40,9 +40,5 @@ def _pool(counts: ReplicaCounts, tenants: Mapping[str, TenantUsage]) -> PoolRepo
     )
 
 
-def _busiest_first(name: str, usage: TenantUsage) -> tuple[float, float, str]:
-    return -(usage.requests_per_second or 0.0), -(usage.kv_blocks or 0.0), name
-
-
 def _replicas(counts: ReplicaCounts) -> int:
     return counts.ready + counts.starting + counts.draining
