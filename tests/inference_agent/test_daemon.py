@@ -25,16 +25,15 @@ def collector() -> FakeCollector:
     return FakeCollector()
 
 
+def node_settings(tmp_path: Path, **overrides: Any) -> AgentSettings:
+    """node-a's agent pushing to the fake collector, without a GPU probe, its endpoint on any free port."""
+    fields = {"gpu_probe": "none", "spool_dir": tmp_path, "metrics_port": 0, **overrides}
+    return AgentSettings(collector="http://collector", token="agent-token", node_id="node-a", **fields)
+
+
 @pytest.fixture
 def agent(tmp_path: Path, collector: FakeCollector) -> Iterator[Agent]:
-    settings = AgentSettings(
-        collector="http://collector",
-        token="agent-token",
-        node_id="node-a",
-        gpu_probe="none",
-        spool_dir=tmp_path,
-        metrics_port=0,
-    )
+    settings = node_settings(tmp_path)
     agent = Agent(settings, Probes(None, "no NVIDIA driver on this machine"), transport=collector.transport)
     agent.endpoint.start()
     yield agent
@@ -178,15 +177,7 @@ def test_an_undeclared_engine_is_refused_reported_to_the_server_and_nothing_runs
         'labels = { zone = "eu-1" }\n[profiles.vllm]\ncommand = ["vllm", "serve", "{model}", "--port", "{port}"]\n'
         'models = ["Qwen/Qwen2.5-7B-Instruct"]\n'
     )
-    settings = AgentSettings(
-        collector="http://collector",
-        token="agent-token",
-        node_id="node-a",
-        gpu_probe="none",
-        spool_dir=tmp_path,
-        metrics_port=0,
-        serve_port=0,
-    )
+    settings = node_settings(tmp_path, serve_port=0)
     agent = Agent(settings, Probes(None, "no GPU"), config=AgentConfig.load(config_path), transport=collector.transport)
     try:
         assert agent.workload is not None

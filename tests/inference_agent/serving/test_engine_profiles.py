@@ -7,8 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -22,6 +21,7 @@ from inference_agent.serving.launcher import LaunchSpec, ProcessLauncher
 from inference_agent.serving.pools import DesiredRefused, PoolSpec, RefusalReason
 from inference_agent.serving.reconcile import Phase, Timing
 from inference_agent.serving.supervisor import Supervisor
+from tests.support.supervising import step_until
 
 BUILTIN_AS_PROFILE = EngineProfile(
     command=[
@@ -42,14 +42,6 @@ BUILTIN_AS_PROFILE = EngineProfile(
 def profile_pool(replicas: int, **fields: object) -> DesiredState:
     pool = {"replicas": replicas, "engine": "builtin-vllm", "model": "tiny-chat", **fields}
     return DesiredState.model_validate({"pools": {"chat": pool}})
-
-
-def step_until(supervisor: Supervisor, condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"not reached in {timeout_s} s: {supervisor.routes()}"
-        supervisor.step()
-        time.sleep(0.05)
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,16 +18,9 @@ from inference_agent.serving.pools import PoolSpec
 from inference_agent.serving.reconcile import Phase, Timing
 from inference_agent.serving.supervisor import Supervisor
 from inference_agent.serving.telemetry import ServingTelemetry
+from tests.support.supervising import step_until
 
 pytestmark = pytest.mark.slow
-
-
-def step_until(supervisor: Supervisor, condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"not reached in {timeout_s} s: {supervisor.routes()}"
-        supervisor.step()
-        time.sleep(0.05)
 
 
 @pytest.fixture
