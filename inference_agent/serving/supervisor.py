@@ -35,6 +35,7 @@ from collector.control import DesiredState, EngineOffer
 from inference_agent.config import EngineProfile, LaunchValues
 from inference_agent.isolation.cpu import CpuLimits
 from inference_agent.isolation.limits import IsolationError, LimitApplier, ReplicaLimits
+from inference_agent.serving.gpu_slots import GpuSlots
 from inference_agent.serving.launcher import Launcher, LaunchSpec, ReplicaProcess, free_port
 from inference_agent.serving.pools import (
     BUILTIN_OFFERS,
@@ -113,7 +114,6 @@ class _Replica:
     process: ReplicaProcess | None = None
     cpus: tuple[int, ...] = ()  # its share of the node's cores
     cpu_millicores: int | None = None  # the cap last applied to its process
-    gpus: tuple[int, ...] = ()  # the GPUs it has to itself (CUDA_VISIBLE_DEVICES), while its process lives
     profile: EngineProfile | None = None  # what its process runs; None: the built-in replica
 
 
@@ -157,7 +157,7 @@ class Supervisor:
         self._startup_s: dict[str, float] = {}  # by pool: the latest replica's launch → ready
         self._step_lock = threading.Lock()
         self._next_id = 0
-        self._gpus_held: dict[str, tuple[int, ...]] = {}  # by replica id, until its process is reaped
+        self._gpus = GpuSlots(self.gpu_memory_mib)
         self._waiting_for_gpus: set[str] = set()  # pools whose next replica waits for GPUs (logged once)
         self._publish()
 
@@ -166,7 +166,7 @@ class Supervisor:
         """What a desired state is checked against (``pools.pools_from_desired``) and what the node reports."""
         engines: dict[str, EngineOffer] = dict(BUILTIN_OFFERS) if self.builtin else {}
         engines.update({name: profile.offer() for name, profile in self.profiles.items()})
-        return NodeOffer(engines, len(self.gpu_memory_mib), self.max_replicas)
+        return NodeOffer(engines, len(self._gpus), self.max_replicas)
 
     # ---- what others read and set
     def routes(self) -> dict[str, PoolRoutes]:
@@ -356,9 +356,16 @@ class Supervisor:
         """Start the replica's process; False (nothing started) while the GPUs it needs are held by others."""
         view = replica.view
         spec = self._decided_target().get(view.pool, PoolSpec(0, view.kind))
-        gpus = self._take_gpus(view.pool, spec.gpus)
+        gpus = self._gpus.take(view.id, spec.gpus)
         if gpus is None:
+            if view.pool not in self._waiting_for_gpus:
+                free = len(self._gpus.free())
+                log.warning(
+                    "pool %s: its next replica waits for %d free GPUs (%d free now)", view.pool, spec.gpus, free
+                )
+                self._waiting_for_gpus.add(view.pool)
             return False
+        self._waiting_for_gpus.discard(view.pool)
         replica.port = free_port()
         slots = max(sum(p.replicas for p in self._target.values()), len(self._replicas))
         replica.cpus = cpu_share(replica.slot, slots, self.cpus)
@@ -377,14 +384,12 @@ class Supervisor:
                 replica_id=view.id,
                 gpus=len(gpus) or spec.gpus or 1,
                 gpu_memory_fraction=gpu_memory_fraction(
-                    spec.gpu_memory_mib, [self.gpu_memory_mib.get(i) for i in gpus], replica.profile.gpu_memory_fraction
+                    spec.gpu_memory_mib, self._gpus.totals_mib(gpus), replica.profile.gpu_memory_fraction
                 ),
             )
             argv, profile_env = replica.profile.render(values)
             command, env = tuple(argv), {**profile_env, **env}
         replica.process = self.launcher.launch(LaunchSpec(view.id, view.pool, view.kind, replica.port, env, command))
-        replica.gpus = gpus
-        self._gpus_held[view.id] = gpus
         replica.view = replace(view, phase=Phase.STARTING, since=now, restart_at=None, gpu_quota=spec.gpu_quota)
         log.info(
             "replica %s of pool %s starting on port %d (pid %d%s): %s",
@@ -399,21 +404,6 @@ class Supervisor:
         self._limit(replica, spec.cpu_millicores)
         self._share_gpu(replica, spec.gpu_quota)
         return True
-
-    def _take_gpus(self, pool: str, wanted: int | None) -> tuple[int, ...] | None:
-        """``wanted`` GPUs no live replica holds (lowest indices first), () when the pool asks none or the node has
-        none, None while too few are free."""
-        if wanted is None or not self.gpu_memory_mib:
-            return ()
-        held = {i for gpus in self._gpus_held.values() for i in gpus}
-        free = [i for i in sorted(self.gpu_memory_mib) if i not in held]
-        if len(free) < wanted:
-            if pool not in self._waiting_for_gpus:
-                log.warning("pool %s: its next replica waits for %d free GPUs (%d free now)", pool, wanted, len(free))
-                self._waiting_for_gpus.add(pool)
-            return None
-        self._waiting_for_gpus.discard(pool)
-        return tuple(free[:wanted])
 
     def _share_gpu(self, replica: _Replica, quota: GpuQuota) -> None:
         """Have the MPS server allow the limits the replica started with (they narrow, never widen, the server's)."""
@@ -433,7 +423,7 @@ class Supervisor:
         report("replica %s of pool %s GPU limits: %s", replica.view.id, replica.view.pool, outcome.describe())
 
     def _release(self, replica_id: str) -> None:
-        self._gpus_held.pop(replica_id, None)
+        self._gpus.release(replica_id)
         self.cpu_limits.release(replica_id)
         if self.gpu_limits is not None:
             self.gpu_limits.release(replica_id)
