@@ -119,9 +119,10 @@ class PoolSpec:
     routing_alpha: float = 0.5
     routing_beta: float = 0.3
     routing_gamma: float = 0.2
-    # a built-in engine (BUILTIN_ENGINES) or the name of an engine profile the nodes declare; None on a pool made
-    # before engines were named: a built-in one, each node keeps the kind it runs it as (text on a new node)
-    engine: str | None = "text"
+    # a built-in engine (BUILTIN_ENGINES) or the name of an engine profile the nodes declare; None (no engine named,
+    # and every pool made before engines were): a built-in one, each node keeps the kind it runs the pool as — from
+    # its --pools, say — and a node new to it runs text
+    engine: str | None = None
     model: str | None = None  # what the profile serves; a built-in engine takes none
     gpu_memory_mib: int | None = None  # each GPU a replica uses has at least this much; None: any
     node_selector: Mapping[str, str] = field(default_factory=dict)  # labels a node must carry, all of them

@@ -27,15 +27,39 @@ from migrations import runner
 from web.tokens import Role, TokenStore
 
 DEMO_NODES = ("demo-node-1", "demo-node-2", "demo-node-3")
-# Each demo node runs one replica of a text-generation pool and one of an image-classification pool (torch, CPU).
-DEMO_POOLS = "chat=text:1,vision=classify:1"
+# Each demo node runs a replica of the image-classification pool it was started with (torch, CPU), and declares an
+# engine profile: the built-in text engine run as an external process, as a node would declare vLLM. The chat pool
+# names that profile and is placed by the control plane, one replica a node at its minimum.
+DEMO_POOLS = "vision=classify:1"
+DEMO_PROFILE = """
+[profiles.builtin-text]
+command = ["{python}", "-m", "inference_agent.serving.replica", "--pool", "{pool}", "--kind", "text",
+           "--port", "{port}", "--served-model-name", "{model}"]
+health_path = "/health"
+metrics_kind = "vllm"
+models = ["tiny-chat"]
+startup_timeout_seconds = 300
+"""
 # The same pools as the control plane knows them: CPU generation is slow, so the chat SLO is generous, and a
 # replica's capacity is what these small CPU replicas sustain (a chat replica about one trace request a second),
 # so the autoscaler has a target from the first tick rather than after learning one.
 DEMO_POOL_SPECS = {
-    "chat": PoolSpec(min_replicas=2, max_replicas=4, slo_p99_seconds=10.0, startup_seconds=30.0, replica_capacity=1.0),
+    "chat": PoolSpec(
+        min_replicas=3,
+        max_replicas=4,
+        slo_p99_seconds=10.0,
+        startup_seconds=30.0,
+        replica_capacity=1.0,
+        engine="builtin-text",
+        model="tiny-chat",
+    ),
     "vision": PoolSpec(
-        min_replicas=2, max_replicas=4, slo_p99_seconds=1.0, startup_seconds=30.0, replica_capacity=10.0
+        min_replicas=2,
+        max_replicas=4,
+        slo_p99_seconds=1.0,
+        startup_seconds=30.0,
+        replica_capacity=10.0,
+        engine="classify",  # a pool names its engine; without one it would run the built-in text engine
     ),
 }
 # Two tenants: acme's classifications are latency-critical; globex's generations are batch work with a compute share
@@ -56,6 +80,8 @@ def run_demo(settings: ServerSettings, *, state_dir: Path = Path(".fleetpilot"))
     tenant_keys = _demo_tenant_keys(settings.database_url)
     logs = state_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
+    config = state_dir / "agent.toml"
+    config.write_text(DEMO_PROFILE)
     server = ServerProcess(
         settings.database_url,
         port=settings.port,
@@ -73,6 +99,7 @@ def run_demo(settings: ServerSettings, *, state_dir: Path = Path(".fleetpilot"))
             workload="builtin",
             pools=DEMO_POOLS,
             serve_port=free_port(),
+            config=config,
         )
         for node in DEMO_NODES
     ]

@@ -50,8 +50,13 @@ def test_a_pool_no_agent_was_started_with_is_placed_on_the_capable_up_nodes(engi
     actuator.publish([chat], view)
     told = {n: actuator.board.for_node(n) for n in ("new-a", "new-b", "old")}
     assert all(s is not None and s.pools is not None for s in told.values())
-    assert told["new-a"].pools == {"chat": PoolDesired(replicas=1, kind="text", gpus=1)}  # type: ignore[union-attr]
-    assert told["old"].pools == {"vision": PoolDesired(replicas=1)}  # type: ignore[union-attr]  # restated as today
+    assert told["new-a"].pools == {"chat": PoolDesired(replicas=1, gpus=1)}  # type: ignore[union-attr]  # text there
+    vision = pool(engine, clock, "vision", engine="classify")  # an engine named is an engine told
+    assert actuator.apply(vision, 1, view) == "placed 1 on old: 1"  # where it runs already
+    actuator.publish([chat, vision], view)
+    told_old = actuator.board.for_node("old")
+    assert told_old is not None and told_old.pools is not None
+    assert told_old.pools["vision"] == PoolDesired(replicas=1, kind="classify", gpus=1)
 
 
 def test_an_old_agent_keeps_the_pool_it_was_started_with(engine: Engine, clock: FakeClock) -> None:

@@ -76,7 +76,7 @@ def test_ingest_answer_carries_the_nodes_share_once_the_pool_is_managed(
     services.actuator.apply(pool, 3, fleet)
     services.actuator.publish(services.pools.list(), fleet)
     assert push(client, auth, "node-a", [chat_sample(2, clock, 10.0, 1)])["desired"] == {
-        "pools": {"chat": {"replicas": 3, "kind": "text", "gpus": 1}}  # the built-in text engine, one slot each
+        "pools": {"chat": {"replicas": 3, "gpus": 1}}  # no engine named: built-in, one slot each
     }
 
 

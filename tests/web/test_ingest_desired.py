@@ -75,7 +75,7 @@ def test_an_answer_with_managed_pools_and_tenants_reads_nothing_for_its_desired_
     with statements(services.engine) as after:
         desired = push(client, agent, clock, 3, chat=1)
     assert desired == {
-        "pools": {"chat": {"replicas": 2, "kind": "text", "gpus": 1}},  # a managed pool says what a replica runs
+        "pools": {"chat": {"replicas": 2, "gpus": 1}},  # a managed pool says the GPUs a replica gets
         "tenants": {"acme": {"slo_class": "latency_critical", "quotas": {"chat": {"rate_rps": 5.0}}}},
     }
     assert after == before  # the ingest statements themselves, not one more for the desired state
@@ -93,7 +93,7 @@ def test_deleting_a_pool_deletes_what_it_kept_and_drains_it_from_the_nodes(
     tick(services, clock)
     services.publish_tenants()
     told = push(client, agent, clock, 2, chat=2)
-    assert told is not None and told["pools"] == {"chat": {"replicas": 2, "kind": "text", "gpus": 1}}
+    assert told is not None and told["pools"] == {"chat": {"replicas": 2, "gpus": 1}}
     assert "chat" in told["tenants"]["acme"]["quotas"]
     assert all(count(services.engine, t) == 1 for t in (tenant_quotas, throttle_levels)) and count(
         services.engine, placements

@@ -43,7 +43,10 @@ MAX_GPUS_PER_REPLICA = 64  # what one replica may be given on the wire (collecto
 MAX_GPU_MEMORY_MIB = 10**9
 # PATCH may set these to null: learn the capacity, no model (a built-in engine), any GPU memory
 CLEARABLE = {"replica_capacity", "model", "gpu_memory_mib"}
-ENGINE_DOC = "the built-in `text` or `classify`, or an engine profile the nodes declare (their --config)"
+ENGINE_DOC = (
+    "the built-in `text` or `classify`, or an engine profile the nodes declare (their --config); null: a built-in "
+    "engine, each node keeping the kind it runs the pool as (from its --pools), and `text` on a node new to it"
+)
 MODEL_DOC = "the model the engine profile serves (one it lists); null for a built-in engine"
 GPU_MEMORY_DOC = "GPU memory each replica needs on every GPU it uses, MiB; null: any"
 SELECTOR_DOC = "node labels a node must carry, all of them, to run the pool's replicas"
@@ -88,7 +91,7 @@ class PoolFields(BaseModel):
     gpus_per_replica: int = Field(1, ge=1, le=MAX_GPUS_PER_REPLICA)
     mode: Mode = Field(Mode.ACT, description="act: apply decisions; dry_run: decide and record only")
     routing: Routing = Routing()
-    engine: Annotated[str, Field(pattern=NAME_PATTERN, description=ENGINE_DOC)] = "text"
+    engine: Annotated[str, Field(pattern=NAME_PATTERN)] | None = Field(None, description=ENGINE_DOC)
     model: ModelName | None = Field(None, description=MODEL_DOC)
     gpu_memory_mib: int | None = Field(None, ge=1, le=MAX_GPU_MEMORY_MIB, description=GPU_MEMORY_DOC)
     node_selector: Selector = Field(default_factory=dict, description=SELECTOR_DOC)
@@ -143,11 +146,6 @@ class PoolPatch(BaseModel):
 
 
 class PoolOut(PoolIn):
-    engine: Annotated[str, Field(pattern=NAME_PATTERN)] | None = Field(  # type: ignore[assignment]
-        "text",
-        description=ENGINE_DOC + "; null on a pool made before engines were named: a built-in engine, each node "
-        "keeps the kind it runs the pool as (text on a node new to it)",
-    )
     current_replicas: int = Field(description="ready + starting replicas on the nodes that are up")
     ready_replicas: int = Field(description="replicas serving, on the nodes that are up")
     starting_replicas: int = Field(description="replicas launched and not ready yet")
