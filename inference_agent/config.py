@@ -167,7 +167,10 @@ class AgentConfig(_Strict):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'top level'}: {e['msg']}" for e in exc.errors())
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'top level'}: {e['msg'].removeprefix('Value error, ')}"
+                for e in exc.errors()
+            )
             raise ConfigError(f"{path}: {problems}") from None
 
 
