@@ -1,6 +1,7 @@
 """Every table of the product, gathered on one MetaData for Alembic (each import registers its tables)."""
 
 from alerting import tables as _alerting  # noqa: F401  (alert_rules, alerts, silences, webhooks, outbox, deliveries)
+from autoscaler import failover as _failover  # noqa: F401  (failovers)
 from autoscaler.actuators import local as _local  # noqa: F401  (placements, retired_pools)
 from collector.tables import metadata
 from fleet import desired as _desired  # noqa: F401  (desired_snapshots)
