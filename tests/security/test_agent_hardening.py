@@ -16,7 +16,7 @@ from collector.control import DesiredState
 from inference_agent.fake_collector import ScriptedAnswer, ScriptedCollector
 from inference_agent.http_server import ConnectionLimits, JsonHandler, Server
 from inference_agent.serving.launcher import LaunchSpec, ReplicaProcess
-from inference_agent.serving.pools import PoolSpec
+from inference_agent.serving.pools import DesiredRefused, PoolSpec
 from inference_agent.serving.reconcile import Timing, Verb, decide
 from inference_agent.serving.supervisor import Supervisor
 from tests.inference_agent.test_pusher import pusher_on
@@ -62,7 +62,8 @@ def test_finding_13_a_desired_state_of_64000_replicas_starts_none() -> None:
     huge = {"pools": {f"p{i}": {"replicas": 64} for i in range(1000)}}
     with pytest.raises(ValidationError, match="at most 256 items"):  # the agent refuses it as it reads the answer
         DesiredState.model_validate(huge)
-    supervisor.set_desired(DesiredState.model_validate({"pools": {f"p{i}": {"replicas": 64} for i in range(200)}}))
+    with pytest.raises(DesiredRefused, match="12800 replicas in all"):
+        supervisor.set_desired(DesiredState.model_validate({"pools": {f"p{i}": {"replicas": 64} for i in range(200)}}))
     assert supervisor.target() == {"kept": PoolSpec(1)}  # refused whole: what runs keeps running
     starts = [a for a in decide(supervisor.target(), [], 0.0, Timing()) if a.verb is Verb.START]
     assert len(starts) == 1
