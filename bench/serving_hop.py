@@ -14,6 +14,7 @@ the front end adds to a request when nothing else competes for the machine's cor
 from __future__ import annotations
 
 import json
+import os
 import signal
 import tempfile
 import threading
@@ -209,7 +210,10 @@ def run(trace: list[TraceRequest]) -> dict[str, Any]:
                 progress(f"serving: one request alone, {direct_ms:.1f} ms direct, {hop_ms:.1f} ms via the front end")
                 assert a.serve_url is not None
                 progress(f"serving: replaying {len(trace)} requests through the front end")
+                agent_cpu = psutil.Process(a.process.pid)  # type: ignore[union-attr]
+                cpu_before = sum(agent_cpu.cpu_times()[:2])
                 proxied = replay_http(a.serve_url, trace, key)
+                agent_cpu_s = sum(agent_cpu.cpu_times()[:2]) - cpu_before
                 b = start_node(server, tmp, "bench-b")
                 time.sleep(2.0)  # pushing, and its report read
                 a.process.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
@@ -236,6 +240,10 @@ def run(trace: list[TraceRequest]) -> dict[str, Any]:
         "hop_alone_direct_ms": round(direct_ms, 2),
         "hop_alone_frontend_ms": round(hop_ms, 2),
         "hop_alone_added_ms": round(hop_ms - direct_ms, 2),
+        # the agent process (front end, sampler, pusher; not its replica) during the replay: what the hop takes from
+        # the cores the engine shares on a CPU node
+        "agent_cpu_seconds_during_replay": round(agent_cpu_s, 2),
+        "agent_cpu_share_of_machine": round(agent_cpu_s / (proxied.makespan_s * (os.cpu_count() or 1)), 3),
         "serving_generated_tokens": proxied.generated_tokens,
         "serving_baseline_generated_tokens": direct.generated_tokens,
         "pool_post_to_first_ready_s": round(to_ready_s, 2),
