@@ -165,6 +165,7 @@ class NodeReport(_Wire):
 
 # --- control plane → node ---------------------------------------------------------------------------------------
 
+
 class PoolDesired(_Wire):
     """A pool's replicas on the node and what they run: the built-in ``kind``, or a declared ``engine`` profile with
     its ``model``; ``gpus`` each replica gets (CUDA_VISIBLE_DEVICES) and the GPU memory it may use."""
