@@ -269,7 +269,7 @@ def bulk_insert_rate(engine: Engine, rows: list[dict[str, Any]]) -> float:
     started = time.perf_counter()
     for first in range(0, len(rows), BASELINE_CHUNK_ROWS):
         with engine.begin() as conn:
-            inserted += insert(conn, rows[first : first + BASELINE_CHUNK_ROWS])
+            inserted += len(insert(conn, rows[first : first + BASELINE_CHUNK_ROWS]))
     elapsed = time.perf_counter() - started
     if inserted != len(rows):
         raise RuntimeError(f"baseline stored {inserted} of {len(rows)} rows")

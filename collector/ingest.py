@@ -1,9 +1,17 @@
-"""The hot ingest path: one validated batch becomes one transaction of Core bulk statements.
+"""The hot ingest path: validated batches become transactions of Core bulk statements, several batches a commit.
 
 Per batch: insert the samples ignoring ``(node_id, seq)`` conflicts (a resend counts as duplicate), upsert the node
 (registration and liveness), upsert the latest value of each series touched, note rollup buckets the rollup job
 has already passed, and store the node's report (the latest per node, and one replica row per pool of it).
-The caller answers the agent only after ``write_batch`` returns, i.e. after the commit.
+
+Group commit: what costs is the work per request and per transaction, not per row, so the batches of concurrent
+requests share one. Each request queues its batch and takes the process's write turn; whoever holds the turn writes
+every batch queued by then in one transaction — one insert of all their samples (its RETURNING says which rows
+were new, so each batch's duplicates are counted exactly), one node upsert, one latest-values upsert — and hands
+each its result; a request whose batch was written by another finds its result when its turn comes. The caller
+answers the agent only after ``write_batch`` returns, i.e. after the commit. A batch past its pool bound is left out
+of the group with its error; should the group's transaction fail on a constraint, each batch is written alone, so
+one bad batch fails by itself; the database being away fails them all (``StorageUnavailable``).
 """
 
 from __future__ import annotations
@@ -11,8 +19,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Collection, Sequence
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, Engine, case, func, select, text
@@ -82,7 +89,7 @@ def sample_row(node_id: str, sample: WireSample) -> dict[str, Any]:
     return row
 
 
-SampleInserter = Callable[[Connection, list[dict[str, Any]]], int]
+SampleInserter = Callable[[Connection, list[dict[str, Any]]], set[tuple[str, int]]]
 SAMPLE_COLUMNS: tuple[str, ...] = ("node_id", "seq", "ts", "device", "pool", *METRIC_NAMES, "extra")
 _POSTGRES_ARRAY_TYPES = {
     "node_id": "varchar[]",
@@ -94,7 +101,7 @@ _POSTGRES_ARRAY_TYPES = {
 
 
 def sample_inserter(dialect: str) -> SampleInserter:
-    """How this database takes a batch of samples, ignoring ``(node_id, seq)`` it already has; returns how many new.
+    """How this database takes samples, ignoring ``(node_id, seq)`` it already has; answers the keys that were new.
 
     PostgreSQL gets one ``INSERT … SELECT FROM unnest(<one array per column>)``: the same short statement for every
     batch, prepared once, where a multi-row VALUES list is a new 340-placeholder query for psycopg to parse on every
@@ -106,34 +113,53 @@ def sample_inserter(dialect: str) -> SampleInserter:
         arrays = ", ".join(f"CAST(:{c} AS {_POSTGRES_ARRAY_TYPES.get(c, 'float8[]')})" for c in SAMPLE_COLUMNS)
         statement = text(
             f"INSERT INTO samples ({columns}) SELECT * FROM unnest({arrays}) ON CONFLICT (node_id, seq) DO NOTHING"
+            " RETURNING node_id, seq"
         )
 
-        def insert_unnest(conn: Connection, rows: list[dict[str, Any]]) -> int:
+        def insert_unnest(conn: Connection, rows: list[dict[str, Any]]) -> set[tuple[str, int]]:
             params: dict[str, list[Any]] = {c: [r[c] for r in rows] for c in SAMPLE_COLUMNS}
             params["extra"] = [None if e is None else json.dumps(e) for e in params["extra"]]
-            return conn.execute(statement, params).rowcount
+            return {(node, seq) for node, seq in conn.execute(statement, params)}
 
         return insert_unnest
-    statement_many = insert_for(dialect, samples).on_conflict_do_nothing(index_elements=["node_id", "seq"])
+    statement_many = (
+        insert_for(dialect, samples)
+        .on_conflict_do_nothing(index_elements=["node_id", "seq"])
+        .returning(samples.c.node_id, samples.c.seq)
+    )
 
-    def insert_many(conn: Connection, rows: list[dict[str, Any]]) -> int:
-        return conn.execute(statement_many, rows).rowcount
+    def insert_many(conn: Connection, rows: list[dict[str, Any]]) -> set[tuple[str, int]]:
+        return {(node, seq) for node, seq in conn.execute(statement_many, rows)}
 
     return insert_many
 
 
+@dataclass(eq=False)
+class _Queued:
+    """One request's batch waiting for a group commit, and then its outcome."""
+
+    batch: IngestBatch
+    received_at: float
+    pools: PoolBound | None
+    result: IngestResult | None = None
+    error: BaseException | None = None
+    done: bool = field(default=False)
+
+
 class SampleWriter:
-    """Writes batches for the ingest endpoint; ``late_after_seconds`` is how far behind the rollup job may be."""
+    """Writes batches for the ingest endpoint, several a commit (module docstring); ``late_after_seconds`` is how far
+    behind the rollup job may be."""
 
     def __init__(self, engine: Engine, *, late_after_seconds: float) -> None:
         self._engine = engine
         self._late_after_seconds = late_after_seconds
         dialect = engine.dialect.name
         self._insert_samples = sample_inserter(dialect)
-        # SQLite has one writer: ingest threads that collide there sleep in its busy handler in steps of up to
-        # 100 ms (p99 ~540 ms at 16 requests in flight); queueing them here in order measured a p99 of 144–251 ms.
-        # PostgreSQL writes concurrently, so there the lock is a no-op.
-        self._writer_turn: AbstractContextManager[object] = threading.Lock() if dialect == "sqlite" else nullcontext()
+        # One writer per process: the turn holder commits every queued batch (on SQLite, whose single writer makes
+        # colliding threads sleep in its busy handler, it also keeps them from colliding).
+        self._writer_turn = threading.Lock()
+        self._queue: list[_Queued] = []
+        self._queue_lock = threading.Lock()
         self._pools_seen = PoolsSeen()
         latest = insert_for(dialect, series_latest)
         self._upsert_latest = latest.on_conflict_do_update(
@@ -176,51 +202,107 @@ class SampleWriter:
         )
 
     def write_batch(self, batch: IngestBatch, *, received_at: float, pools: PoolBound | None = None) -> IngestResult:
-        """Store ``batch`` in one transaction; raises ``StorageUnavailable`` when the database is away and
-        ``TooManyPools`` (nothing stored) when its samples name pools past ``pools``."""
+        """Store ``batch``, committed (maybe with others) before this returns; raises ``StorageUnavailable`` when the
+        database is away and ``TooManyPools`` (nothing stored) when its samples name pools past ``pools``."""
+        queued = _Queued(batch, received_at, pools)
+        with self._queue_lock:
+            self._queue.append(queued)
+        with self._writer_turn:
+            if not queued.done:  # nobody wrote it yet: write it, and every batch queued since
+                with self._queue_lock:
+                    group, self._queue = self._queue, []
+                self._commit(group)
+        if queued.error is not None:
+            raise queued.error
+        assert queued.result is not None
+        return queued.result
+
+    def _commit(self, group: list[_Queued]) -> None:
+        """One transaction for ``group``; on a constraint error with several batches, each alone."""
         try:
-            with self._writer_turn, self._engine.begin() as conn:
-                if pools is not None:
-                    _check_pools(conn, batch, pools, self._pools_seen)
-                return self._write(conn, batch, received_at)
-        except OperationalError as exc:
-            raise StorageUnavailable(f"database unavailable: {exc.orig}") from exc
-        except DBAPIError as exc:
-            if exc.connection_invalidated:
-                raise StorageUnavailable(f"database connection lost: {exc.orig}") from exc
-            raise
+            try:
+                with self._engine.begin() as conn:
+                    members = self._admitted(conn, group)
+                    results = self._write(conn, members)
+            except OperationalError as exc:
+                raise StorageUnavailable(f"database unavailable: {exc.orig}") from exc
+            except DBAPIError as exc:
+                if exc.connection_invalidated:
+                    raise StorageUnavailable(f"database connection lost: {exc.orig}") from exc
+                raise
+        except DBAPIError:
+            if len(group) == 1:
+                raise
+            for queued in group:  # the bad batch fails alone
+                queued.error = None
+                try:
+                    self._commit([queued])
+                except BaseException as exc:  # handed to its own request, raised there
+                    queued.error = exc
+                queued.done = True
+            return
+        except BaseException as exc:  # the database away: every request of the group hears it
+            for queued in group:
+                queued.error = queued.error or exc
+                queued.done = True
+            return
+        for queued, result in zip(members, results, strict=True):
+            queued.result = result
+        for queued in group:
+            queued.done = True
 
-    def _write(self, conn: Connection, batch: IngestBatch, received_at: float) -> IngestResult:
-        node_id = batch.node_id
-        if batch.inventory is not None:
-            self._write_inventory(conn, node_id, batch.inventory, received_at)
-        report = node_report(batch)
-        if report is not None:
-            self._store_report(conn, node_id, report, received_at=received_at)
-        if not batch.samples:
-            conn.execute(self._register_node, [{"id": node_id, "first_seen": received_at, "last_seen": received_at}])
-            return IngestResult(accepted=0, duplicates=0)
+    def _admitted(self, conn: Connection, group: list[_Queued]) -> list[_Queued]:
+        """The batches within their pool bound; each other one gets its TooManyPools and joins nothing."""
+        admitted = []
+        in_group: dict[str, set[str]] = {}  # pools the batches admitted before named, by node
+        for queued in group:
+            if queued.pools is not None:
+                try:
+                    _check_pools(conn, queued.batch, queued.pools, self._pools_seen, in_group)
+                except TooManyPools as exc:
+                    queued.error = exc
+                    continue
+            admitted.append(queued)
+        return admitted
 
-        rows = [sample_row(node_id, s) for s in batch.samples]
-        accepted = self._insert_samples(conn, rows)
-        conn.execute(
-            self._upsert_node,
-            [
-                {
-                    "id": node_id,
-                    "first_seen": received_at,
-                    "last_seen": received_at,
-                    "last_sample_ts": max(r["ts"] for r in rows),
-                    "last_seq": max(r["seq"] for r in rows),
-                }
-            ],
-        )
-        if accepted:
-            conn.execute(self._upsert_latest, _latest_per_series(rows))
-            late = _late_buckets(rows, received_at - self._late_after_seconds)
-            if late:
-                conn.execute(self._mark_backlog, [{"node_id": node_id, "bucket": b} for b in sorted(late)])
-        return IngestResult(accepted=accepted, duplicates=len(rows) - accepted)
+    def _write(self, conn: Connection, group: list[_Queued]) -> list[IngestResult]:
+        for queued in group:
+            batch = queued.batch
+            if batch.inventory is not None:
+                self._write_inventory(conn, batch.node_id, batch.inventory, queued.received_at)
+            report = node_report(batch)
+            if report is not None:
+                self._store_report(conn, batch.node_id, report, received_at=queued.received_at)
+        empty = [q for q in group if not q.batch.samples]
+        if empty:
+            conn.execute(
+                self._register_node,
+                [{"id": q.batch.node_id, "first_seen": q.received_at, "last_seen": q.received_at} for q in empty],
+            )
+        rows_of = [[sample_row(q.batch.node_id, sample) for sample in q.batch.samples] for q in group]
+        rows = [row for batch_rows in rows_of for row in batch_rows]
+        if not rows:
+            return [IngestResult(0, 0) for _ in group]
+        new = self._insert_samples(conn, rows)
+        conn.execute(self._upsert_node, _node_rows(group, rows_of))
+        results, written = [], []
+        for queued, batch_rows in zip(group, rows_of, strict=True):
+            # a key new in this commit is the first batch's that carries it: a resend in the same group is a duplicate
+            accepted = 0
+            for row in batch_rows:
+                if (row["node_id"], row["seq"]) in new:
+                    new.discard((row["node_id"], row["seq"]))
+                    accepted += 1
+            results.append(IngestResult(accepted=accepted, duplicates=len(batch_rows) - accepted))
+            if accepted:
+                written.extend(batch_rows)
+                late = _late_buckets(batch_rows, queued.received_at - self._late_after_seconds)
+                if late:
+                    node_id = queued.batch.node_id
+                    conn.execute(self._mark_backlog, [{"node_id": node_id, "bucket": b} for b in sorted(late)])
+        if written:
+            conn.execute(self._upsert_latest, _latest_per_series(written))
+        return results
 
     def _write_inventory(self, conn: Connection, node_id: str, inventory: WireInventory, now: float) -> None:
         node = insert_for(conn.dialect.name, nodes)
@@ -303,14 +385,19 @@ class PoolsSeen:
             self._by_node[node_id] = frozenset(pools)
 
 
-def _check_pools(conn: Connection, batch: IngestBatch, bound: PoolBound, seen: PoolsSeen) -> None:
+def _check_pools(
+    conn: Connection, batch: IngestBatch, bound: PoolBound, seen: PoolsSeen, in_group: dict[str, set[str]]
+) -> None:
     """The pools the batch's samples and report name count toward the bound alike: a report may name a pool none of
-    whose replicas has sent a sample yet (all of them starting)."""
+    whose replicas has sent a sample yet (all of them starting). ``in_group``: the pools the node's batches admitted
+    earlier in the same commit named (not in the database yet), updated with this one's."""
     in_report = list(batch.report.pools) if batch.report is not None else []
     named = [s.pool for s in batch.samples if s.pool is not None] + in_report
+    earlier = in_group.setdefault(batch.node_id, set())
     if not named or seen.covers(batch.node_id, named):
+        earlier.update(named)
         return
-    reported = _reported_pools(conn, batch.node_id)
+    reported = _reported_pools(conn, batch.node_id) | earlier
     refused = bound.refused(reported, named)
     if refused:
         why = f"this node reports more than {bound.max_pools} pools"
@@ -320,6 +407,7 @@ def _check_pools(conn: Connection, batch: IngestBatch, bound: PoolBound, seen: P
     # Noted before the commit: should it fail, these pools passed the bound all the same, and the next new pool
     # reads the node's series afresh.
     seen.note(batch.node_id, reported | set(named))
+    earlier.update(named)
 
 
 def _reported_pools(conn: Connection, node_id: str) -> set[str]:
@@ -332,11 +420,32 @@ def _reported_pools(conn: Connection, node_id: str) -> set[str]:
     return reported
 
 
+def _node_rows(group: list[_Queued], rows_of: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One node upsert row per node with samples in the group, in node order: its newest sample, seq and arrival."""
+    by_node: dict[str, dict[str, Any]] = {}
+    for queued, batch_rows in zip(group, rows_of, strict=True):
+        if not batch_rows:
+            continue
+        node_id = queued.batch.node_id
+        row = {
+            "id": node_id,
+            "first_seen": queued.received_at,
+            "last_seen": queued.received_at,
+            "last_sample_ts": max(r["ts"] for r in batch_rows),
+            "last_seq": max(r["seq"] for r in batch_rows),
+        }
+        kept = by_node.get(node_id)
+        if kept is not None:
+            row = {k: min(v, kept[k]) if k == "first_seen" else max(v, kept[k]) for k, v in row.items()}
+        by_node[node_id] = row
+    return [by_node[n] for n in sorted(by_node)]
+
+
 def _latest_per_series(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The newest row of each (device, pool) series, in key order so concurrent upserts lock rows alike."""
-    latest: dict[tuple[int, str], dict[str, Any]] = {}
+    """The newest row of each (node, device, pool) series, in key order so concurrent upserts lock rows alike."""
+    latest: dict[tuple[str, int, str], dict[str, Any]] = {}
     for row in rows:
-        key = (row["device"], row["pool"])
+        key = (row["node_id"], row["device"], row["pool"])
         kept = latest.get(key)
         if kept is None or row["ts"] >= kept["ts"]:
             latest[key] = row
