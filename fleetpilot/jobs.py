@@ -1,5 +1,11 @@
 """The server's background jobs on one APScheduler: rollups, retention, forecasts, the autoscaler, the enforcer,
-alert evaluation and webhook delivery."""
+alert evaluation and webhook delivery.
+
+Each job that works on the whole fleet runs on one server at a time however many share the database: the control
+loops under their own leases (controller, enforcer, alerting), the data jobs — rollups, retention, forecasts, alert
+history — under one lease each (:class:`OnceAcrossServers`, ``job:NAME``). Every server refreshes its own copy of the
+desired-state board and delivers webhooks (the outbox's claims keep a delivery to one server).
+"""
 
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ from autoscaler.controller import Controller, ControllerSettings
 from collector.retention import RetentionJob
 from collector.rollups import RollupJob
 from collector.skipped_rows import Job, SkippedRows, skipped_rows_counter
+from fleet.lease import Lease
 from fleet.view import FleetReader
 from fleetpilot.settings import ServerSettings
 from isolation.enforcer import Enforcer, EnforcerLoopSettings
@@ -71,20 +78,27 @@ def start_jobs(services: AppServices, settings: ServerSettings) -> Jobs:
         """Every server, leader or not: the parts another server's control loops published reach its answers."""
         services.desired.refresh()
 
-    _every(scheduler, "desired-board", DESIRED_REFRESH_SECONDS, refresh_board)
-    _every(scheduler, "rollups", settings.rollup_interval_seconds, rollups.run)
-    _every(scheduler, "retention", settings.retention_interval_seconds, retention.run)
     holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    once: list[OnceAcrossServers] = []
+
+    def once_across_servers(name: str, seconds: float, tick: _Tick) -> None:
+        job = OnceAcrossServers.of(services, name, holder, seconds, settings.leader_lease_seconds, tick)
+        once.append(job)
+        _every(scheduler, name, seconds, job)
+
+    _every(scheduler, "desired-board", DESIRED_REFRESH_SECONDS, refresh_board)
+    once_across_servers("rollups", settings.rollup_interval_seconds, rollups.run)
+    once_across_servers("retention", settings.retention_interval_seconds, retention.run)
     loops = build_loops(services, settings, holder=holder, skipped=skipped)
-    _every(scheduler, "forecasts", settings.forecast_interval_seconds, loops.forecasts.run)
+    once_across_servers("forecasts", settings.forecast_interval_seconds, loops.forecasts.run)
     _every(scheduler, "autoscaler", settings.autoscale_interval_seconds, loops.controller.run)
     _every(scheduler, "enforcer", settings.enforce_interval_seconds, loops.enforcer.run)
     _every(scheduler, "alerts", settings.alert_evaluation_interval_seconds, loops.evaluator.run)
     _every(scheduler, "webhooks", settings.webhook_poll_seconds, loops.outbox.run)
     history = AlertHistoryRetention(services.engine, keep_seconds=settings.alert_history_days * 86400)
-    _every(scheduler, "alert-history", settings.retention_interval_seconds, history.run)
+    once_across_servers("alert-history", settings.retention_interval_seconds, history.run)
     scheduler.start()
-    return Jobs(scheduler, loops.on_stop())
+    return Jobs(scheduler, loops.on_stop() + [job.lease.release for job in once])
 
 
 @dataclass(frozen=True)
@@ -157,6 +171,25 @@ def build_loops(
 
 class _Tick(Protocol):
     def __call__(self, *, now: float) -> object: ...
+
+
+@dataclass(frozen=True)
+class OnceAcrossServers:
+    """A job only the holder of its lease runs: with several servers on one database, one runs it each period and
+    the others skip; a holder that stops (SIGKILL) loses the lease ``lease.ttl_seconds`` after its last run, and the
+    next server to tick takes it over. The lease outlives two periods, so the holder keeps it from run to run."""
+
+    lease: Lease
+    tick: _Tick
+
+    @classmethod
+    def of(
+        cls, services: AppServices, name: str, holder: str, interval_s: float, lease_s: float, tick: _Tick
+    ) -> OnceAcrossServers:
+        return cls(Lease(services.engine, f"job:{name}", holder, max(lease_s, 2 * interval_s)), tick)
+
+    def __call__(self, *, now: float) -> object:
+        return self.tick(now=now) if self.lease.acquire(now) else None
 
 
 def _every(scheduler: BackgroundScheduler, name: str, seconds: float, tick: _Tick) -> None:
