@@ -204,14 +204,22 @@ def pools_on_up_nodes(conn: Connection, *, now: float, down_after_seconds: float
     return pools_on_nodes(conn, sorted(up), down_after_seconds=down_after_seconds)
 
 
-def pools_on_nodes(conn: Connection, node_ids: Sequence[str], *, down_after_seconds: float) -> list[PoolOnNode]:
+def pools_on_nodes(
+    conn: Connection,
+    node_ids: Sequence[str],
+    *,
+    down_after_seconds: float,
+    reports: Mapping[str, NodeReport] | None = None,
+) -> list[PoolOnNode]:
     """Each (node, pool) of ``node_ids`` that has a pool series or an entry in the node's latest report, by node
     and pool: replica counts and tenant usage from the report, readings from the series.
 
     A series the report does not name (or of a node without a report) is one ready replica: an external
     vLLM/TGI/Triton is one. Unless it stopped ``down_after_seconds`` before the report: that pool left the node
-    (series are kept however old), and counting it would place replicas by a pool that is gone."""
-    reports = latest_reports(conn, node_ids)
+    (series are kept however old), and counting it would place replicas by a pool that is gone. ``reports``: the
+    nodes' latest reports when the caller read them already (:func:`latest_reports`), so they are parsed once."""
+    if reports is None:
+        reports = latest_reports(conn, node_ids)
     series = {(s.node_id, s.pool): s for s in read_latest(conn, node_ids, pools_only=True) if s.pool is not None}
     keys = set(series) | {(node, pool) for node, report in reports.items() for pool in report.pools}
     found = []

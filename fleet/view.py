@@ -10,11 +10,12 @@ Everything here is a read; the decisions that use it (:mod:`autoscaler.policy`, 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, Engine, select
 
-from collector.control import DesiredRefusal, NodeCapabilities
+from collector.control import DesiredRefusal, NodeCapabilities, NodeReport
 from collector.registry import (
     NodeStatus,
     NodeView,
@@ -133,19 +134,21 @@ def read_fleet(conn: Connection, *, now: float, down_after_seconds: float, cpu_r
         for n in sorted(up)
     )
     slots = {n: len(gpus[n]) if gpus.get(n) else cpu_replicas_per_node for n in up}
+    reports = latest_reports(conn, sorted(up))  # read and parsed once, for the pools and for the supply
     return FleetView(
         now,
         statuses,
         up,
-        tuple(pools_on_nodes(conn, sorted(up), down_after_seconds=down_after_seconds)),
+        tuple(pools_on_nodes(conn, sorted(up), down_after_seconds=down_after_seconds, reports=reports)),
         loads,
         slots,
-        _supply(conn, up, gpus),
+        _supply(up, gpus, reports),
     )
 
 
-def _supply(conn: Connection, up: frozenset[str], gpus: dict[str, dict[int, int | None]]) -> dict[str, NodeSupply]:
-    reports = latest_reports(conn, sorted(up))
+def _supply(
+    up: frozenset[str], gpus: dict[str, dict[int, int | None]], reports: Mapping[str, NodeReport]
+) -> dict[str, NodeSupply]:
     supply = {}
     for node in sorted(up):
         report = reports.get(node)
