@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
@@ -27,7 +28,9 @@ WORST_OF = frozenset({"request_latency_p99_seconds", "kv_cache_utilization_ratio
 
 
 def combine(pool: str, readings: Sequence[Reading], *, queued: int = 0) -> Reading:
-    """One pool reading from its replicas' (module docstring): a metric only where some replica measured it."""
+    """One pool reading from its replicas' (module docstring): a metric only where some replica measured it. Extras
+    add up alike: a rate (``…_per_second``) or a count of requests (``requests_…``) is summed, any other the
+    largest replica's (a fragmentation ratio, the fullest engine's queue)."""
     metrics: dict[str, float] = {}
     for name in sorted({n for r in readings for n in r.metrics}):
         values = [r.metrics[name] for r in readings if name in r.metrics]
@@ -100,8 +103,8 @@ class EngineReplicasProbe:
                 self._waiting[endpoint.replica_id] = int(waiting) if waiting is not None else 0
                 mine.append(reading)
             combined = combine(pool, mine, queued=self._queued(pool))
-            combined.extra["replica_consecutive_crashes"] = routes.consecutive_crashes
-            readings.append(combined)
+            crashes = {"replica_consecutive_crashes": routes.consecutive_crashes}
+            readings.append(replace(combined, extra={**combined.extra, **crashes}))
         for gone in set(self._adapters) - seen:
             self._drop(gone)
         return readings
