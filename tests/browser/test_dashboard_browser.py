@@ -81,6 +81,11 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
                     "severity": "warning",
                 },
             )
+            # the fleet page is drawn once per load: the tests start when the node has reported, not before
+            deadline = time.monotonic() + 60
+            while not found.api("GET", "/nodes").json()["items"]:
+                assert time.monotonic() < deadline, f"{NODE} never reported:\n{agent.log_tail()}"
+                time.sleep(0.2)
             yield found
         finally:
             agent.stop()

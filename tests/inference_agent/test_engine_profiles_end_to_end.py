@@ -88,8 +88,15 @@ def ready(agent: AgentProcess, pool: str = "chat") -> int:
 
 def replica_pids(agent: AgentProcess) -> list[int]:
     assert agent.process is not None
-    children = psutil.Process(agent.process.pid).children()
-    return [c.pid for c in children if "inference_agent.serving.replica" in " ".join(c.cmdline())]
+    pids = []
+    for child in psutil.Process(agent.process.pid).children():
+        try:  # a replica just stopped may be a zombie until the agent reaps it, or gone: either way not running
+            running = child.status() != psutil.STATUS_ZOMBIE
+            if running and "inference_agent.serving.replica" in " ".join(child.cmdline()):
+                pids.append(child.pid)
+        except psutil.NoSuchProcess:  # ZombieProcess is one
+            continue
+    return pids
 
 
 def events(fleet: Fleet, pool: str) -> list[dict[str, Any]]:
