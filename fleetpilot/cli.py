@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -13,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from collector.errors import DatabaseCorrupt
+from fleetpilot.logs import configure_logging
 from fleetpilot.settings import ServerSettings
 from fleetpilot.trace_commands import add_trace_commands
 
@@ -27,10 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # a line per request, job run or Alembic plugin would bury what matters
-    for chatty in ("httpx", "apscheduler", "alembic.runtime.plugins"):
-        logging.getLogger(chatty).setLevel(logging.WARNING)
+    configure_logging()
     try:
         return handler(args)
     except ValidationError as exc:
@@ -126,6 +125,12 @@ def _database_flag(parser: argparse.ArgumentParser) -> None:
 def _server_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=None, help="port to listen on (default 8080)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="ingest/API processes on the port (default: the cores on PostgreSQL, 1 on SQLite; FLEETPILOT_WORKERS)",
+    )
     _database_flag(parser)
 
 
@@ -242,9 +247,12 @@ def run_agent(args: argparse.Namespace) -> int:
 
 
 def _settings(args: argparse.Namespace, **overrides: Any) -> ServerSettings:
-    flags = {name: getattr(args, name, None) for name in ("host", "port", "database_url")}
+    flags = {name: getattr(args, name, None) for name in SERVER_FLAGS}
     flags.update(overrides)
     return ServerSettings(**{k: v for k, v in flags.items() if v is not None})
+
+
+SERVER_FLAGS = ("host", "port", "database_url", "workers")
 
 
 def _settings_errors(exc: ValidationError) -> str:
@@ -297,9 +305,23 @@ def run_server(args: argparse.Namespace) -> int:
         print(f"First start: created an admin token; it is shown only once.\nAdmin token: {admin_token}", flush=True)
     # proxy_headers off: uvicorn would take X-Forwarded-For from any loopback peer as the client's address, which
     # let one caller pose as endless clients; web.client_address reads it from settings.trusted_proxies only.
-    uvicorn.run(
-        server_app(services, settings), host=settings.host, port=settings.port, log_level="warning", proxy_headers=False
-    )
+    listen: dict[str, Any] = {
+        "host": settings.host,
+        "port": settings.port,
+        "backlog": settings.accept_backlog,
+        "log_level": "warning",
+        "proxy_headers": False,
+    }
+    workers = settings.worker_processes
+    if workers == 1:
+        uvicorn.run(server_app(services, settings), **listen)
+        return 0
+    services.engine.dispose()
+    # each worker is a fresh interpreter that builds its settings from FLEETPILOT_*: the flags go there too
+    for name in SERVER_FLAGS:
+        os.environ[f"FLEETPILOT_{name.upper()}"] = str(getattr(settings, name))
+    print(f"{workers} worker processes; each runs its share of ingest and takes a turn at the jobs", flush=True)
+    uvicorn.run("fleetpilot.server:worker_app", factory=True, workers=workers, **listen)
     return 0
 
 

@@ -80,9 +80,16 @@ def start_jobs(services: AppServices, settings: ServerSettings) -> Jobs:
 
     holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     once: list[OnceAcrossServers] = []
+    runs = Counter(
+        "fleetpilot_jobs_runs",
+        "Runs of a job that runs on one server at a time, counted by the server (process) that ran it.",
+        ["job"],
+        registry=services.registry,
+    )
 
     def once_across_servers(name: str, seconds: float, tick: _Tick) -> None:
-        job = OnceAcrossServers.of(services, name, holder, seconds, settings.leader_lease_seconds, tick)
+        lease = Lease(services.engine, f"job:{name}", holder, max(settings.leader_lease_seconds, 2 * seconds))
+        job = OnceAcrossServers(lease, tick, runs.labels(name))
         once.append(job)
         _every(scheduler, name, seconds, job)
 
@@ -173,6 +180,10 @@ class _Tick(Protocol):
     def __call__(self, *, now: float) -> object: ...
 
 
+class _Counted(Protocol):
+    def inc(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class OnceAcrossServers:
     """A job only the holder of its lease runs: with several servers on one database, one runs it each period and
@@ -181,15 +192,14 @@ class OnceAcrossServers:
 
     lease: Lease
     tick: _Tick
-
-    @classmethod
-    def of(
-        cls, services: AppServices, name: str, holder: str, interval_s: float, lease_s: float, tick: _Tick
-    ) -> OnceAcrossServers:
-        return cls(Lease(services.engine, f"job:{name}", holder, max(lease_s, 2 * interval_s)), tick)
+    ran: _Counted | None = None  # counted once per run here (``fleetpilot_jobs_runs_total``)
 
     def __call__(self, *, now: float) -> object:
-        return self.tick(now=now) if self.lease.acquire(now) else None
+        if not self.lease.acquire(now):
+            return None
+        if self.ran is not None:
+            self.ran.inc()
+        return self.tick(now=now)
 
 
 def _every(scheduler: BackgroundScheduler, name: str, seconds: float, tick: _Tick) -> None:

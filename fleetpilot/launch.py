@@ -135,6 +135,7 @@ class ServerProcess(ChildProcess):
     database_url: str
     port: int = field(default_factory=free_port)
     admin_token: str = field(default_factory=lambda: f"fp_admin_{secrets.token_urlsafe(32)}")
+    workers: int | None = None  # ``--workers``; None: the server's default
 
     @property
     def url(self) -> str:
@@ -146,6 +147,8 @@ class ServerProcess(ChildProcess):
 
     def command(self) -> list[str]:
         flags = {"--host": "127.0.0.1", "--port": str(self.port), "--database-url": self.database_url}
+        if self.workers is not None:
+            flags["--workers"] = str(self.workers)
         return [*FLEETPILOT, "server", *(part for pair in flags.items() for part in pair)]
 
     def ready_url(self) -> str:

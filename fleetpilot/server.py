@@ -25,6 +25,7 @@ from fleet.desired import DesiredBoard
 from fleet.pools import PoolStore
 from fleet.scaling_events import EventStore
 from fleet.view import FleetReader
+from fleetpilot.logs import configure_logging
 from fleetpilot.settings import ActuatorKind, ServerSettings
 from isolation.desired import TenantsPublisher
 from isolation.enforcer import EnforcerTelemetry
@@ -131,3 +132,11 @@ def server_app(services: AppServices, settings: ServerSettings) -> FastAPI:
             services.engine.dispose()
 
     return create_app(services, lifespan=lifespan)
+
+
+def worker_app() -> FastAPI:
+    """One of ``fleetpilot server --workers N``'s processes (uvicorn calls this in each): its settings from the
+    environment the parent exported, its own services and jobs (the leases keep each job to one process)."""
+    configure_logging()
+    settings = ServerSettings()
+    return server_app(build_services(settings), settings)

@@ -7,6 +7,7 @@ from a module global.
 from __future__ import annotations
 
 import ipaddress
+import os
 from enum import StrEnum
 from pathlib import Path
 
@@ -37,6 +38,13 @@ class ServerSettings(BaseSettings):
     database_url: str = DEFAULT_DATABASE_URL
     # A token to install as the first admin token instead of generating one (e.g. from a Kubernetes Secret).
     admin_token: str | None = None
+
+    # Ingest/API processes sharing the one port (uvicorn's supervisor restarts one that dies); unset: the machine's
+    # cores on PostgreSQL, 1 on SQLite, whose one writer every process would queue at (worker_processes).
+    workers: int | None = Field(None, ge=1, le=256)
+    # Connections the kernel holds for a process before it accepts them; past it new connections wait in SYN retries
+    # (the agent's connect timeout) instead of piling up behind a busy event loop.
+    accept_backlog: int = Field(1024, ge=16, le=65_535)
 
     ingest_max_body_bytes: int = Field(8 * 1024 * 1024, gt=0)
     ingest_max_samples: int = Field(20_000, gt=0)
@@ -175,6 +183,14 @@ class ServerSettings(BaseSettings):
                 "production needs an explicit FLEETPILOT_DATABASE_URL (the default is a file in the working directory)"
             )
         return self
+
+    @property
+    def worker_processes(self) -> int:
+        """``workers`` when set; else one per core on PostgreSQL, and 1 on SQLite: its single writer serialises
+        every commit, so a second process adds a second queue at the same lock, not throughput."""
+        if self.workers is not None:
+            return self.workers
+        return 1 if self.database_url.startswith("sqlite") else os.cpu_count() or 1
 
     def sqlite_path(self) -> Path | None:
         """The database file when the URL is SQLite on disk, so the server can create its folder."""

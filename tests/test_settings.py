@@ -23,6 +23,14 @@ def test_environment_variables_override_defaults_and_flags_override_both(monkeyp
     assert ServerSettings(port=9002).port == 9002
 
 
+def test_worker_processes_default_to_the_cores_on_postgresql_and_one_on_sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 6)
+    assert ServerSettings().worker_processes == 1  # SQLite: one writer, whatever the cores
+    assert ServerSettings(database_url="postgresql://db/fp").worker_processes == 6
+    assert ServerSettings(database_url="postgresql://db/fp", workers=2).worker_processes == 2
+    assert ServerSettings(workers=3).worker_processes == 3  # asked for on SQLite: given
+
+
 @pytest.mark.parametrize(
     ("values", "field"),
     [
@@ -36,6 +44,7 @@ def test_environment_variables_override_defaults_and_flags_override_both(monkeyp
         ({"trusted_proxies": ["10.0.0.0/33"]}, "trusted_proxies"),
         ({"webhook_allowed_networks": ["localhost"]}, "webhook_allowed_networks"),
         ({"raw_retention_hours": 0}, "raw_retention_hours"),
+        ({"workers": 0}, "workers"),
         ({"environment": "production"}, "FLEETPILOT_DATABASE_URL"),
         ({"unknown_knob": 1}, "unknown_knob"),
     ],
