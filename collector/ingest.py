@@ -112,7 +112,7 @@ def sample_inserter(dialect: str) -> SampleInserter:
         columns = ", ".join(f'"{c}"' for c in SAMPLE_COLUMNS)
         arrays = ", ".join(f"CAST(:{c} AS {_POSTGRES_ARRAY_TYPES.get(c, 'float8[]')})" for c in SAMPLE_COLUMNS)
         statement = text(
-            f"INSERT INTO samples ({columns}) SELECT * FROM unnest({arrays}) ON CONFLICT (node_id, seq) DO NOTHING"
+            f"INSERT INTO samples ({columns}) SELECT * FROM unnest({arrays}) ON CONFLICT DO NOTHING"
             " RETURNING node_id, seq"
         )
 
@@ -122,11 +122,7 @@ def sample_inserter(dialect: str) -> SampleInserter:
             return {(node, seq) for node, seq in conn.execute(statement, params)}
 
         return insert_unnest
-    statement_many = (
-        insert_for(dialect, samples)
-        .on_conflict_do_nothing(index_elements=["node_id", "seq"])
-        .returning(samples.c.node_id, samples.c.seq)
-    )
+    statement_many = insert_for(dialect, samples).on_conflict_do_nothing().returning(samples.c.node_id, samples.c.seq)
 
     def insert_many(conn: Connection, rows: list[dict[str, Any]]) -> set[tuple[str, int]]:
         return {(node, seq) for node, seq in conn.execute(statement_many, rows)}

@@ -4,23 +4,37 @@ Every table of the product hangs on ``metadata`` (higher rooms add theirs to it)
 Series keys use ``device = -1`` for "no GPU" and ``pool = ''`` for "no pool" so that the key columns can be part of
 primary keys on every database (a NULL never conflicts with another NULL).
 Times are Unix seconds (``Double``).
+
+On PostgreSQL ``samples`` and ``rollups_1m`` are range-partitioned by time (``collector.partitions``; migration 0011).
+A partitioned table's unique keys must hold its partition column, so the key of ``samples`` is ``(node_id, seq,
+ts)``: the idempotency key of the contract stays ``(node_id, seq)`` because a resent sample is the identical spooled
+sample, ``ts`` included, and the same ``ts`` always routes to the same partition, where the key rejects it. Only a
+sample reusing a stored ``seq`` with another ``ts`` (no agent sends one) would be stored beside it. SQLite databases
+keep the ``(node_id, seq)`` key migration 0001 gave them (0011 leaves SQLite alone); ingest's insert names no
+conflict target, so it skips a resend under either key.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from sqlalchemy import (
     JSON,
     BigInteger,
     Column,
+    Connection,
     Double,
     Index,
     Integer,
     MetaData,
     String,
     Table,
+    event,
+    text,
 )
 
 from collector.catalog import METRICS
+from collector.partitions import ROLLUPS, SAMPLES, PartitionScheme, default_partition_statements
 
 NO_DEVICE = -1
 NO_POOL = ""
@@ -84,7 +98,7 @@ samples = Table(
     metadata,
     Column("node_id", String(128), primary_key=True),
     Column("seq", BigInteger, primary_key=True),
-    Column("ts", Double, nullable=False),
+    Column("ts", Double, primary_key=True),  # the partition column, in the key on PostgreSQL (module docstring)
     Column("device", Integer, nullable=False),
     Column("pool", String(128), nullable=False),
     *_metric_columns(),
@@ -92,6 +106,7 @@ samples = Table(
     Index(None, "node_id", "ts"),
     Index(None, "pool", "ts"),
     Index(None, "ts"),
+    postgresql_partition_by=f"RANGE ({SAMPLES.column})",
 )
 
 series_latest = Table(
@@ -112,7 +127,23 @@ rollups_1m = Table(
     *[Column(rollup_column(m.name, s), Double, nullable=True) for m in METRICS for s in ROLLUP_STATS],
     Index(None, "bucket"),
     Index(None, "pool", "bucket"),
+    postgresql_partition_by=f"RANGE ({ROLLUPS.column})",
 )
+
+
+def _with_default_partition(table: Table, scheme: PartitionScheme) -> None:
+    """A table ``metadata.create_all`` makes on PostgreSQL gets its default partition, as migration 0011 gives it."""
+
+    def after_create(_target: Table, connection: Connection, **_kw: Any) -> None:
+        if connection.dialect.name == "postgresql":
+            for statement in default_partition_statements(scheme):
+                connection.execute(text(statement))
+
+    event.listen(table, "after_create", after_create)
+
+
+_with_default_partition(samples, SAMPLES)
+_with_default_partition(rollups_1m, ROLLUPS)
 
 # Buckets that received samples after the rollup job had passed them (a spool replayed after an outage).
 rollup_backlog = Table(
