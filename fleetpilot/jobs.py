@@ -28,6 +28,7 @@ from alerting.retention import AlertHistoryRetention
 from alerting.sender import HttpxSender
 from alerting.target_address import AddressPolicy
 from autoscaler.controller import Controller, ControllerSettings
+from collector.partitions import PARTITION_INTERVAL_SECONDS, PartitionJob
 from collector.retention import RetentionJob
 from collector.rollups import RollupJob
 from collector.skipped_rows import Job, SkippedRows, skipped_rows_counter
@@ -96,6 +97,8 @@ def start_jobs(services: AppServices, settings: ServerSettings) -> Jobs:
     _every(scheduler, "desired-board", DESIRED_REFRESH_SECONDS, refresh_board)
     once_across_servers("rollups", settings.rollup_interval_seconds, rollups.run)
     once_across_servers("retention", settings.retention_interval_seconds, retention.run)
+    partitions = PartitionJob(services.engine)  # PostgreSQL: the coming hours' and days' partitions
+    once_across_servers("partitions", PARTITION_INTERVAL_SECONDS, partitions.run)
     loops = build_loops(services, settings, holder=holder, skipped=skipped)
     once_across_servers("forecasts", settings.forecast_interval_seconds, loops.forecasts.run)
     _every(scheduler, "autoscaler", settings.autoscale_interval_seconds, loops.controller.run)
