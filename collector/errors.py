@@ -54,6 +54,11 @@ class StorageUnavailable(CollectorError):
     """The database cannot be reached or refused the write; the caller should retry later."""
 
 
+class Overloaded(CollectorError):
+    """The batch waited for its commit past the writer's deadline and was not stored: answered after the agent had
+    given up, a commit would only come back as duplicates of its resend. The agent keeps it and retries later."""
+
+
 class DatabaseCorrupt(CollectorError):
     """The SQLite file is damaged: nothing can run on it until it is restored or moved aside."""
 

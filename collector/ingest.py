@@ -12,12 +12,18 @@ each its result; a request whose batch was written by another finds its result w
 answers the agent only after ``write_batch`` returns, i.e. after the commit. A batch past its pool bound is left out
 of the group with its error; should the group's transaction fail on a constraint, each batch is written alone, so
 one bad batch fails by itself; the database being away fails them all (``StorageUnavailable``).
+
+Overload: a batch that has waited past ``deadline_seconds`` when its group forms is not written (``Overloaded``).
+Its agent would time out before the answer came and resend it: committing it would turn the wait into duplicates,
+which is how a backlogged server used to spiral (docs/benchmarks.md, "soak"). ``backlog_age`` is how long the
+oldest unanswered batch has waited, what the ingest door sheds on.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +34,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from collector.catalog import METRIC_NAMES
 from collector.control import NodeReport
 from collector.database import insert_for
-from collector.errors import FieldProblem, StorageUnavailable, TooManyPools
+from collector.errors import FieldProblem, Overloaded, StorageUnavailable, TooManyPools
 from collector.rollups import bucket_start
 from collector.tables import (
     NO_DEVICE,
@@ -137,6 +143,7 @@ class _Queued:
     batch: IngestBatch
     received_at: float
     pools: PoolBound | None
+    queued_at: float = field(default_factory=time.monotonic)
     result: IngestResult | None = None
     error: BaseException | None = None
     done: bool = field(default=False)
@@ -146,9 +153,11 @@ class SampleWriter:
     """Writes batches for the ingest endpoint, several a commit (module docstring); ``late_after_seconds`` is how far
     behind the rollup job may be."""
 
-    def __init__(self, engine: Engine, *, late_after_seconds: float) -> None:
+    def __init__(self, engine: Engine, *, late_after_seconds: float, deadline_seconds: float = 5.0) -> None:
         self._engine = engine
         self._late_after_seconds = late_after_seconds
+        self._deadline_seconds = deadline_seconds
+        self._committing_since: float | None = None  # when the oldest batch of the group being written was queued
         dialect = engine.dialect.name
         self._insert_samples = sample_inserter(dialect)
         # One writer per process: the turn holder commits every queued batch (on SQLite, whose single writer makes
@@ -207,11 +216,39 @@ class SampleWriter:
             if not queued.done:  # nobody wrote it yet: write it, and every batch queued since
                 with self._queue_lock:
                     group, self._queue = self._queue, []
-                self._commit(group)
+                self._committing_since = group[0].queued_at
+                try:
+                    in_time = self._in_time(group)
+                    if in_time:
+                        self._commit(in_time)
+                finally:
+                    self._committing_since = None
         if queued.error is not None:
             raise queued.error
         assert queued.result is not None
         return queued.result
+
+    def backlog_age(self) -> float:
+        """Seconds the oldest batch not yet answered has waited (in the queue or in the commit under way); 0 idle."""
+        with self._queue_lock:
+            oldest = self._queue[0].queued_at if self._queue else None
+        committing = self._committing_since
+        if committing is not None and (oldest is None or committing < oldest):
+            oldest = committing
+        return 0.0 if oldest is None else time.monotonic() - oldest
+
+    def _in_time(self, group: list[_Queued]) -> list[_Queued]:
+        """The batches still within their deadline; each late one gets ``Overloaded`` and is not written."""
+        now = time.monotonic()
+        in_time = []
+        for queued in group:
+            waited = now - queued.queued_at
+            if waited > self._deadline_seconds:
+                queued.error = Overloaded(f"waited {waited:.1f} s for a commit (deadline {self._deadline_seconds:g} s)")
+                queued.done = True
+            else:
+                in_time.append(queued)
+        return in_time
 
     def _commit(self, group: list[_Queued]) -> None:
         """One transaction for ``group``; on a constraint error with several batches, each alone."""

@@ -318,8 +318,9 @@ def run_server(args: argparse.Namespace) -> int:
         return 0
     services.engine.dispose()
     # each worker is a fresh interpreter that builds its settings from FLEETPILOT_*: the flags go there too
-    for name in SERVER_FLAGS:
+    for name in ("host", "port", "database_url"):
         os.environ[f"FLEETPILOT_{name.upper()}"] = str(getattr(settings, name))
+    os.environ["FLEETPILOT_WORKERS"] = str(workers)
     print(f"{workers} worker processes; each runs its share of ingest and takes a turn at the jobs", flush=True)
     uvicorn.run("fleetpilot.server:worker_app", factory=True, workers=workers, **listen)
     return 0

@@ -135,7 +135,9 @@ class ServerProcess(ChildProcess):
     database_url: str
     port: int = field(default_factory=free_port)
     admin_token: str = field(default_factory=lambda: f"fp_admin_{secrets.token_urlsafe(32)}")
-    workers: int | None = None  # ``--workers``; None: the server's default
+    # ``--workers``: one process by default, whose pid is the one holding the leases (what the fault tests kill and
+    # look for); None: the server's own default
+    workers: int | None = 1
 
     @property
     def url(self) -> str:

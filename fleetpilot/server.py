@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import multiprocessing
+import os
+import signal
+import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -38,6 +43,7 @@ from web.services import AppServices
 from web.tokens import Role, TokenStore
 
 log = logging.getLogger(__name__)
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def build_actuator(settings: ServerSettings, engine: Engine, board: DesiredBoard) -> Actuator:
@@ -57,7 +63,11 @@ def build_services(settings: ServerSettings, engine: Engine | None = None) -> Ap
         settings=settings,
         engine=engine,
         tokens=TokenStore(engine, cache_seconds=settings.token_cache_seconds),
-        writer=SampleWriter(engine, late_after_seconds=settings.rollup_lookback_seconds),
+        writer=SampleWriter(
+            engine,
+            late_after_seconds=settings.rollup_lookback_seconds,
+            deadline_seconds=settings.ingest_commit_deadline_seconds,
+        ),
         registry=registry,
         telemetry=IngestTelemetry(registry),
         pools=PoolStore(engine),
@@ -137,6 +147,18 @@ def server_app(services: AppServices, settings: ServerSettings) -> FastAPI:
 def worker_app() -> FastAPI:
     """One of ``fleetpilot server --workers N``'s processes (uvicorn calls this in each): its settings from the
     environment the parent exported, its own services and jobs (the leases keep each job to one process)."""
+    _die_with_supervisor()
     configure_logging()
     settings = ServerSettings()
     return server_app(build_services(settings), settings)
+
+
+def _die_with_supervisor() -> None:
+    """Linux: the kernel SIGKILLs this worker when the supervisor dies. A supervisor SIGKILLed (the OOM killer, a
+    fault test) otherwise leaves its workers answering on the port and holding the jobs' leases, unsupervised."""
+    if not sys.platform.startswith("linux"):
+        return
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    supervisor = multiprocessing.parent_process()
+    if supervisor is not None and os.getppid() != supervisor.pid:  # it died before the prctl took
+        os._exit(1)

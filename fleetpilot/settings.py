@@ -49,6 +49,12 @@ class ServerSettings(BaseSettings):
     ingest_max_body_bytes: int = Field(8 * 1024 * 1024, gt=0)
     ingest_max_samples: int = Field(20_000, gt=0)
     ingest_max_in_flight: int = Field(32, gt=0)
+    # Overload (web.ingest_gate, collector.ingest): a batch is refused at the door with 503 and Retry-After while
+    # the oldest batch waits this long for its commit, or the event loop runs this late; one that waited past the
+    # deadline by the time its commit starts is not written (its agent, 10 s timeout, would resend it anyway).
+    ingest_shed_queue_seconds: float = Field(1.0, gt=0)
+    ingest_shed_loop_lag_seconds: float = Field(0.5, gt=0)
+    ingest_commit_deadline_seconds: float = Field(5.0, gt=0)
     ingest_max_future_seconds: float = Field(300.0, ge=0)
     # Bounds on what one agent reports: distinct pools per node (samples naming more are refused and counted) and
     # replicas per node (a reported replica count past it is refused).

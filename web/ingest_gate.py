@@ -1,33 +1,91 @@
-"""Admission for ingest: a server process works on at most ``limit`` batches at once and refuses the next at the door.
+"""Admission for ingest: past what a server process absorbs, the next batch is refused at the door, at once.
 
 Queued past what the database absorbs, batches wait until their agents time out, often after their commit: the
 agent then resends a batch that was stored (a duplicate, more work) while new ones pile up — the soak benchmark saw
 1,000 simulated nodes drive one process into that spiral (docs/benchmarks.md, "soak"). A 503 with ``Retry-After`` at
 once costs nothing: the agent keeps the samples spooled and comes back later.
+
+Three signs of "past capacity", each checked before the body is read or parsed (what costs):
+- ``max_in_flight`` batches are already being parsed or written;
+- the oldest batch waiting for its commit has waited ``max_queue_seconds`` (the writer's backlog age);
+- the event loop runs ``max_loop_lag_seconds`` late: requests are queued in the process before any handler sees
+  them (the accept backlog and the loop's ready queue, where the soak's timeouts happened), and the lag is how
+  long they wait there.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
+from collections.abc import Callable
 
 from collector.errors import FieldError
 
+LOOP_PROBE_SECONDS = 0.05
 
-class InFlightLimit:
-    def __init__(self, limit: int) -> None:
-        if limit < 1:
-            raise FieldError("limit", f"at least 1, not {limit}")
-        self.limit = limit
+
+class LoopLag:
+    """How late this event loop runs: a probe sleeps ``LOOP_PROBE_SECONDS`` at a time; a wake-up later than asked is
+    the lag, and a probe still asleep past its wake-up counts as late by that much already (a loop too busy to wake
+    the probe is exactly the one to shed on)."""
+
+    def __init__(self) -> None:
+        self._lag = 0.0
+        self._due: float | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def seconds(self) -> float:
+        """The lag now, starting the probe on the running loop on first use; 0 off any loop (nothing to lag)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return 0.0
+        if self._task is None or self._task.done() or self._task.get_loop() is not loop:
+            self._task = loop.create_task(self._probe(loop))
+            return 0.0
+        overdue = 0.0 if self._due is None else loop.time() - self._due
+        return max(self._lag, overdue)
+
+    async def _probe(self, loop: asyncio.AbstractEventLoop) -> None:
+        while True:
+            self._due = loop.time() + LOOP_PROBE_SECONDS
+            await asyncio.sleep(LOOP_PROBE_SECONDS)
+            self._lag = max(0.0, loop.time() - self._due)
+
+
+class IngestAdmission:
+    def __init__(
+        self,
+        max_in_flight: int,
+        *,
+        backlog_age: Callable[[], float],
+        max_queue_seconds: float = 1.0,
+        max_loop_lag_seconds: float = 0.5,
+    ) -> None:
+        if max_in_flight < 1:
+            raise FieldError("ingest_max_in_flight", f"at least 1, not {max_in_flight}")
+        self.limit = max_in_flight
+        self._backlog_age = backlog_age
+        self._max_queue_seconds = max_queue_seconds
+        self._max_loop_lag_seconds = max_loop_lag_seconds
+        self._loop_lag = LoopLag()
         self._inside = 0
         self._lock = threading.Lock()
 
-    def try_enter(self) -> bool:
-        """Take a place if one is free; every True must be followed by one :meth:`leave`."""
+    def try_enter(self) -> str | None:
+        """None: a place taken, to be given back with one :meth:`leave`; else why there is none, in words for the
+        503's detail. Called on the event loop."""
+        lag = self._loop_lag.seconds()
+        if lag > self._max_loop_lag_seconds:
+            return f"the server runs {lag:.1f} s behind"
+        waited = self._backlog_age()
+        if waited > self._max_queue_seconds:
+            return f"batches wait {waited:.1f} s for their commit"
         with self._lock:
             if self._inside >= self.limit:
-                return False
+                return f"{self.limit} batches in progress"
             self._inside += 1
-            return True
+            return None
 
     def leave(self) -> None:
         with self._lock:

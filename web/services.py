@@ -22,7 +22,7 @@ from isolation.enforcer import EnforcerTelemetry
 from isolation.events import EnforcementStore
 from predictor.store import ForecastStore
 from predictor.telemetry import ForecastTelemetry
-from web.ingest_gate import InFlightLimit
+from web.ingest_gate import IngestAdmission
 from web.settings import WebSettings
 from web.tokens import TokenStore
 
@@ -50,7 +50,12 @@ class AppServices:
     # change of tenants, quotas or tenant keys, so it reaches the nodes at their next push, not the enforcer's tick.
     publish_tenants: Callable[[], object] = field(default=lambda: None)
     clock: Callable[[], float] = field(default=time.time)
-    ingest_gate: InFlightLimit = field(init=False)
+    ingest_gate: IngestAdmission = field(init=False)
 
     def __post_init__(self) -> None:
-        self.ingest_gate = InFlightLimit(self.settings.ingest_max_in_flight)
+        self.ingest_gate = IngestAdmission(
+            self.settings.ingest_max_in_flight,
+            backlog_age=self.writer.backlog_age,
+            max_queue_seconds=self.settings.ingest_shed_queue_seconds,
+            max_loop_lag_seconds=self.settings.ingest_shed_loop_lag_seconds,
+        )

@@ -11,6 +11,8 @@ class WebSettings(Protocol):
     ingest_max_body_bytes: int
     ingest_max_samples: int
     ingest_max_in_flight: int
+    ingest_shed_queue_seconds: float
+    ingest_shed_loop_lag_seconds: float
     ingest_max_future_seconds: float
     ingest_max_pools_per_node: int
     node_max_replicas: int

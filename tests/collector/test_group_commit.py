@@ -13,7 +13,7 @@ from sqlalchemy import Engine, event, func, select
 from sqlalchemy.exc import IntegrityError
 
 from collector.database import make_engine
-from collector.errors import StorageUnavailable, TooManyPools
+from collector.errors import Overloaded, StorageUnavailable, TooManyPools
 from collector.ingest import IngestResult, PoolBound, SampleWriter
 from collector.tables import metadata, nodes, samples, series_latest
 from collector.wire import IngestBatch
@@ -154,3 +154,36 @@ def test_the_database_away_fails_the_whole_group_and_stores_nothing(tmp_path: An
     )
     assert all(isinstance(o, StorageUnavailable) for o in outcomes)
     engine.dispose()
+
+
+def test_a_batch_that_waited_past_the_deadline_is_not_written_and_the_backlog_age_says_how_long(
+    engine: Engine,
+) -> None:
+    """Its agent would have timed out and resent it: stored, it would come back as duplicates. The batch queued
+    after it, still in time, is written in the same turn."""
+    writer = SampleWriter(engine, late_after_seconds=1e9, deadline_seconds=0.3)
+    assert writer.backlog_age() == 0.0
+    outcomes: dict[str, IngestResult | BaseException] = {}
+
+    def write(node: str) -> None:
+        try:
+            outcomes[node] = writer.write_batch(batch(node, range(1, 4)), received_at=T0)
+        except BaseException as exc:  # the test reads it
+            outcomes[node] = exc
+
+    late, in_time = threading.Thread(target=write, args=("late",)), threading.Thread(target=write, args=("soon",))
+    with writer._writer_turn:  # a long commit under way
+        late.start()
+        while not writer._queue:
+            threading.Event().wait(0.01)
+        threading.Event().wait(0.4)
+        assert writer.backlog_age() >= 0.4
+        in_time.start()
+        while len(writer._queue) < 2:
+            threading.Event().wait(0.01)
+    late.join(10)
+    in_time.join(10)
+    assert isinstance(outcomes["late"], Overloaded) and "deadline 0.3 s" in str(outcomes["late"])
+    assert outcomes["soon"] == IngestResult(3, 0)
+    assert (stored(engine, "late"), stored(engine, "soon")) == (0, 3)
+    assert writer.backlog_age() == 0.0

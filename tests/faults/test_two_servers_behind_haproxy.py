@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 from sqlalchemy import func, select, text
 
@@ -182,3 +183,7 @@ def test_one_server_with_two_workers_answers_on_one_port_and_runs_each_job_once(
         assert seen == {True, False}, "every scrape came from the same process"
         holder = holder_pid(str(lease_holder(database_url, "job:rollups")))
         assert server.process is not None and holder != server.process.pid  # a worker, not the supervisor
+        workers = [p for p in psutil.Process(server.process.pid).children() if "multiprocessing" not in p.name()]
+        server.kill()  # the supervisor SIGKILLed: its workers go with it, none left answering unsupervised
+        gone, alive = psutil.wait_procs(workers, timeout=10)
+        assert holder in {p.pid for p in gone} and not alive

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -13,13 +15,14 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
 
 from collector.database import make_engine
+from collector.errors import Overloaded
 from collector.tables import nodes, samples
 from fleetpilot.server import build_services
 from fleetpilot.settings import ServerSettings
 from tests.conftest import gpu_sample, pool_sample
 from tests.support.clock import FakeClock
 from web.app import create_app
-from web.ingest_gate import InFlightLimit
+from web.ingest_gate import IngestAdmission, LoopLag
 from web.tokens import TokenStore
 
 Auth = Callable[..., dict[str, str]]
@@ -231,8 +234,8 @@ def test_database_down_is_503_with_retry_after(auth: Auth, clock: FakeClock, ser
 def test_past_its_in_flight_limit_ingest_is_refused_at_once_and_nothing_is_stored(
     client: TestClient, auth: Auth, engine: Engine, clock: FakeClock, services: Any
 ) -> None:
-    services.ingest_gate = InFlightLimit(1)
-    assert services.ingest_gate.try_enter()  # one batch in progress
+    services.ingest_gate = IngestAdmission(1, backlog_age=lambda: 0.0)
+    assert services.ingest_gate.try_enter() is None  # one batch in progress
     answer = client.post("/api/v1/ingest", json=batch(gpu_sample(1, clock())), headers=auth("agent", "node-a"))
     assert answer.status_code == 503 and answer.headers["Retry-After"] == "1"
     assert answer.json()["error"]["code"] == "unavailable" and "overloaded" in answer.json()["error"]["message"]
@@ -249,7 +252,49 @@ def test_past_its_in_flight_limit_ingest_is_refused_at_once_and_nothing_is_store
 
 def test_in_flight_limit_needs_a_place() -> None:
     with pytest.raises(ValueError, match="at least 1"):
-        InFlightLimit(0)
+        IngestAdmission(0, backlog_age=lambda: 0.0)
+
+
+def test_while_batches_wait_for_their_commit_past_the_bound_ingest_is_shed_at_the_door(
+    client: TestClient, auth: Auth, engine: Engine, clock: FakeClock, services: Any
+) -> None:
+    waited = [2.5]
+    services.ingest_gate = IngestAdmission(32, backlog_age=lambda: waited[0], max_queue_seconds=1.0)
+    answer = client.post("/api/v1/ingest", json=batch(gpu_sample(1, clock())), headers=auth("agent", "node-a"))
+    assert answer.status_code == 503 and answer.headers["Retry-After"] == "1"
+    assert "batches wait 2.5 s for their commit" in answer.json()["error"]["message"]
+    assert stored(engine) == [] and services.ingest_gate.inside == 0
+    waited[0] = 0.2  # the backlog drained
+    answer = client.post("/api/v1/ingest", json=batch(gpu_sample(1, clock())), headers=auth("agent", "node-a"))
+    assert answer.status_code == 200 and stored(engine) == [1]
+
+
+def test_a_batch_past_the_commit_deadline_is_answered_503_and_counted_as_overloaded(
+    client: TestClient, auth: Auth, engine: Engine, clock: FakeClock, services: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def too_late(*_: Any, **__: Any) -> None:
+        raise Overloaded("waited 6.0 s for a commit (deadline 5 s)")
+
+    monkeypatch.setattr(services.writer, "write_batch", too_late)
+    answer = client.post("/api/v1/ingest", json=batch(gpu_sample(1, clock())), headers=auth("agent", "node-a"))
+    assert answer.status_code == 503 and answer.headers["Retry-After"] == "1"
+    assert "waited 6.0 s for a commit" in answer.json()["error"]["message"]
+    rejected = {"reason": "overloaded"}
+    assert services.registry.get_sample_value("fleetpilot_collector_rejected_requests_total", rejected) == 1
+    assert services.ingest_gate.inside == 0
+
+
+def test_the_loop_lag_counts_a_probe_the_busy_loop_has_not_woken_yet() -> None:
+    async def blocked() -> tuple[float, float]:
+        lag = LoopLag()
+        lag.seconds()  # starts the probe
+        await asyncio.sleep(0.12)
+        calm = lag.seconds()
+        time.sleep(0.4)  # the loop busy: the probe cannot run
+        return calm, lag.seconds()
+
+    calm, busy = asyncio.run(blocked())
+    assert calm < 0.1 and busy >= 0.3
 
 
 def test_concurrent_ingest_from_many_nodes_loses_nothing(

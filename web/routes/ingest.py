@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from collector.control import DesiredState
-from collector.errors import BatchTooLarge, InvalidBatch, StorageUnavailable, TooManyPools
+from collector.errors import BatchTooLarge, InvalidBatch, Overloaded, StorageUnavailable, TooManyPools
 from collector.ingest import PoolBound
 from collector.telemetry import RejectReason
 from collector.wire import parse_batch
@@ -66,15 +66,16 @@ async def ingest(request: Request, services: ServicesDep) -> Response:
     entered = False
     try:
         token = authenticate(services, request, Role.AGENT)
-        entered = services.ingest_gate.try_enter()
-        if not entered:
-            raise ApiError(
-                status.HTTP_503_SERVICE_UNAVAILABLE,
-                f"overloaded: {services.ingest_gate.limit} batches in progress; keep the samples and retry later",
-                headers={"Retry-After": OVERLOADED_RETRY_AFTER_SECONDS},
-            )
+        refused = services.ingest_gate.try_enter()
+        if refused is not None:
+            raise _overloaded(refused)
+        entered = True
         body = await read_body(request, max_bytes=services.settings.ingest_max_body_bytes)
         answer = await run_in_threadpool(_store, services, token, body)
+    except Overloaded as exc:
+        code = status.HTTP_503_SERVICE_UNAVAILABLE
+        telemetry.rejected.labels(RejectReason.OVERLOADED.value).inc()
+        raise _overloaded(str(exc)) from None
     except TooManyPools:
         code = status.HTTP_422_UNPROCESSABLE_CONTENT
         telemetry.rejected.labels(RejectReason.TOO_MANY_POOLS.value).inc()
@@ -103,6 +104,14 @@ async def ingest(request: Request, services: ServicesDep) -> Response:
     telemetry.samples.labels("duplicate").inc(answer.duplicates)
     telemetry.duration.observe(time.perf_counter() - started)
     return answer.response()
+
+
+def _overloaded(why: str) -> ApiError:
+    return ApiError(
+        status.HTTP_503_SERVICE_UNAVAILABLE,
+        f"overloaded: {why}; keep the samples and retry later",
+        headers={"Retry-After": OVERLOADED_RETRY_AFTER_SECONDS},
+    )
 
 
 def _store(services: AppServices, token: TokenInfo, body: bytes) -> _Stored:
