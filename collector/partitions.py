@@ -2,7 +2,7 @@
 
 Why partitions: retention then drops a whole hour of samples (detach, drop: a catalog change) instead of deleting
 its rows one by one, which writes a dead tuple and WAL per row and leaves autovacuum the rest; and a ``/series``
-range reads only the partitions it overlaps. SQLite keeps plain tables: every function here is a no-op there.
+range reads only the partitions it overlaps. SQLite keeps plain tables, and :class:`PartitionJob` does nothing there.
 
 The sizes follow retention's granularity: retention drops only partitions that lie wholly before its cutoff, so a
 row lives past its retention by at most one period — an hour over the 24 h of raw samples, a day over the 30 days of

@@ -6,6 +6,10 @@ answer whatever the range.
 
 Points of several series (a pool's replicas, a node's GPUs) are first bucketed per series by ``step`` with ``stat``,
 then combined per bucket as the catalog says: a pool's request rate is the sum over replicas, its p99 the max.
+
+Every read bounds ``ts`` (or ``bucket``) on both sides with plain comparisons: on PostgreSQL that is what lets the
+planner read only the partitions in range (``collector.partitions``; tests/collector/test_partitions.py EXPLAINs it),
+so a new query here must keep such bounds rather than, say, a function of the column.
 """
 
 from __future__ import annotations
