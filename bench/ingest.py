@@ -160,9 +160,35 @@ def _busy_seconds() -> float:
     return sum(times) - times.idle - getattr(times, "iowait", 0.0)
 
 
+def _tree(process: psutil.Process) -> list[psutil.Process]:
+    """The server and its worker processes (``--workers``), those alive now."""
+    try:
+        return [process, *process.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
 def _process_seconds(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return times.user + times.system
+    """CPU seconds of the server's processes (a worker that exited in between drops out: a restart, not a run)."""
+    seconds = 0.0
+    for member in _tree(process):
+        try:
+            times = member.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        seconds += times.user + times.system
+    return seconds
+
+
+def tree_rss_bytes(process: psutil.Process) -> int:
+    """Resident memory of the server and its workers together."""
+    total = 0
+    for member in _tree(process):
+        try:
+            total += member.memory_info().rss
+        except psutil.NoSuchProcess:
+            continue
+    return total
 
 
 def _database_seconds() -> dict[int, float]:
@@ -201,7 +227,8 @@ def profiled(pid: int, target: Path | None, seconds: float) -> Iterator[None]:
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     formats = {".svg": "flamegraph", ".txt": "raw", ".json": "speedscope"}
     command = [py_spy, "record", "--pid", str(pid), "--duration", str(math.ceil(seconds)), "--rate", "100"]
-    command += ["--nonblocking", "--format", formats.get(target.suffix, "flamegraph"), "--output", str(target)]
+    command += ["--subprocesses", "--nonblocking", "--output", str(target)]
+    command += ["--format", formats.get(target.suffix, "flamegraph")]
     try:
         spy = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     except FileNotFoundError:

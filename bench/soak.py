@@ -1,19 +1,22 @@
 """Soak benchmark (CONTRACT section 12):
-``python -m bench.soak [--quick] [--managed] [--nodes N] [--gpus G] [--duration S]``.
+``python -m bench.soak [--quick] [--managed] [--workers N] [--nodes N] [--gpus G] [--duration S] [--profile F]``.
 
 One real ``fleetpilot server`` on a fresh PostgreSQL database takes pushes from N simulated nodes (default 1,000),
 all in one asyncio process beside it: each samples every 500 ms (GPU rows from the agent's replay probe, through the
 NVML probe's own conversion; node and pool rows as ``bench.simulated_agents`` makes them) and, like the agent's
 pusher, sends what its spool holds every ``--push-interval`` seconds, at most 2,000 samples a push, again at once
-when a push was full, and the same body again (same ``seq``) after a failure. The spool is lazy: ticks not yet sent
+when a push was full, and the same body again (same ``seq``) after a failure, waiting as the pusher does (full
+jitter backoff, at least the ``Retry-After`` a 503 asks for). The spool is lazy: ticks not yet sent
 are a count, built into rows when they are sent, so a node that falls behind costs no memory. Open loop: a slow
 server makes the nodes fall behind, it does not slow their sampling. With ``--managed`` the server first gets pools
 and tenants (``bench.managed_fleet``) and each node reports one of the pools, so every answer carries a desired state.
 
 Measured: samples acknowledged vs offered (the baseline: N × (G + 2) rows × 2 Hz), the backlog left in the spools,
-samples lost (acknowledged ``seq`` missing from the database, counted there per node), ingest request p50/p99, the
-server's RSS every few seconds (start, end, max, slope), the rollup watermark's lag, and the retention job's delete
-rate on the soak's own rows afterwards. Progress goes to stderr; the last line of stdout is one JSON object.
+samples lost (acknowledged ``seq`` missing from the database, counted there per node), ingest request p50/p99 of
+the acknowledged pushes and p99 of every answer (503s and timeouts too), duplicates as a share of what was stored,
+the server's RSS every few seconds (all its processes; start, end, max, slope), the rollup watermark's lag, and the
+retention job's rate on the soak's own rows afterwards. Progress goes to stderr; the last line of stdout is one JSON
+object.
 """
 
 from __future__ import annotations
@@ -37,7 +40,17 @@ import httpx
 import psutil
 from sqlalchemy import Engine, func, select
 
-from bench.ingest import CpuUse, cpu_snapshot, cpu_use, create_agent_tokens, figure, fresh_database, percentile
+from bench.ingest import (
+    CpuUse,
+    cpu_snapshot,
+    cpu_use,
+    create_agent_tokens,
+    figure,
+    fresh_database,
+    percentile,
+    profiled,
+    tree_rss_bytes,
+)
 from bench.managed_fleet import POOLS, TENANTS, create_managed_fleet, pools_by_node
 from bench.simulated_agents import POOL, TICK_SECONDS, SimulatedNode, _event_loop, _receive, _remember_missing_sniffio
 from collector.database import make_engine
@@ -46,10 +59,12 @@ from collector.rollups import WATERMARK_NAME
 from collector.tables import job_state, samples
 from fleetpilot.launch import ServerProcess
 from inference_agent.probes.replay import Recording, ReplayProbe, load_recording
+from inference_agent.pusher import backoff_delay, retry_after_s
 from inference_agent.sampler import wire_sample
 
 PUSH_MAX_SAMPLES = 2000  # the agent's push_max_samples
 REQUEST_TIMEOUT_S = 10.0  # the agent's pusher timeout
+MAX_RETRY_AFTER_S = 60.0  # the agent's push_max_retry_after_seconds
 MONITOR_EVERY_S = 5.0
 
 
@@ -136,7 +151,8 @@ class SoakTally:
     duplicates: int = 0
     desired: int = 0  # answers that carried a desired state
     errors: Counter[str] = field(default_factory=Counter)
-    latencies_ms: list[float] = field(default_factory=list)
+    latencies_ms: list[float] = field(default_factory=list)  # acknowledged pushes
+    answers_ms: list[float] = field(default_factory=list)  # every push: 503s, and timeouts at the timeout
     acknowledged_seq: dict[str, int] = field(default_factory=dict)
     offered_rows: int = 0
     backlog_rows: int = 0
@@ -144,11 +160,19 @@ class SoakTally:
     cpu_s: float = 0.0
 
 
-async def _push(client: httpx.AsyncClient, node: SoakNode, token: str, tally: SoakTally, max_ticks: int) -> str:
-    """One push: "idle" (nothing due), "full" (a full body acknowledged: push again), "ok", or "failed"."""
+@dataclass(frozen=True)
+class Pushed:
+    """One push's outcome: "idle" (nothing due), "full" (a full body acknowledged: push again), "ok", or "failed",
+    with the ``Retry-After`` a refusal asked for."""
+
+    outcome: str
+    retry_after_s: float | None = None
+
+
+async def _push(client: httpx.AsyncClient, node: SoakNode, token: str, tally: SoakTally, max_ticks: int) -> Pushed:
     pending = node.next_body(time.time(), max_ticks)
     if pending is None:
-        return "idle"
+        return Pushed("idle")
     body, rows, last_seq = pending
     headers = {"authorization": f"Bearer {token}", "content-type": "application/json", "content-encoding": "gzip"}
     started = time.perf_counter()
@@ -156,35 +180,40 @@ async def _push(client: httpx.AsyncClient, node: SoakNode, token: str, tally: So
         response = await client.post("/api/v1/ingest", content=body, headers=headers)
     except httpx.HTTPError as exc:
         tally.errors[type(exc).__name__] += 1
-        return "failed"
+        tally.answers_ms.append((time.perf_counter() - started) * 1000.0)
+        return Pushed("failed")
     tally.requests += 1
+    elapsed_ms = (time.perf_counter() - started) * 1000.0
+    tally.answers_ms.append(elapsed_ms)
     if response.status_code != 200:
         tally.errors[str(response.status_code)] += 1
-        return "failed"
-    tally.latencies_ms.append((time.perf_counter() - started) * 1000.0)
+        return Pushed("failed", retry_after_s(response.headers.get("retry-after"), cap_s=MAX_RETRY_AFTER_S))
+    tally.latencies_ms.append(elapsed_ms)
     answer = response.json()
     tally.acknowledged_rows += answer["accepted"]
     tally.duplicates += answer["duplicates"]
     tally.desired += answer.get("desired") is not None
     node.registered, node.unacknowledged, node.acknowledged_seq = True, None, last_seq
-    return "full" if rows >= max_ticks * (node.gpus + 2) else "ok"
+    return Pushed("full" if rows >= max_ticks * (node.gpus + 2) else "ok")
 
 
 async def _node_loop(
     client: httpx.AsyncClient, node: SoakNode, plan: SoakPlan, tally: SoakTally, end: float, stop: Any
 ) -> None:
-    """Push every ``push_interval_s`` (first at a random offset), at once after a full push, with jittered backoff
-    after a failure (0.5 s doubling to 30 s, as the agent's pusher)."""
+    """Push every ``push_interval_s`` (first at a random offset), at once after a full push, and after a failure
+    as the agent's pusher waits: full jitter backoff (0.5 s doubling to 30 s), at least a 503's ``Retry-After``."""
     rng = random.Random(node.node_id)
     await asyncio.sleep(rng.uniform(0.0, plan.push_interval_s))
     failures = 0
     while time.time() < end and not stop.is_set():
-        outcome = await _push(client, node, plan.tokens[node.node_id], tally, plan.max_ticks)
-        if outcome == "full":
+        pushed = await _push(client, node, plan.tokens[node.node_id], tally, plan.max_ticks)
+        if pushed.outcome == "full":
             failures = 0
             continue
-        failures = failures + 1 if outcome == "failed" else 0
-        delay = min(30.0, 0.5 * 2 ** (failures - 1)) * rng.uniform(0.5, 1.0) if failures else plan.push_interval_s
+        failures = failures + 1 if pushed.outcome == "failed" else 0
+        delay = plan.push_interval_s
+        if failures:
+            delay = max(backoff_delay(failures, rng=rng), pushed.retry_after_s or 0.0)
         await asyncio.sleep(max(0.0, min(delay, end - time.time())))
 
 
@@ -258,7 +287,7 @@ class ServerWatch:
         queued at it in memory: 124 → 607 MB in 60 s at 1,000 nodes × 8 GPUs here) and say why."""
         started = time.time()
         while (now := time.time()) < end:
-            rss_mb = server.memory_info().rss / 1e6
+            rss_mb = tree_rss_bytes(server) / 1e6
             self.rss_mb.append((now - started, rss_mb))
             self.rollup_lag_s.append((now - started, rollup_lag(engine, now)))
             if rss_mb > max_rss_mb:
@@ -319,6 +348,8 @@ class SoakConfig:
     duration_s: float
     max_server_rss_mb: float = 2000.0
     managed: bool = False
+    workers: int | None = None  # the server's --workers; None: its default (the cores, on PostgreSQL)
+    profile: Path | None = None
 
 
 def parse_config(argv: list[str] | None) -> SoakConfig:
@@ -338,12 +369,18 @@ def parse_config(argv: list[str] | None) -> SoakConfig:
         action="store_true",
         help="create 20 pools and 15 tenants with quotas first, so every ingest answer carries a desired state",
     )
+    parser.add_argument(
+        "--workers", type=int, default=None, help="the server's --workers (default: its own, the cores on PostgreSQL)"
+    )
+    parser.add_argument("--profile", type=Path, default=None, help="py-spy the server into this .svg/.txt/.json")
     args = parser.parse_args(argv)
     nodes = args.nodes if args.nodes is not None else (200 if args.quick else 1000)
     duration_s = args.duration if args.duration is not None else (20.0 if args.quick else 600.0)
-    if min(nodes, args.gpus) < 1 or not args.push_interval > 0 or not duration_s > 0:
-        parser.error("--nodes and --gpus must be at least 1, --push-interval and --duration positive")
-    return SoakConfig(nodes, args.gpus, args.push_interval, duration_s, args.max_server_rss, args.managed)
+    if min(nodes, args.gpus, args.workers or 1) < 1 or not args.push_interval > 0 or not duration_s > 0:
+        parser.error("--nodes, --gpus and --workers must be at least 1, --push-interval and --duration positive")
+    return SoakConfig(
+        nodes, args.gpus, args.push_interval, duration_s, args.max_server_rss, args.managed, args.workers, args.profile
+    )
 
 
 def run(config: SoakConfig) -> dict[str, Any]:
@@ -356,7 +393,8 @@ def run(config: SoakConfig) -> dict[str, Any]:
     ):
         engine = make_engine(url)
         try:
-            with ServerProcess(url, env=env, log_path=Path(folder) / "server.log") as server:
+            server_process = ServerProcess(url, env=env, log_path=Path(folder) / "server.log", workers=config.workers)
+            with server_process as server:
                 assert server.process is not None
                 progress(f"server pid {server.process.pid} on {server.url}; creating {config.nodes} agent tokens")
                 tokens = create_agent_tokens(server, node_ids)
@@ -369,7 +407,8 @@ def run(config: SoakConfig) -> dict[str, Any]:
                     f"{config.nodes} nodes × {config.gpus} GPUs at 2 Hz, a push every {config.push_interval_s:g} s,"
                     f" for {config.duration_s:g} s"
                 )
-                tally, watch, cpu = _drive(server, plan, engine, config.max_server_rss_mb)
+                with profiled(server.process.pid, config.profile, config.duration_s):
+                    tally, watch, cpu = _drive(server, plan, engine, config.max_server_rss_mb)
                 lag_end_s = rollup_lag(engine, time.time())
             stored, lost = lost_by_seq(engine, tally.acknowledged_seq)
             progress(f"acknowledged {tally.acknowledged_rows} samples, database holds {stored}, lost {lost}")
@@ -412,10 +451,13 @@ def summarize(
     acknowledged_per_s = tally.acknowledged_rows / elapsed_s
     slope = slope_per_hour(settled)
     lags = [lag for _, lag in watch.rollup_lag_s if lag is not None]
+    end_s = watch.rss_mb[-1][0] if watch.rss_mb else 0.0
+    last_4_min = [mb for t, mb in watch.rss_mb if t >= end_s - 240.0]
     return {
         "bench": "soak",
         "backend": "postgresql",
         "managed": config.managed,
+        "workers": config.workers,
         "nodes": config.nodes,
         "gpus_per_node": config.gpus,
         "push_interval_s": config.push_interval_s,
@@ -429,12 +471,15 @@ def summarize(
         # seconds of sampling waiting in a node's spool at the end, on average: under the push interval = keeping up
         "backlog_s_end": round(tally.backlog_rows / (config.nodes * (config.gpus + 2) / TICK_SECONDS), 1),
         "duplicates": tally.duplicates,
+        "duplicates_share_of_stored": round(tally.duplicates / stored, 4) if stored else None,
         "requests": tally.requests,
         "answers_with_desired": tally.desired,
         "errors": sum(tally.errors.values()),
         "error_kinds": dict(tally.errors),
         "p50_ms": figure(percentile(tally.latencies_ms, 0.50), 1),
         "p99_ms": figure(percentile(tally.latencies_ms, 0.99), 1),
+        "p99_all_answers_ms": figure(percentile(tally.answers_ms, 0.99), 1),  # 503s and timeouts too
+        "answers_503": tally.errors.get("503", 0),
         "samples_per_second": round(acknowledged_per_s, 1),
         "baseline": round(offered_per_s, 1),
         "baseline_samples_per_second_offered": round(offered_per_s, 1),
@@ -444,6 +489,10 @@ def summarize(
         "server_rss_mb_end": round(rss[-1], 1) if rss else None,
         "server_rss_mb_max": round(max(rss), 1) if rss else None,
         "server_rss_mb_slope_per_hour": None if slope is None else round(slope, 1),
+        # (max − min) / min over the last 4 minutes: "flat" is within 0.05
+        "server_rss_change_last_4_min": (
+            round((max(last_4_min) - min(last_4_min)) / min(last_4_min), 3) if len(last_4_min) > 1 else None
+        ),
         "server_rss_mb_by_minute": [round(mb) for t, mb in watch.rss_mb if t % 60.0 < MONITOR_EVERY_S],
         "rollup_lag_s_end": None if lag_end_s is None else round(lag_end_s, 1),
         "rollup_lag_s_max": round(max(lags), 1) if lags else None,
