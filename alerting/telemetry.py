@@ -27,6 +27,7 @@ class AlertingTelemetry:
             "Active alerts after the last evaluation, by status.",
             ["status"],
             registry=registry,
+            multiprocess_mode="livemostrecent",
         )
         self.transitions = Counter(
             "fleetpilot_alerting_transitions",
@@ -49,6 +50,7 @@ class AlertingTelemetry:
             "fleetpilot_alerting_outbox_pending",
             "Notifications waiting for delivery (retries included).",
             registry=registry,
+            multiprocess_mode="livemostrecent",
         )
         self.delivery_latency = Histogram(
             "fleetpilot_alerting_delivery_latency_seconds",

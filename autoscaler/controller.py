@@ -70,12 +70,14 @@ class AutoscalerTelemetry:
             "Replicas the controller decided, by pool.",
             ["pool"],
             registry=registry,
+            multiprocess_mode="livemostrecent",
         )
         self.ready = Gauge(
             "fleetpilot_autoscaler_ready_replicas",
             "Ready replicas the up nodes report, by pool.",
             ["pool"],
             registry=registry,
+            multiprocess_mode="livemostrecent",
         )
         self.events = Counter(
             "fleetpilot_autoscaler_scaling_events",
@@ -84,7 +86,10 @@ class AutoscalerTelemetry:
             registry=registry,
         )
         self.leader = Gauge(
-            "fleetpilot_autoscaler_leader", "1 while this server holds the autoscaler lease.", registry=registry
+            "fleetpilot_autoscaler_leader",
+            "1 while this server holds the autoscaler lease.",
+            registry=registry,
+            multiprocess_mode="livemax",  # with --workers: 1 while one of its workers holds it
         )
 
 

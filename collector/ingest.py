@@ -13,10 +13,9 @@ answers the agent only after ``write_batch`` returns, i.e. after the commit. A b
 of the group with its error; should the group's transaction fail on a constraint, each batch is written alone, so
 one bad batch fails by itself; the database being away fails them all (``StorageUnavailable``).
 
-Overload: a batch that has waited past ``deadline_seconds`` when its group forms is not written (``Overloaded``).
-Its agent would time out before the answer came and resend it: committing it would turn the wait into duplicates,
-which is how a backlogged server used to spiral (docs/benchmarks.md, "soak"). ``backlog_age`` is how long the
-oldest unanswered batch has waited, what the ingest door sheds on.
+Overload: a batch that has waited past ``deadline_seconds`` since its request arrived, when its group forms, is not
+written (``Overloaded``). Its agent would time out before the answer came and resend it: committing it would turn
+the wait into duplicates, which is how a backlogged server used to spiral (docs/benchmarks.md, "soak").
 """
 
 from __future__ import annotations
@@ -174,7 +173,7 @@ class _Queued:
     batch: IngestBatch
     received_at: float
     pools: PoolBound | None
-    queued_at: float = field(default_factory=time.monotonic)
+    queued_at: float  # time.monotonic() when its request came through the door: the deadline counts from there
     result: IngestResult | None = None
     error: BaseException | None = None
     done: bool = field(default=False)
@@ -188,7 +187,6 @@ class SampleWriter:
         self._engine = engine
         self._late_after_seconds = late_after_seconds
         self._deadline_seconds = deadline_seconds
-        self._committing_since: float | None = None  # when the oldest batch of the group being written was queued
         dialect = engine.dialect.name
         self._insert_samples = sample_inserter(dialect)
         # One writer per process: the turn holder commits every queued batch (on SQLite, whose single writer makes
@@ -237,36 +235,27 @@ class SampleWriter:
             },
         )
 
-    def write_batch(self, batch: IngestBatch, *, received_at: float, pools: PoolBound | None = None) -> IngestResult:
+    def write_batch(
+        self, batch: IngestBatch, *, received_at: float, pools: PoolBound | None = None, arrived: float | None = None
+    ) -> IngestResult:
         """Store ``batch``, committed (maybe with others) before this returns; raises ``StorageUnavailable`` when the
-        database is away and ``TooManyPools`` (nothing stored) when its samples name pools past ``pools``."""
-        queued = _Queued(batch, received_at, pools)
+        database is away, ``TooManyPools`` (nothing stored) when its samples name pools past ``pools``, and
+        ``Overloaded`` (nothing stored) when it waited past the deadline since ``arrived`` (``time.monotonic()`` at
+        the door; default now)."""
+        queued = _Queued(batch, received_at, pools, time.monotonic() if arrived is None else arrived)
         with self._queue_lock:
             self._queue.append(queued)
         with self._writer_turn:
             if not queued.done:  # nobody wrote it yet: write it, and every batch queued since
                 with self._queue_lock:
                     group, self._queue = self._queue, []
-                self._committing_since = group[0].queued_at
-                try:
-                    in_time = self._in_time(group)
-                    if in_time:
-                        self._commit(in_time)
-                finally:
-                    self._committing_since = None
+                in_time = self._in_time(group)
+                if in_time:
+                    self._commit(in_time)
         if queued.error is not None:
             raise queued.error
         assert queued.result is not None
         return queued.result
-
-    def backlog_age(self) -> float:
-        """Seconds the oldest batch not yet answered has waited (in the queue or in the commit under way); 0 idle."""
-        with self._queue_lock:
-            oldest = self._queue[0].queued_at if self._queue else None
-        committing = self._committing_since
-        if committing is not None and (oldest is None or committing < oldest):
-            oldest = committing
-        return 0.0 if oldest is None else time.monotonic() - oldest
 
     def _in_time(self, group: list[_Queued]) -> list[_Queued]:
         """The batches still within their deadline; each late one gets ``Overloaded`` and is not written."""

@@ -7,6 +7,7 @@ import argparse
 import logging
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -294,7 +295,13 @@ def run_token_create(args: argparse.Namespace) -> int:
 def run_server(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from fleetpilot.server import bootstrap_admin, build_services, prepare_database, server_app
+    from fleetpilot.server import (
+        METRICS_FOLDER_VARIABLE,
+        bootstrap_admin,
+        build_services,
+        prepare_database,
+        server_app,
+    )
 
     settings = _settings(args)
     prepare_database(settings)
@@ -322,7 +329,9 @@ def run_server(args: argparse.Namespace) -> int:
         os.environ[f"FLEETPILOT_{name.upper()}"] = str(getattr(settings, name))
     os.environ["FLEETPILOT_WORKERS"] = str(workers)
     print(f"{workers} worker processes; each runs its share of ingest and takes a turn at the jobs", flush=True)
-    uvicorn.run("fleetpilot.server:worker_app", factory=True, workers=workers, **listen)
+    with tempfile.TemporaryDirectory(prefix="fleetpilot-metrics-") as metrics_folder:
+        os.environ[METRICS_FOLDER_VARIABLE] = metrics_folder  # the workers' metrics, summed on every scrape
+        uvicorn.run("fleetpilot.server:worker_app", factory=True, workers=workers, **listen)
     return 0
 
 

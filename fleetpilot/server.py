@@ -6,14 +6,16 @@ import ctypes
 import logging
 import multiprocessing
 import os
+import re
 import signal
 import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from fastapi import FastAPI
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, multiprocess
 from sqlalchemy import Engine
 
 from alerting.rule_store import RuleStore
@@ -44,6 +46,7 @@ from web.tokens import Role, TokenStore
 
 log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+METRICS_FOLDER_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's: where each worker keeps its metrics
 
 
 def build_actuator(settings: ServerSettings, engine: Engine, board: DesiredBoard) -> Actuator:
@@ -89,8 +92,40 @@ def build_services(settings: ServerSettings, engine: Engine | None = None) -> Ap
 
     tenants = TenantsPublisher(services.fleet, board)
     services.publish_tenants = lambda: tenants.publish(services.clock())  # the services' clock at each call
-    registry.register(FleetCollector(lambda: fleet_snapshot(services)))
+    services.exposition = exposition_registry(registry)
+    services.exposition.register(FleetCollector(lambda: fleet_snapshot(services)))
     return services
+
+
+def exposition_registry(registry: CollectorRegistry) -> CollectorRegistry:
+    """What ``/metrics`` answers. One process: its own ``registry``. ``--workers N`` (``PROMETHEUS_MULTIPROC_DIR``
+    set by the supervisor): every worker's counters and histograms summed and each gauge's most recent value
+    (``prometheus_client.multiprocess``), whichever worker the scrape reaches — per process, counters would jump
+    between workers from scrape to scrape. Gauges left by workers that died are dropped first."""
+    folder = os.environ.get(METRICS_FOLDER_VARIABLE)
+    if not folder:
+        return registry
+    for pid in _dead_writers(Path(folder)):
+        multiprocess.mark_process_dead(pid, folder)  # type: ignore[no-untyped-call]
+    summed = CollectorRegistry()
+    multiprocess.MultiProcessCollector(summed, path=folder)  # type: ignore[no-untyped-call]
+    return summed
+
+
+def _dead_writers(folder: Path) -> set[int]:
+    """Pids of the processes whose metric files are in ``folder`` and that no longer run."""
+    pids = {int(m[1]) for f in folder.glob("*.db") if (m := re.search(r"_(\d+)\.db$", f.name))}
+    return {pid for pid in pids if not _running(pid)}
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's: it runs
+        return True
+    return True
 
 
 def fleet_snapshot(services: AppServices) -> FleetSnapshot:

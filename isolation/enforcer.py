@@ -71,6 +71,7 @@ class EnforcerTelemetry:
             "A tenant's throttle level on a node's pool (1 = not throttled); its limits there are multiplied by it.",
             ["tenant", "scope"],
             registry=registry,
+            multiprocess_mode="livemostrecent",
         )
         self.events = Counter(
             "fleetpilot_isolation_enforcement_events",

@@ -10,12 +10,16 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 class ForecastTelemetry:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.cycle_seconds = Gauge(
-            "fleetpilot_forecast_cycle_seconds", "Wall time of the last forecast cycle.", registry=registry
+            "fleetpilot_forecast_cycle_seconds",
+            "Wall time of the last forecast cycle.",
+            registry=registry,
+            multiprocess_mode="livemostrecent",
         )
         self.last_success = Gauge(
             "fleetpilot_forecast_last_success_timestamp_seconds",
             "When the last cycle that produced at least one good forecast finished (Unix seconds).",
             registry=registry,
+            multiprocess_mode="livemostrecent",
         )
         self.forecasts = Counter(
             "fleetpilot_forecast_subjects",
@@ -28,12 +32,14 @@ class ForecastTelemetry:
             "Probability that the pool's demand exceeds its capacity within the horizon.",
             ["pool"],
             registry=registry,
+            multiprocess_mode="livemostrecent",
         )
         self.saturation_eta = Gauge(
             "fleetpilot_forecast_saturation_eta_seconds",
             "Seconds until the pool's demand is more likely than not over its capacity (absent when not expected).",
             ["pool"],
             registry=registry,
+            multiprocess_mode="livemostrecent",
         )
 
     def set_saturation(self, pool: str, probability: float, eta_seconds: float | None) -> None:

@@ -6,8 +6,10 @@ agent then resends a batch that was stored (a duplicate, more work) while new on
 once costs nothing: the agent keeps the samples spooled and comes back later.
 
 Three signs of "past capacity", each checked before the body is read or parsed (what costs):
-- ``max_in_flight`` batches are already being parsed or written;
-- the oldest batch waiting for its commit has waited ``max_queue_seconds`` (the writer's backlog age);
+- the oldest batch in progress came through the door ``max_queue_seconds`` ago: its body read, its parse (in the
+  threadpool, behind the others' under one GIL), its wait for the writer and its commit are all in that age — a
+  bound on the writer's queue alone missed the parse queue, where 32 full 2,000-sample bodies waited seconds;
+- ``max_in_flight`` batches are already in progress;
 - the event loop runs ``max_loop_lag_seconds`` late: requests are queued in the process before any handler sees
   them (the accept backlog and the loop's ready queue, where the soak's timeouts happened), and the lag is how
   long they wait there.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable
 
 from collector.errors import FieldError
@@ -53,44 +56,48 @@ class LoopLag:
             self._lag = max(0.0, loop.time() - self._due)
 
 
+class Shed(Exception):
+    """Refused at the door; the text says why (the 503's detail)."""
+
+
 class IngestAdmission:
     def __init__(
         self,
         max_in_flight: int,
         *,
-        backlog_age: Callable[[], float],
         max_queue_seconds: float = 1.0,
         max_loop_lag_seconds: float = 0.5,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if max_in_flight < 1:
             raise FieldError("ingest_max_in_flight", f"at least 1, not {max_in_flight}")
         self.limit = max_in_flight
-        self._backlog_age = backlog_age
         self._max_queue_seconds = max_queue_seconds
         self._max_loop_lag_seconds = max_loop_lag_seconds
+        self._clock = clock
         self._loop_lag = LoopLag()
-        self._inside = 0
+        self._entered: list[float] = []  # when each batch in progress came through the door, the oldest first
         self._lock = threading.Lock()
 
-    def try_enter(self) -> str | None:
-        """None: a place taken, to be given back with one :meth:`leave`; else why there is none, in words for the
-        503's detail. Called on the event loop."""
+    def enter(self) -> float:
+        """Take a place and answer when (``clock``), to be given back with :meth:`leave`; raise :class:`Shed`
+        saying why there is none. Called on the event loop."""
         lag = self._loop_lag.seconds()
         if lag > self._max_loop_lag_seconds:
-            return f"the server runs {lag:.1f} s behind"
-        waited = self._backlog_age()
-        if waited > self._max_queue_seconds:
-            return f"batches wait {waited:.1f} s for their commit"
+            raise Shed(f"the server runs {lag:.1f} s behind")
+        now = self._clock()
         with self._lock:
-            if self._inside >= self.limit:
-                return f"{self.limit} batches in progress"
-            self._inside += 1
-            return None
+            if self._entered and (waited := now - self._entered[0]) > self._max_queue_seconds:
+                raise Shed(f"the oldest batch in progress has waited {waited:.1f} s")
+            if len(self._entered) >= self.limit:
+                raise Shed(f"{self.limit} batches in progress")
+            self._entered.append(now)
+            return now
 
-    def leave(self) -> None:
+    def leave(self, entered_at: float) -> None:
         with self._lock:
-            self._inside = max(0, self._inside - 1)
+            self._entered.remove(entered_at)
 
     @property
     def inside(self) -> int:
-        return self._inside
+        return len(self._entered)

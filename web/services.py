@@ -50,12 +50,14 @@ class AppServices:
     # change of tenants, quotas or tenant keys, so it reaches the nodes at their next push, not the enforcer's tick.
     publish_tenants: Callable[[], object] = field(default=lambda: None)
     clock: Callable[[], float] = field(default=time.time)
+    # What /metrics answers: ``registry`` itself, or with --workers every worker's metrics summed (the composition
+    # root decides; fleetpilot.server.exposition_registry)
+    exposition: CollectorRegistry | None = None
     ingest_gate: IngestAdmission = field(init=False)
 
     def __post_init__(self) -> None:
         self.ingest_gate = IngestAdmission(
             self.settings.ingest_max_in_flight,
-            backlog_age=self.writer.backlog_age,
             max_queue_seconds=self.settings.ingest_shed_queue_seconds,
             max_loop_lag_seconds=self.settings.ingest_shed_loop_lag_seconds,
         )

@@ -159,13 +159,12 @@ def test_the_database_away_fails_the_whole_group_and_stores_nothing(tmp_path: An
     engine.dispose()
 
 
-def test_a_batch_that_waited_past_the_deadline_is_not_written_and_the_backlog_age_says_how_long(
+def test_a_batch_that_waited_past_the_deadline_is_not_written(
     engine: Engine,
 ) -> None:
     """Its agent would have timed out and resent it: stored, it would come back as duplicates. The batch queued
     after it, still in time, is written in the same turn."""
     writer = SampleWriter(engine, late_after_seconds=1e9, deadline_seconds=0.3)
-    assert writer.backlog_age() == 0.0
     outcomes: dict[str, IngestResult | BaseException] = {}
 
     def write(node: str) -> None:
@@ -180,7 +179,6 @@ def test_a_batch_that_waited_past_the_deadline_is_not_written_and_the_backlog_ag
         while not writer._queue:
             threading.Event().wait(0.01)
         threading.Event().wait(0.4)
-        assert writer.backlog_age() >= 0.4
         in_time.start()
         while len(writer._queue) < 2:
             threading.Event().wait(0.01)
@@ -189,7 +187,6 @@ def test_a_batch_that_waited_past_the_deadline_is_not_written_and_the_backlog_ag
     assert isinstance(outcomes["late"], Overloaded) and "deadline 0.3 s" in str(outcomes["late"])
     assert outcomes["soon"] == IngestResult(3, 0)
     assert (stored(engine, "late"), stored(engine, "soon")) == (0, 3)
-    assert writer.backlog_age() == 0.0
 
 
 @pytest.fixture

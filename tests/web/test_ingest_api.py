@@ -234,15 +234,15 @@ def test_database_down_is_503_with_retry_after(auth: Auth, clock: FakeClock, ser
 def test_past_its_in_flight_limit_ingest_is_refused_at_once_and_nothing_is_stored(
     client: TestClient, auth: Auth, engine: Engine, clock: FakeClock, services: Any
 ) -> None:
-    services.ingest_gate = IngestAdmission(1, backlog_age=lambda: 0.0)
-    assert services.ingest_gate.try_enter() is None  # one batch in progress
+    services.ingest_gate = IngestAdmission(1)
+    entered_at = services.ingest_gate.enter()  # one batch in progress
     answer = client.post("/api/v1/ingest", json=batch(gpu_sample(1, clock())), headers=auth("agent", "node-a"))
-    assert answer.status_code == 503 and answer.headers["Retry-After"] == "1"
+    assert answer.status_code == 503 and 2 <= int(answer.headers["Retry-After"]) <= 6
     assert answer.json()["error"]["code"] == "unavailable" and "overloaded" in answer.json()["error"]["message"]
     assert stored(engine) == []
     rejected = {"reason": "overloaded"}
     assert services.registry.get_sample_value("fleetpilot_collector_rejected_requests_total", rejected) == 1
-    services.ingest_gate.leave()
+    services.ingest_gate.leave(entered_at)
     answer = client.post("/api/v1/ingest", json=batch(gpu_sample(1, clock())), headers=auth("agent", "node-a"))
     assert answer.status_code == 200 and stored(engine) == [1]
     assert services.ingest_gate.inside == 0  # every request gave its place back
@@ -252,21 +252,23 @@ def test_past_its_in_flight_limit_ingest_is_refused_at_once_and_nothing_is_store
 
 def test_in_flight_limit_needs_a_place() -> None:
     with pytest.raises(ValueError, match="at least 1"):
-        IngestAdmission(0, backlog_age=lambda: 0.0)
+        IngestAdmission(0)
 
 
-def test_while_batches_wait_for_their_commit_past_the_bound_ingest_is_shed_at_the_door(
+def test_while_the_oldest_batch_in_progress_has_waited_past_the_bound_ingest_is_shed_at_the_door(
     client: TestClient, auth: Auth, engine: Engine, clock: FakeClock, services: Any
 ) -> None:
-    waited = [2.5]
-    services.ingest_gate = IngestAdmission(32, backlog_age=lambda: waited[0], max_queue_seconds=1.0)
+    ahead = [0.0]  # the door's clock runs ahead of the writer's by this much: what is in progress looks older
+    services.ingest_gate = IngestAdmission(32, max_queue_seconds=1.0, clock=lambda: time.monotonic() + ahead[0])
+    slow = services.ingest_gate.enter()  # a batch in progress (parsing, queued at the writer, committing)
+    ahead[0] = 2.5
     answer = client.post("/api/v1/ingest", json=batch(gpu_sample(1, clock())), headers=auth("agent", "node-a"))
-    assert answer.status_code == 503 and answer.headers["Retry-After"] == "1"
-    assert "batches wait 2.5 s for their commit" in answer.json()["error"]["message"]
-    assert stored(engine) == [] and services.ingest_gate.inside == 0
-    waited[0] = 0.2  # the backlog drained
+    assert answer.status_code == 503 and 2 <= int(answer.headers["Retry-After"]) <= 6
+    assert "the oldest batch in progress has waited 2.5 s" in answer.json()["error"]["message"]
+    assert stored(engine) == [] and services.ingest_gate.inside == 1
+    services.ingest_gate.leave(slow)  # it was answered
     answer = client.post("/api/v1/ingest", json=batch(gpu_sample(1, clock())), headers=auth("agent", "node-a"))
-    assert answer.status_code == 200 and stored(engine) == [1]
+    assert answer.status_code == 200 and stored(engine) == [1] and services.ingest_gate.inside == 0
 
 
 def test_a_batch_past_the_commit_deadline_is_answered_503_and_counted_as_overloaded(
@@ -277,7 +279,7 @@ def test_a_batch_past_the_commit_deadline_is_answered_503_and_counted_as_overloa
 
     monkeypatch.setattr(services.writer, "write_batch", too_late)
     answer = client.post("/api/v1/ingest", json=batch(gpu_sample(1, clock())), headers=auth("agent", "node-a"))
-    assert answer.status_code == 503 and answer.headers["Retry-After"] == "1"
+    assert answer.status_code == 503 and 2 <= int(answer.headers["Retry-After"]) <= 6
     assert "waited 6.0 s for a commit" in answer.json()["error"]["message"]
     rejected = {"reason": "overloaded"}
     assert services.registry.get_sample_value("fleetpilot_collector_rejected_requests_total", rejected) == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 from dataclasses import dataclass
 
@@ -17,11 +18,14 @@ from collector.wire import parse_batch
 from web.auth import ServicesDep, authenticate, documented_agent_auth
 from web.body import read_body
 from web.errors import ERROR_RESPONSES, ApiError, error_responses
+from web.ingest_gate import Shed
 from web.services import AppServices
 from web.tokens import Role, TokenInfo
 
 router = APIRouter(tags=["ingest"], responses=ERROR_RESPONSES)
-OVERLOADED_RETRY_AFTER_SECONDS = "1"  # the agent adds its own jittered backoff on top
+# An overloaded server asks for a pause spread over a few seconds: the nodes refused in one second come back over
+# several, with fuller spools (bigger batches cost less per sample); the agent waits at least this, or its backoff.
+OVERLOADED_RETRY_AFTER_SECONDS = (2, 6)
 
 
 class IngestAnswer(BaseModel):
@@ -63,15 +67,15 @@ async def ingest(request: Request, services: ServicesDep) -> Response:
     telemetry = services.telemetry
     started = time.perf_counter()
     code = status.HTTP_200_OK
-    entered = False
+    entered_at: float | None = None
     try:
         token = authenticate(services, request, Role.AGENT)
-        refused = services.ingest_gate.try_enter()
-        if refused is not None:
-            raise _overloaded(refused)
-        entered = True
+        try:
+            entered_at = services.ingest_gate.enter()
+        except Shed as exc:
+            raise _overloaded(str(exc)) from None
         body = await read_body(request, max_bytes=services.settings.ingest_max_body_bytes)
-        answer = await run_in_threadpool(_store, services, token, body)
+        answer = await run_in_threadpool(_store, services, token, body, entered_at)
     except Overloaded as exc:
         code = status.HTTP_503_SERVICE_UNAVAILABLE
         telemetry.rejected.labels(RejectReason.OVERLOADED.value).inc()
@@ -97,8 +101,8 @@ async def ingest(request: Request, services: ServicesDep) -> Response:
         telemetry.rejected.labels(_reject_reason(code).value).inc()
         raise
     finally:
-        if entered:
-            services.ingest_gate.leave()
+        if entered_at is not None:
+            services.ingest_gate.leave(entered_at)
         telemetry.requests.labels(str(code)).inc()
     telemetry.samples.labels("accepted").inc(answer.accepted)
     telemetry.samples.labels("duplicate").inc(answer.duplicates)
@@ -110,11 +114,11 @@ def _overloaded(why: str) -> ApiError:
     return ApiError(
         status.HTTP_503_SERVICE_UNAVAILABLE,
         f"overloaded: {why}; keep the samples and retry later",
-        headers={"Retry-After": OVERLOADED_RETRY_AFTER_SECONDS},
+        headers={"Retry-After": str(random.randint(*OVERLOADED_RETRY_AFTER_SECONDS))},
     )
 
 
-def _store(services: AppServices, token: TokenInfo, body: bytes) -> _Stored:
+def _store(services: AppServices, token: TokenInfo, body: bytes, entered_at: float) -> _Stored:
     """Parse, check, commit and answer, in one worker thread. Parsing is CPU-bound (~1 s for 20,000 samples: on the
     event loop four 8 MB batches held /healthz 7 s); one hop rather than one per step, each of which cost the ingest
     bench about 5 % of its rate. The desired state is the board's cached JSON for the node (no database read, no
@@ -132,7 +136,7 @@ def _store(services: AppServices, token: TokenInfo, body: bytes) -> _Stored:
             status.HTTP_403_FORBIDDEN, f"node_id {batch.node_id!r} is not this token's node ({token.node_id!r})"
         )
     pools = PoolBound(settings.ingest_max_pools_per_node, lambda: [p.name for p in services.pools.list()])
-    result = services.writer.write_batch(batch, received_at=services.clock(), pools=pools)
+    result = services.writer.write_batch(batch, received_at=services.clock(), pools=pools, arrived=entered_at)
     desired = services.desired.for_node_json(batch.node_id)
     answer = b'{"accepted":%d,"duplicates":%d,"desired":%s}' % (result.accepted, result.duplicates, desired)
     return _Stored(result.accepted, result.duplicates, answer)

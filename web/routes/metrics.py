@@ -14,4 +14,4 @@ router = APIRouter(tags=["metrics"])
 
 @router.get("/metrics", response_class=Response)
 def metrics(services: ServicesDep, _access: MetricsAccess) -> Response:
-    return Response(generate_latest(services.registry), media_type=CONTENT_TYPE_LATEST)
+    return Response(generate_latest(services.exposition or services.registry), media_type=CONTENT_TYPE_LATEST)
