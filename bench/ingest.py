@@ -65,6 +65,7 @@ class BenchConfig:
     gzip: bool
     profile: Path | None
     managed: bool = False
+    workers: int | None = 1  # the server's --workers; None: its default (the cores, on PostgreSQL)
 
     @property
     def shape(self) -> PushShape:
@@ -83,14 +84,15 @@ def parse_config(argv: list[str] | None) -> BenchConfig:
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds of load before measuring")
     parser.add_argument("--no-gzip", dest="gzip", action="store_false", help="plain JSON bodies (the agent gzips)")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy the server into this .svg/.txt/.json")
+    parser.add_argument("--workers", type=int, default=1, help="the server's --workers (default 1)")
     parser.add_argument(
         "--managed",
         action="store_true",
         help="create 20 pools and 15 tenants with quotas first, so every ingest answer carries a desired state",
     )
     args = parser.parse_args(argv)
-    if min(args.nodes, args.gpus, args.batch_ticks, args.concurrency) < 1:
-        parser.error("--nodes, --gpus, --batch-ticks and --concurrency must be at least 1")
+    if min(args.nodes, args.gpus, args.batch_ticks, args.concurrency, args.workers) < 1:
+        parser.error("--nodes, --gpus, --batch-ticks, --concurrency and --workers must be at least 1")
     return BenchConfig(
         backend=args.backend,
         nodes=args.nodes,
@@ -102,6 +104,7 @@ def parse_config(argv: list[str] | None) -> BenchConfig:
         gzip=args.gzip,
         profile=args.profile,
         managed=args.managed,
+        workers=args.workers,
     )
 
 
@@ -390,6 +393,7 @@ def summarize(
         "rows_per_request": shape.rows,
         "gzip": config.gzip,
         "concurrency": config.concurrency,
+        "workers": config.workers,
         "warmup_s": config.warmup_s,
         "duration_s": config.duration_s,
         "requests": load.requests,
@@ -434,7 +438,7 @@ def run(config: BenchConfig) -> dict[str, Any]:
         fresh_database(config.backend, Path(folder)) as url,
     ):
         progress(f"{config.backend} database ready; starting the server")
-        with ServerProcess(url, log_path=Path(folder) / "server.log") as server:
+        with ServerProcess(url, log_path=Path(folder) / "server.log", workers=config.workers) as server:
             assert server.process is not None
             progress(f"server pid {server.process.pid} on {server.url}; creating {config.nodes} agent tokens")
             tokens = create_agent_tokens(server, node_ids)

@@ -82,6 +82,12 @@ class TokenStore:
             )
         return info, clear
 
+    def is_cached(self, clear: str, *, now: float) -> bool:
+        """Whether :meth:`verify` would answer from the cache, without reading the database."""
+        with self._lock:
+            cached = self._cache.get(digest(clear))
+        return cached is not None and cached[1] > now
+
     def verify(self, clear: str, *, now: float) -> TokenInfo | None:
         key = digest(clear)
         with self._lock:

@@ -15,7 +15,7 @@ from collector.errors import BatchTooLarge, InvalidBatch, Overloaded, StorageUna
 from collector.ingest import PoolBound
 from collector.telemetry import RejectReason
 from collector.wire import parse_batch
-from web.auth import ServicesDep, authenticate, documented_agent_auth
+from web.auth import ServicesDep, authenticate_on_loop, documented_agent_auth
 from web.body import read_body
 from web.errors import ERROR_RESPONSES, ApiError, error_responses
 from web.ingest_gate import Shed
@@ -69,7 +69,7 @@ async def ingest(request: Request, services: ServicesDep) -> Response:
     code = status.HTTP_200_OK
     entered_at: float | None = None
     try:
-        token = authenticate(services, request, Role.AGENT)
+        token = await authenticate_on_loop(services, request, Role.AGENT)
         try:
             entered_at = services.ingest_gate.enter()
         except Shed as exc:
