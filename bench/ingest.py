@@ -313,7 +313,7 @@ def raw_insert_rate(engine: Engine, rows: list[dict[str, Any]]) -> float:
     marker = "%s" if engine.dialect.name == "postgresql" else "?"
     names = ", ".join(f'"{c}"' for c in columns)
     markers = ", ".join([marker] * len(columns))
-    sql = f"INSERT INTO samples ({names}) VALUES ({markers}) ON CONFLICT (node_id, seq) DO NOTHING"
+    sql = f"INSERT INTO samples ({names}) VALUES ({markers}) ON CONFLICT DO NOTHING"
     # The JSON column serialized before the clock starts, as the other inserts do inside it.
     data = [tuple(_raw_value(row, c) for c in columns) for row in rows]
     raw = engine.raw_connection()
