@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,14 +36,33 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
     return url
 
 
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    """An empty schema on the backend (tables from the metadata; migrations are proven equal to it separately)."""
-    engine = make_engine(database_url)
+@contextmanager
+def empty_schema(url: str) -> Iterator[Engine]:
+    """An empty schema at ``url`` (tables from the metadata; migrations are proven equal to it separately)."""
+    engine = make_engine(url)
     target_metadata.drop_all(engine)
     target_metadata.create_all(engine)
-    yield engine
-    engine.dispose()
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    """An empty schema on the backend."""
+    with empty_schema(database_url) as made:
+        yield made
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database with no schema at all, on each backend, for the migrations to build."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/migrate.db"
+        return
+    with fresh_database() as url:
+        yield url
 
 
 @pytest.fixture

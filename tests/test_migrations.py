@@ -2,26 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 from sqlalchemy import inspect, text
 
 from collector.database import make_engine
 from fleet.pools import PoolStore
 from migrations import runner
 from migrations.schema import target_metadata
-from tests.support.postgres import fresh_database
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/migrate.db"
-        return
-    with fresh_database() as url:
-        yield url
 
 
 def test_upgrade_from_empty_creates_every_table_and_check_is_clean(empty_database_url: str) -> None:

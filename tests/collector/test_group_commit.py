@@ -19,7 +19,7 @@ from collector.errors import Overloaded, StorageUnavailable, TooManyPools
 from collector.ingest import IngestResult, PoolBound, SampleWriter, postgresql_inserter
 from collector.tables import metadata, nodes, samples, series_latest
 from collector.wire import IngestBatch
-from migrations.schema import target_metadata
+from tests.conftest import empty_schema
 
 T0 = 1_764_424_800.0
 
@@ -189,48 +189,40 @@ def test_a_batch_that_waited_past_the_deadline_is_not_written(
     assert (stored(engine, "late"), stored(engine, "soon")) == (0, 3)
 
 
-@pytest.fixture
-def postgres_engine(postgres_url: str) -> Iterator[Engine]:
-    made = make_engine(postgres_url)
-    target_metadata.drop_all(made)
-    target_metadata.create_all(made)
-    yield made
-    made.dispose()
-
-
 @pytest.mark.postgres
 @pytest.mark.parametrize("way", ["copy", "unnest"])
 def test_postgresql_takes_a_group_by_copy_or_unnest_with_the_same_exact_counts(
-    postgres_engine: Engine, way: str, monkeypatch: pytest.MonkeyPatch
+    postgres_url: str, way: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Both of PostgreSQL's paths (COPY through the staging table for big groups, unnest for small ones) skip a
     resend and count it; a row the database refuses inside a COPY fails its own batch only, as with unnest."""
-    writer = SampleWriter(postgres_engine, late_after_seconds=1e9)
-    writer._insert_samples = postgresql_inserter(copy_from_rows=0 if way == "copy" else sys.maxsize)
-    assert writer.write_batch(batch("a", range(1, 151)), received_at=T0) == IngestResult(150, 0)
-    outcomes = in_one_group(
-        writer,
-        [
-            lambda: writer.write_batch(batch("a", range(101, 251)), received_at=T0),  # 50 resent, 100 new
-            lambda: writer.write_batch(batch("b", range(1, 121)), received_at=T0),
-        ],
-    )
-    assert outcomes == [IngestResult(100, 50), IngestResult(120, 0)]
-    assert (stored(postgres_engine, "a"), stored(postgres_engine, "b")) == (250, 120)
+    with empty_schema(postgres_url) as postgres_engine:
+        writer = SampleWriter(postgres_engine, late_after_seconds=1e9)
+        writer._insert_samples = postgresql_inserter(copy_from_rows=0 if way == "copy" else sys.maxsize)
+        assert writer.write_batch(batch("a", range(1, 151)), received_at=T0) == IngestResult(150, 0)
+        outcomes = in_one_group(
+            writer,
+            [
+                lambda: writer.write_batch(batch("a", range(101, 251)), received_at=T0),  # 50 resent, 100 new
+                lambda: writer.write_batch(batch("b", range(1, 121)), received_at=T0),
+            ],
+        )
+        assert outcomes == [IngestResult(100, 50), IngestResult(120, 0)]
+        assert (stored(postgres_engine, "a"), stored(postgres_engine, "b")) == (250, 120)
 
-    real_row = ingest.sample_row
+        real_row = ingest.sample_row
 
-    def refused_row(node_id: str, sample: Any) -> dict[str, Any]:
-        row = real_row(node_id, sample)
-        return {**row, "gpu_power_watts": "not a number"} if node_id == "bad" else row
+        def refused_row(node_id: str, sample: Any) -> dict[str, Any]:
+            row = real_row(node_id, sample)
+            return {**row, "gpu_power_watts": "not a number"} if node_id == "bad" else row
 
-    monkeypatch.setattr(ingest, "sample_row", refused_row)
-    outcomes = in_one_group(
-        writer,
-        [
-            lambda: writer.write_batch(batch("bad", range(1, 121)), received_at=T0),
-            lambda: writer.write_batch(batch("c", range(1, 121)), received_at=T0),
-        ],
-    )
-    assert isinstance(outcomes[0], DBAPIError) and outcomes[1] == IngestResult(120, 0)
-    assert (stored(postgres_engine, "bad"), stored(postgres_engine, "c")) == (0, 120)
+        monkeypatch.setattr(ingest, "sample_row", refused_row)
+        outcomes = in_one_group(
+            writer,
+            [
+                lambda: writer.write_batch(batch("bad", range(1, 121)), received_at=T0),
+                lambda: writer.write_batch(batch("c", range(1, 121)), received_at=T0),
+            ],
+        )
+        assert isinstance(outcomes[0], DBAPIError) and outcomes[1] == IngestResult(120, 0)
+        assert (stored(postgres_engine, "bad"), stored(postgres_engine, "c")) == (0, 120)

@@ -31,7 +31,6 @@ from collector.tables import NO_POOL, metadata, rollups_1m
 from collector.wire import IngestBatch
 from migrations import runner
 from tests.conftest import gpu_sample
-from tests.support.postgres import fresh_database
 
 T = 1_764_424_800.0  # 2025-11-29 14:00 UTC: a whole hour
 HOUR = 3600.0
@@ -264,15 +263,6 @@ def test_series_queries_read_only_the_partitions_in_their_range(pg: Engine) -> N
     # rollups of day 2025-11-29 (the range starts there at 11:00), the raw samples of the last hour, whose end
     # (T + 2 h, inclusive) is the next partition's first instant, and job_state for the rollup watermark
     assert long == {"job_state", "rollups_1m_p20251129", "samples_p2025112915", "samples_p2025112916"}
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/migrate.db"
-        return
-    with fresh_database() as url:
-        yield url
 
 
 def test_the_migration_keeps_every_row_both_ways(empty_database_url: str) -> None:
