@@ -377,12 +377,14 @@ def lost_by_seq(engine: Engine, acknowledged: dict[str, int]) -> tuple[int, int]
     return sum(count for count, _ in per_node.values()), lost
 
 
-def retention_rate(engine: Engine, now: float, keep_s: float) -> tuple[int, float]:
-    """Run the server's retention job over the soak's rows, keeping the last ``keep_s``: (rows deleted, rows/s)."""
+def retention_rate(engine: Engine, now: float, keep_s: float) -> tuple[int, float | None]:
+    """Run the server's retention job over the soak's rows, keeping the last ``keep_s``: (rows deleted, rows/s).
+    The rate is None when nothing was removed: on PostgreSQL retention drops whole hourly partitions, and a
+    10-minute soak's rows rarely fill one that lies wholly before the cutoff (``bench.retention`` measures it)."""
     job = RetentionJob(engine, raw_retention_seconds=keep_s, rollup_retention_seconds=30 * 86400)
     started = time.perf_counter()
     deleted = job.run(now).samples_deleted
-    return deleted, deleted / max(time.perf_counter() - started, 1e-9)
+    return deleted, (deleted / max(time.perf_counter() - started, 1e-9) if deleted else None)
 
 
 @dataclass(frozen=True)
@@ -487,7 +489,7 @@ def summarize(
     watch: ServerWatch,
     cpu: CpuUse,
     stored_lost_lag: tuple[int, int, float | None],
-    retention: tuple[int, float],
+    retention: tuple[int, float | None],
 ) -> dict[str, Any]:
     stored, lost, lag_end_s = stored_lost_lag
     rss = [mb for _, mb in watch.rss_mb]
@@ -545,7 +547,7 @@ def summarize(
         "rollup_lag_s_end": None if lag_end_s is None else round(lag_end_s, 1),
         "rollup_lag_s_max": round(max(lags), 1) if lags else None,
         "retention_rows_deleted": retention[0],
-        "retention_rows_per_second": round(retention[1], 1),
+        "retention_rows_per_second": None if retention[1] is None else round(retention[1], 1),
         "server_cpu_cores": round(cpu.server_cores, 2),
         "generator_cpu_cores": round(cpu.generator_cores, 2),
         "database_cpu_cores": round(cpu.database_cores, 2),

@@ -247,13 +247,13 @@ def run_agent(args: argparse.Namespace) -> int:
     return Agent(settings, open_probes(settings, config), config=config).run()
 
 
+SERVER_FLAGS = ("host", "port", "database_url", "workers")  # the flags a server command may give its settings
+
+
 def _settings(args: argparse.Namespace, **overrides: Any) -> ServerSettings:
     flags = {name: getattr(args, name, None) for name in SERVER_FLAGS}
     flags.update(overrides)
     return ServerSettings(**{k: v for k, v in flags.items() if v is not None})
-
-
-SERVER_FLAGS = ("host", "port", "database_url", "workers")
 
 
 def _settings_errors(exc: ValidationError) -> str:

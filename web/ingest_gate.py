@@ -8,7 +8,8 @@ once costs nothing: the agent keeps the samples spooled and comes back later.
 Three signs of "past capacity", each checked before the body is read or parsed (what costs):
 - the oldest batch in progress came through the door ``max_queue_seconds`` ago: its body read, its parse (in the
   threadpool, behind the others' under one GIL), its wait for the writer and its commit are all in that age — a
-  bound on the writer's queue alone missed the parse queue, where 32 full 2,000-sample bodies waited seconds;
+  bound on the writer's queue alone missed the parse queue (measured on the soak: docs/benchmarks.md, "the
+  collector tier");
 - ``max_in_flight`` batches are already in progress;
 - the event loop runs ``max_loop_lag_seconds`` late: requests are queued in the process before any handler sees
   them (the accept backlog and the loop's ready queue, where the soak's timeouts happened), and the lag is how
