@@ -1,0 +1,114 @@
+"""The fake API server itself: state, authentication, dispatch over the resource modules' routes, HTTP."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from kubernetes import client
+
+from inference_agent.http_server import JsonHandler, Server
+from tests.support.fake_kube import scale
+from tests.support.fake_kube.api import ApiError, RecordedRequest, Route
+from tests.support.fake_kube.scale import FakeDeployment, hpa_object
+
+ROUTES: list[Route] = [*scale.ROUTES]
+
+
+@dataclass
+class FakeKube:
+    """``with FakeKube() as kube:`` serves at ``kube.url``; ``kube.api_client()`` is a client that carries the token."""
+
+    token: str = "fake-service-account-token"
+    deployments: dict[tuple[str, str], FakeDeployment] = field(default_factory=dict)
+    hpas: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    forbidden: set[str] = field(default_factory=set)  # verbs answered 403: "get", "patch", "list"
+    requests: list[RecordedRequest] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _server: Server | None = None
+
+    def add_deployment(self, namespace: str, name: str, replicas: int, *, observed: bool = True) -> None:
+        self.deployments[(namespace, name)] = FakeDeployment(replicas, replicas if observed else None)
+
+    def add_hpa(self, namespace: str, name: str, deployment: str, *, kind: str = "Deployment") -> None:
+        """An HPA in ``namespace`` whose scale target is ``kind``/``deployment``."""
+        self.hpas.setdefault(namespace, []).append(hpa_object(namespace, name, deployment, kind))
+
+    def sent(self, method: str) -> list[RecordedRequest]:
+        return [request for request in self.requests if request.method == method]
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "start the fake first (with FakeKube() as kube:)"
+        return f"http://127.0.0.1:{self._server.port}"
+
+    def api_client(self) -> client.ApiClient:
+        configuration = client.Configuration(
+            host=self.url, api_key={"authorization": self.token}, api_key_prefix={"authorization": "Bearer"}
+        )
+        configuration.retries = 0  # an error answer is the test's subject, not something to retry
+        return client.ApiClient(configuration)
+
+    def __enter__(self) -> FakeKube:
+        self._server = Server("127.0.0.1", 0, _handler_for(self), name="fake-kube", poll_interval_s=0.05)
+        self._server.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        assert self._server is not None
+        self._server.close()
+
+    def answer(self, request: RecordedRequest) -> dict[str, Any]:
+        """The JSON answer to ``request``; raises ApiError for an error answer."""
+        with self._lock:
+            self.requests.append(request)
+            if request.headers.get("authorization") != f"Bearer {self.token}":
+                raise ApiError(401, "Unauthorized", "Unauthorized")
+            matched = False
+            for candidate in ROUTES:
+                if match := candidate.pattern.match(request.path):
+                    matched = True
+                    if request.method in candidate.methods:
+                        return candidate.handle(self, request, match)
+            if matched:
+                raise ApiError(405, "MethodNotAllowed", f"{request.method} is not supported on {request.path}")
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+
+
+def _handler_for(kube: FakeKube) -> type[JsonHandler]:
+    class FakeKubeHandler(JsonHandler):
+        def on_get(self, path: str) -> None:
+            self._serve("GET", b"")
+
+        def on_post(self, path: str, body: bytes) -> None:
+            self._serve("POST", body)
+
+        def do_PATCH(self) -> None:  # noqa: N802 (http.server dispatches on this name)
+            body = self.read_body()
+            if body is not None:
+                self._serve("PATCH", body)
+
+        def _serve(self, method: str, body: bytes) -> None:
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            parts = urlsplit(self.path)
+            request = RecordedRequest(method, parts.path, headers, body, dict(parse_qsl(parts.query)))
+            try:
+                self.answer_json(200, kube.answer(request))
+            except ApiError as error:
+                status = {
+                    "apiVersion": "v1",
+                    "kind": "Status",
+                    "metadata": {},
+                    "status": "Failure",
+                    "message": error.message,
+                    "reason": error.reason,
+                    "code": error.code,
+                }
+                self.answer_json(error.code, status)
+
+    return FakeKubeHandler
