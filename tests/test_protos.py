@@ -1,0 +1,17 @@
+"""The checked-in gRPC modules are what ``scripts/generate-protos.sh`` makes of their ``.proto`` copies."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_generated_modules_match_their_protos(tmp_path: Path) -> None:
+    subprocess.run([str(ROOT / "scripts/generate-protos.sh"), str(tmp_path)], check=True, cwd=ROOT)
+    generated = sorted(path.relative_to(tmp_path) for path in tmp_path.rglob("*_pb2*.py*"))
+    stale = [str(path) for path in generated if (ROOT / path).read_text() != (tmp_path / path).read_text()]
+    assert not stale, f"regenerate with scripts/generate-protos.sh: {stale}"
+    checked_in = sorted(path.relative_to(ROOT) for path in ROOT.glob("[!.]*/**/*_pb2*.py*"))
+    assert checked_in == generated, "a generated module without its .proto, or a .proto never generated"
