@@ -11,11 +11,12 @@ from urllib.parse import parse_qsl, urlsplit
 from kubernetes import client
 
 from inference_agent.http_server import JsonHandler, Server
-from tests.support.fake_kube import scale
+from tests.support.fake_kube import pods, scale
 from tests.support.fake_kube.api import ApiError, RecordedRequest, Route
+from tests.support.fake_kube.pods import pod_object
 from tests.support.fake_kube.scale import FakeDeployment, hpa_object
 
-ROUTES: list[Route] = [*scale.ROUTES]
+ROUTES: list[Route] = [*scale.ROUTES, *pods.ROUTES]
 
 
 @dataclass
@@ -25,6 +26,7 @@ class FakeKube:
     token: str = "fake-service-account-token"
     deployments: dict[tuple[str, str], FakeDeployment] = field(default_factory=dict)
     hpas: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (namespace, name) -> Pod object
     forbidden: set[str] = field(default_factory=set)  # verbs answered 403: "get", "patch", "list"
     requests: list[RecordedRequest] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -36,6 +38,11 @@ class FakeKube:
     def add_hpa(self, namespace: str, name: str, deployment: str, *, kind: str = "Deployment") -> None:
         """An HPA in ``namespace`` whose scale target is ``kind``/``deployment``."""
         self.hpas.setdefault(namespace, []).append(hpa_object(namespace, name, deployment, kind))
+
+    def add_pod(self, namespace: str, name: str, node_name: str, **fields: Any) -> dict[str, Any]:
+        """A pod on ``node_name`` (``fields``: see ``pods.pod_object``); the object is returned for further edits."""
+        pod = self.pods[(namespace, name)] = pod_object(namespace, name, node_name, **fields)
+        return pod
 
     def sent(self, method: str) -> list[RecordedRequest]:
         return [request for request in self.requests if request.method == method]
