@@ -255,3 +255,41 @@ def test_settings_and_flags_in_the_manifests_are_real() -> None:
     assert {e["name"].removeprefix("FLEETPILOT_").lower() for e in agent["env"] if "FLEETPILOT_" in e["name"]} <= (
         agent_fields
     )
+
+
+def workloads() -> list[Resource]:
+    return [r for r in all_resources() if "template" in r.get("spec", {})]
+
+
+@pytest.mark.parametrize("workload", workloads(), ids=lambda w: f"{w['kind']}/{w['metadata']['name']}")
+def test_every_container_is_hardened(workload: Resource) -> None:
+    """No privilege escalation, every capability dropped, the default seccomp profile, a read-only root filesystem
+    (what a container writes is a mount), and no root but the agent's documented needs (it runs as the image's user
+    too: the image sets uid 10001)."""
+    spec = pod_spec(workload)
+    pod_context = spec.get("securityContext", {})
+    mounted_volumes = {v["name"] for v in spec.get("volumes", [])} | {
+        t["metadata"]["name"] for t in workload["spec"].get("volumeClaimTemplates", [])
+    }
+    for container in containers(workload):
+        context = container["securityContext"]
+        assert context["allowPrivilegeEscalation"] is False
+        assert context["capabilities"] == {"drop": ["ALL"]}
+        assert context["readOnlyRootFilesystem"] is True
+        assert "privileged" not in context
+        assert context.get("runAsUser") != 0
+        seccomp = context.get("seccompProfile") or pod_context.get("seccompProfile")
+        assert seccomp == {"type": "RuntimeDefault"}
+        assert {m["name"] for m in container.get("volumeMounts", [])} <= mounted_volumes
+        assert "/tmp" in {m["mountPath"] for m in container.get("volumeMounts", [])}
+    if workload["metadata"]["name"] != "fleetpilot-agent":
+        assert pod_context["runAsNonRoot"] is True and pod_context["runAsUser"] != 0
+
+
+def test_a_disruption_budget_keeps_a_server_up() -> None:
+    budget = find("PodDisruptionBudget", "fleetpilot-server")
+    server = find("Deployment", "fleetpilot-server")
+    assert budget["metadata"]["namespace"] == server["metadata"]["namespace"]
+    labels = server["spec"]["template"]["metadata"]["labels"]
+    assert budget["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert budget["spec"]["minAvailable"] == 1 < server["spec"]["replicas"]
