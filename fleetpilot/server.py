@@ -41,6 +41,7 @@ from migrations import runner
 from predictor.store import ForecastStore
 from predictor.telemetry import ForecastTelemetry
 from web.app import create_app
+from web.kube_tokens import KubeTokenVerifier
 from web.services import AppServices
 from web.tokens import Role, TokenStore
 
@@ -55,6 +56,17 @@ def build_actuator(settings: ServerSettings, engine: Engine, board: DesiredBoard
 
         return KubernetesActuator.from_config(settings.kubernetes_namespace)
     return LocalActuator(engine, board=board)
+
+
+def build_kube_tokens(settings: ServerSettings) -> KubeTokenVerifier | None:
+    """The verifier of agents' projected ServiceAccount tokens, with ``kubernetes_agent_auth`` only."""
+    if not settings.kubernetes_agent_auth:
+        return None
+    return KubeTokenVerifier.from_config(
+        audience=settings.kubernetes_token_audience,
+        service_accounts=settings.kubernetes_agent_service_accounts,
+        cache_seconds=settings.kubernetes_token_cache_seconds,
+    )
 
 
 def build_services(settings: ServerSettings, engine: Engine | None = None) -> AppServices:
@@ -88,6 +100,7 @@ def build_services(settings: ServerSettings, engine: Engine | None = None) -> Ap
             cpu_replicas_per_node=settings.cpu_replicas_per_node,
         ),
         desired=board,
+        kube_tokens=build_kube_tokens(settings),
     )
 
     tenants = TenantsPublisher(services.fleet, board)

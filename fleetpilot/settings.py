@@ -104,6 +104,13 @@ class ServerSettings(BaseSettings):
     autoscale_interval_seconds: float = Field(5.0, gt=0)
     actuator: ActuatorKind = ActuatorKind.LOCAL
     kubernetes_namespace: str = "default"
+    # Agents on Kubernetes authenticate with their pod's projected ServiceAccount token (web.kube_tokens): a
+    # TokenReview for this audience, of one of these ServiceAccounts ("namespace/name", a JSON list), the verdict
+    # cached this long and never past the token's exp. Per-node fleetpilot tokens keep working beside it.
+    kubernetes_agent_auth: bool = False
+    kubernetes_token_audience: str = Field("fleetpilot", min_length=1)
+    kubernetes_agent_service_accounts: list[str] = Field(default_factory=lambda: ["fleetpilot/fleetpilot-agent"])
+    kubernetes_token_cache_seconds: float = Field(60.0, ge=0, le=3600)
     # A manual scale through the API overrides the policy this long unless the request says otherwise.
     manual_scale_seconds: float = Field(1800.0, gt=0)
     # Replicas a node without GPUs may run in all (a node with GPUs: one per GPU).
@@ -157,6 +164,16 @@ class ServerSettings(BaseSettings):
     def _webhook_backoff(self) -> ServerSettings:
         if self.webhook_backoff_max_seconds < self.webhook_backoff_initial_seconds:
             raise ValueError("webhook_backoff_max_seconds: must be at least webhook_backoff_initial_seconds")
+        return self
+
+    @model_validator(mode="after")
+    def _agent_service_accounts(self) -> ServerSettings:
+        for entry in self.kubernetes_agent_service_accounts:
+            namespace, slash, name = entry.partition("/")
+            if not (namespace and slash and name) or "/" in name:
+                raise ValueError(f"kubernetes_agent_service_accounts: {entry!r} is not NAMESPACE/NAME")
+        if self.kubernetes_agent_auth and not self.kubernetes_agent_service_accounts:
+            raise ValueError("kubernetes_agent_service_accounts: name the agents' ServiceAccounts (NAMESPACE/NAME)")
         return self
 
     @property

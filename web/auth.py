@@ -7,6 +7,9 @@ against the caller's address (``web.client_address``). Past ``auth_max_failures`
 guesser learns nothing more until its oldest failure leaves the window, while an agent or an admin behind the same
 address keeps working (21 bad guesses from one ingress no longer lock out the fleet). Each failure is logged with
 the address and path, never the token.
+
+With ``kubernetes_agent_auth`` a JWT-shaped bearer token (fleetpilot's own never are) is a pod's projected
+ServiceAccount token, checked by ``web.kube_tokens`` and answered as the agent token of the pod's node.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from starlette.concurrency import run_in_threadpool
 
 from web.auth_limit import FailedLogins
 from web.client_address import TrustedProxies, client_address
-from web.errors import ApiError
+from web.errors import RETRY_AFTER_SECONDS, ApiError
+from web.kube_tokens import KubeApiUnavailable, KubeTokenRefused, KubeTokenVerifier, looks_like_jwt
 from web.services import AppServices
 from web.settings import WebSettings
 from web.tokens import Role, TokenInfo
@@ -84,10 +88,32 @@ def identify(services: AppServices, request: Request) -> TokenInfo:
     clear = bearer_token(request)
     if clear is None:
         raise _refuse(request, _failures(request), now, "missing bearer token (Authorization: Bearer <token>)")
+    if services.kube_tokens is not None and looks_like_jwt(clear):
+        return _kubernetes_agent(services.kube_tokens, request, clear, now)
     info = services.tokens.verify(clear, now=now)
     if info is None:
         raise _refuse(request, _failures(request), now, "unknown token")
     return info
+
+
+def _kubernetes_agent(verifier: KubeTokenVerifier, request: Request, clear: str, now: float) -> TokenInfo:
+    """A pod's projected ServiceAccount token as its node's agent token: 401 (counted) when it is not valid, 403 when
+    it is but may not act as an agent, 503 with Retry-After when the API server cannot say (the agent keeps its
+    spool and retries)."""
+    try:
+        return verifier.verify(clear, now=now)
+    except KubeTokenRefused as refused:
+        if refused.status == status.HTTP_401_UNAUTHORIZED:
+            raise _refuse(request, _failures(request), now, refused.reason) from None
+        log.warning("Kubernetes token refused from %s on %s: %s", client_address(request), request.url.path, refused)
+        raise ApiError(status.HTTP_403_FORBIDDEN, refused.reason) from None
+    except KubeApiUnavailable as exc:
+        log.error("cannot verify a Kubernetes token from %s: %s", client_address(request), exc)
+        raise ApiError(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            f"the Kubernetes token cannot be verified now ({exc}); retry later",
+            headers={"Retry-After": RETRY_AFTER_SECONDS},
+        ) from None
 
 
 def authenticate(services: AppServices, request: Request, needed: Role) -> TokenInfo:
@@ -105,9 +131,16 @@ async def authenticate_on_loop(services: AppServices, request: Request, needed: 
     database in a worker thread. Ingest authenticates first of all, and a lookup on the loop stalled every request
     of the process behind it — with 5 s pushes and a 5 s cache, nearly every push is a miss (bench.soak)."""
     clear = bearer_token(request)
-    if clear is not None and services.tokens.is_cached(clear, now=services.clock()):
+    if clear is not None and _is_cached(services, clear, now=services.clock()):
         return authenticate(services, request, needed)
     return await run_in_threadpool(authenticate, services, request, needed)
+
+
+def _is_cached(services: AppServices, clear: str, *, now: float) -> bool:
+    """Whether :func:`identify` would answer ``clear`` without the database or the Kubernetes API server."""
+    if services.kube_tokens is not None and looks_like_jwt(clear):
+        return services.kube_tokens.is_cached(clear, now=now)
+    return services.tokens.is_cached(clear, now=now)
 
 
 # Declared by every role check, so the OpenAPI names the scheme (and Swagger UI offers "Authorize"); the check itself

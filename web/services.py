@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine
@@ -25,6 +26,9 @@ from predictor.telemetry import ForecastTelemetry
 from web.ingest_gate import IngestAdmission
 from web.settings import WebSettings
 from web.tokens import TokenStore
+
+if TYPE_CHECKING:
+    from web.kube_tokens import KubeTokenVerifier
 
 
 @dataclass
@@ -50,6 +54,8 @@ class AppServices:
     # change of tenants, quotas or tenant keys, so it reaches the nodes at their next push, not the enforcer's tick.
     publish_tenants: Callable[[], object] = field(default=lambda: None)
     clock: Callable[[], float] = field(default=time.time)
+    # Agents' projected ServiceAccount tokens (kubernetes_agent_auth), verified by TokenReview; None: off
+    kube_tokens: KubeTokenVerifier | None = None
     # What /metrics answers: ``registry`` itself, or with --workers every worker's metrics summed (the composition
     # root decides; fleetpilot.server.exposition_registry)
     exposition: CollectorRegistry | None = None

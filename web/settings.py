@@ -29,6 +29,10 @@ class WebSettings(Protocol):
     webhook_allowed_networks: list[str]
     session_secret: str | None
     session_lifetime_seconds: float
+    kubernetes_agent_auth: bool
+    kubernetes_token_audience: str
+    kubernetes_agent_service_accounts: list[str]
+    kubernetes_token_cache_seconds: float
 
     @property
     def secure_cookies(self) -> bool: ...

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -11,12 +13,13 @@ from urllib.parse import parse_qsl, urlsplit
 from kubernetes import client
 
 from inference_agent.http_server import JsonHandler, Server
-from tests.support.fake_kube import pods, scale
+from tests.support.fake_kube import pods, scale, tokenreview
 from tests.support.fake_kube.api import ApiError, RecordedRequest, Route
 from tests.support.fake_kube.pods import pod_object
 from tests.support.fake_kube.scale import FakeDeployment, hpa_object
+from tests.support.fake_kube.tokenreview import IssuedToken
 
-ROUTES: list[Route] = [*scale.ROUTES, *pods.ROUTES]
+ROUTES: list[Route] = [*scale.ROUTES, *pods.ROUTES, *tokenreview.ROUTES]
 
 
 @dataclass
@@ -27,6 +30,11 @@ class FakeKube:
     deployments: dict[tuple[str, str], FakeDeployment] = field(default_factory=dict)
     hpas: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (namespace, name) -> Pod object
+    # tokens issued by tokenreview.issue_token, judged by its TokenReview against this clock; False: a server older
+    # than Kubernetes 1.30, whose reviews name the pod but not the node
+    service_account_tokens: dict[str, IssuedToken] = field(default_factory=dict)
+    clock: Callable[[], float] = time.time
+    node_name_claims: bool = True
     forbidden: set[str] = field(default_factory=set)  # verbs answered 403: "get", "patch", "list"
     requests: list[RecordedRequest] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)

@@ -1,0 +1,263 @@
+"""Agents on Kubernetes authenticate with their pod's projected ServiceAccount token, verified by the API server.
+
+A bearer token shaped as a JWT (fleetpilot's own tokens never are) is sent to a ``TokenReview`` with our audience.
+The review names the ServiceAccount (``system:serviceaccount:NS:SA``, which must be an allowed ``NS/SA``) and, in
+``status.user.extra``, the pod the token is bound to and, from Kubernetes 1.30, its node. Older servers name only
+the pod: its ``spec.nodeName`` is read, after checking its uid is the token's (a pod recreated under the same name is
+another pod). The result is an agent token of that node, so ingest's own node check applies unchanged.
+
+Verdicts, refusals included, are cached by the token's digest for ``cache_seconds`` and never past the token's
+``exp`` (read from its payload without verifying: the review verified it), so the ingest hot path finds a known
+token without a call to the API server. An API server that cannot be reached or refuses us is no verdict: it is
+:class:`KubeApiUnavailable` (503 with Retry-After, the agent keeps its spool), never cached.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import threading
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from urllib3.exceptions import HTTPError as Urllib3Error
+
+from web.tokens import Role, TokenInfo, digest
+
+EXTRA = "authentication.kubernetes.io/"
+NODE_NAME, POD_NAME, POD_UID = f"{EXTRA}node-name", f"{EXTRA}pod-name", f"{EXTRA}pod-uid"
+SERVICE_ACCOUNT_USER = "system:serviceaccount:"
+MAX_CACHED = 10_000
+
+if TYPE_CHECKING:
+    from kubernetes import client
+
+
+class KubeTokenRefused(Exception):
+    """The token is no agent's: ``status`` 401 (not authenticated) or 403 (authenticated, not allowed), ``reason``
+    in words."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+class KubeApiUnavailable(Exception):
+    """No verdict: the API server could not be reached, or refused the server's own requests."""
+
+
+@dataclass(frozen=True)
+class Review:
+    """What fleetpilot reads of a TokenReview's ``status``."""
+
+    authenticated: bool
+    error: str | None
+    username: str
+    extra: dict[str, list[str]]
+    audiences: list[str] | None
+
+
+@dataclass(frozen=True)
+class PodIdentity:
+    """The ServiceAccount and pod a reviewed token belongs to; ``node`` None when the review did not name it."""
+
+    namespace: str
+    service_account: str
+    pod: str | None
+    pod_uid: str | None
+    node: str | None
+
+
+def looks_like_jwt(clear: str) -> bool:
+    """Three base64url segments whose first is a JSON object naming ``alg``: a Kubernetes token, never ours."""
+    header = _segment(clear, 0)
+    return clear.count(".") == 2 and isinstance(header, dict) and "alg" in header
+
+
+def token_expiry(clear: str) -> float | None:
+    """The ``exp`` of a JWT's payload, unverified; None when it has none a number."""
+    payload = _segment(clear, 1)
+    exp = payload.get("exp") if isinstance(payload, dict) else None
+    return float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None
+
+
+def _segment(clear: str, index: int) -> Any:
+    parts = clear.split(".")
+    if len(parts) != 3 or len(parts[index]) > 8192:
+        return None
+    try:
+        return json.loads(base64.urlsafe_b64decode(parts[index] + "=" * (-len(parts[index]) % 4)))
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _one(extra: dict[str, list[str]], key: str) -> str | None:
+    values = extra.get(key) or []
+    return values[0] if len(values) == 1 and values[0] else None
+
+
+def judge_review(review: Review, *, audience: str, allowed: Collection[str]) -> PodIdentity:
+    """The pod identity of an accepted review, or KubeTokenRefused saying why not (pure)."""
+    if not review.authenticated:
+        raise KubeTokenRefused(401, f"the Kubernetes token is not valid: {review.error or 'not authenticated'}")
+    if review.audiences is not None and audience not in review.audiences:
+        raise KubeTokenRefused(401, f"the Kubernetes token is not for audience {audience!r} ({review.audiences})")
+    namespace, _, account = review.username.removeprefix(SERVICE_ACCOUNT_USER).partition(":")
+    if not review.username.startswith(SERVICE_ACCOUNT_USER) or not namespace or not account:
+        raise KubeTokenRefused(403, f"{review.username!r} is not a ServiceAccount; agents authenticate as one")
+    if f"{namespace}/{account}" not in allowed:
+        raise KubeTokenRefused(
+            403, f"ServiceAccount {namespace}/{account} may not act as an agent (kubernetes_agent_service_accounts)"
+        )
+    identity = PodIdentity(
+        namespace, account, _one(review.extra, POD_NAME), _one(review.extra, POD_UID), _one(review.extra, NODE_NAME)
+    )
+    if identity.node is None and (identity.pod is None or identity.pod_uid is None):
+        raise KubeTokenRefused(
+            403,
+            f"the token of ServiceAccount {namespace}/{account} is bound to no pod (no {POD_NAME} claim): "
+            "mount a projected ServiceAccount token in the agent's pod",
+        )
+    return identity
+
+
+def _review(status: Any) -> Review:
+    """The client's ``V1TokenReviewStatus`` as a Review."""
+    user = status.user if status is not None else None
+    return Review(
+        authenticated=bool(status is not None and status.authenticated),
+        error=status.error if status is not None else None,
+        username=(user.username if user is not None else None) or "",
+        extra=dict((user.extra if user is not None else None) or {}),
+        audiences=status.audiences if status is not None else None,
+    )
+
+
+class KubeTokenVerifier:
+    """Projected ServiceAccount tokens → agent TokenInfo, through TokenReview (and the pod before Kubernetes 1.30)."""
+
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        *,
+        audience: str,
+        service_accounts: Collection[str],
+        cache_seconds: float,
+        request_timeout_s: float = 5.0,
+    ) -> None:
+        from kubernetes import client  # the kubernetes client only where used: an app without it never imports it
+
+        self._authentication = client.AuthenticationV1Api(api_client)
+        self._core = client.CoreV1Api(api_client)
+        self._audience = audience
+        self._allowed = frozenset(service_accounts)
+        self._cache_seconds = cache_seconds
+        self._timeout_s = request_timeout_s
+        self._cache: dict[str, tuple[TokenInfo | KubeTokenRefused, float]] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_config(
+        cls, *, audience: str, service_accounts: Collection[str], cache_seconds: float, in_cluster: bool | None = None
+    ) -> KubeTokenVerifier:
+        """In a pod the server's own ServiceAccount, else kubeconfig (as ``KubernetesActuator.from_config``); a
+        missing configuration is a ValueError, so the server stops at start with the reason."""
+        from kubernetes import client, config
+
+        if in_cluster is None:
+            in_cluster = "KUBERNETES_SERVICE_HOST" in os.environ
+        try:
+            if in_cluster:
+                configuration = client.Configuration()
+                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+                api_client = client.ApiClient(configuration)
+            else:
+                api_client = config.new_client_from_config()  # type: ignore[no-untyped-call]
+        except config.ConfigException as exc:
+            where = "in-cluster service account" if in_cluster else "kubeconfig"
+            raise ValueError(
+                f"kubernetes_agent_auth: cannot configure the Kubernetes client ({where}): {exc}"
+            ) from None
+        return cls(api_client, audience=audience, service_accounts=service_accounts, cache_seconds=cache_seconds)
+
+    def is_cached(self, clear: str, *, now: float) -> bool:
+        """Whether :meth:`verify` would answer from the cache, without a call to the API server."""
+        with self._lock:
+            cached = self._cache.get(digest(clear))
+        return cached is not None and cached[1] > now
+
+    def verify(self, clear: str, *, now: float) -> TokenInfo:
+        """The agent token of the pod's node; KubeTokenRefused or KubeApiUnavailable otherwise."""
+        key = digest(clear)
+        with self._lock:
+            cached = self._cache.get(key)
+        if cached is None or cached[1] <= now:
+            verdict: TokenInfo | KubeTokenRefused
+            try:
+                verdict = self._agent(clear, now)
+            except KubeTokenRefused as refused:
+                verdict = refused
+            cached = (verdict, self._cache_until(clear, now))
+            with self._lock:
+                if len(self._cache) >= MAX_CACHED:
+                    self._cache.clear()
+                self._cache[key] = cached
+        if isinstance(cached[0], KubeTokenRefused):
+            raise cached[0]
+        return cached[0]
+
+    def _cache_until(self, clear: str, now: float) -> float:
+        """``cache_seconds`` from now, but not past the token's expiry: 60 s cache, exp in 20 s → 20 s."""
+        expiry = token_expiry(clear)
+        return min(now + self._cache_seconds, expiry if expiry is not None else now)
+
+    def _agent(self, clear: str, now: float) -> TokenInfo:
+        identity = judge_review(self._token_review(clear), audience=self._audience, allowed=self._allowed)
+        node = identity.node or self._node_of_pod(identity)
+        account = f"{identity.namespace}/{identity.service_account}"
+        return TokenInfo(f"k8s:{account}:{identity.pod}", f"{account} (pod {identity.pod})", Role.AGENT, node, now)
+
+    def _token_review(self, clear: str) -> Review:
+        from kubernetes import client
+
+        body = client.V1TokenReview(spec=client.V1TokenReviewSpec(token=clear, audiences=[self._audience]))
+        answer = self._call("create a TokenReview", self._authentication.create_token_review, body)
+        return _review(answer.status)
+
+    def _node_of_pod(self, identity: PodIdentity) -> str:
+        """Before Kubernetes 1.30: the node of the pod the token is bound to, if it is still that pod."""
+        name, namespace = identity.pod or "", identity.namespace
+        gone = KubeTokenRefused(401, f"pod {namespace}/{name} of the token no longer exists")
+        # the raw JSON: only two fields are read, and a whole V1Pod model refuses what it does not expect
+        answer = self._call(
+            f"read pod {namespace}/{name}", self._core.read_namespaced_pod, name, namespace, gone=gone, raw=True
+        )
+        try:
+            pod = json.loads(answer.data)
+            uid, node = pod["metadata"].get("uid"), pod["spec"].get("nodeName")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise KubeApiUnavailable(f"cannot read pod {namespace}/{name}: the API server answered no Pod") from None
+        if uid != identity.pod_uid:
+            raise KubeTokenRefused(
+                401, f"the token is of an earlier pod {namespace}/{name} (uid {identity.pod_uid}; now {uid})"
+            )
+        if not isinstance(node, str) or not node:
+            raise KubeTokenRefused(403, f"pod {namespace}/{name} of the token is not scheduled to a node")
+        return node
+
+    def _call(self, what: str, method: Any, *args: Any, gone: KubeTokenRefused | None = None, raw: bool = False) -> Any:
+        """``method(*args)`` (``raw``: its undecoded HTTP answer); a 404 raises ``gone`` when given, any other failure
+        KubeApiUnavailable naming ``what``."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return method(*args, _request_timeout=self._timeout_s, _preload_content=not raw)
+        except ApiException as exc:
+            if exc.status == 404 and gone is not None:
+                raise gone from None
+            raise KubeApiUnavailable(f"cannot {what}: the API server answered {exc.status} {exc.reason}") from None
+        except (Urllib3Error, OSError) as exc:
+            raise KubeApiUnavailable(f"cannot {what}: the API server is unreachable ({type(exc).__name__})") from None
