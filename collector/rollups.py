@@ -151,7 +151,7 @@ class RollupJob:
         self,
         engine: Engine,
         *,
-        lookback_seconds: float = 600.0,
+        lookback_seconds: float = 120.0,
         chunk_seconds: float = ROLLUP_BUCKET_SECONDS,
         backlog_batch: int = 100,
         skipped: SkippedRows | None = None,
@@ -205,7 +205,7 @@ class RollupJob:
     def _range_start(self, previous: float | None) -> float | None:
         """Where this run starts: the lookback before the watermark, or the earliest sample's minute on a first run."""
         if previous is not None:
-            # watermark 3600, lookback 600 → re-roll from 3000, taking in samples up to ten minutes late
+            # watermark 3600, lookback 120 → re-roll from 3480, taking in samples up to two minutes late
             return bucket_start(previous - self._lookback_seconds)
         with self._engine.connect() as conn:
             earliest = conn.scalar(select(func.min(samples.c.ts)))

@@ -26,7 +26,7 @@ class Environment(StrEnum):
 
 class ActuatorKind(StrEnum):
     LOCAL = "local"  # the fleetpilot agents, through the ingest answer
-    KUBERNETES = "kubernetes"  # Deployments' scale subresource
+    KUBERNETES = "kubernetes"  # the scale subresource of each pool's scale_target (any kind, any namespace)
 
 
 class ServerSettings(BaseSettings):
@@ -35,6 +35,8 @@ class ServerSettings(BaseSettings):
     environment: Environment = Environment.DEVELOPMENT
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
+    # KEDA's external scaler (gRPC, autoscaler.keda) on this port of ``host``; unset: not served.
+    keda_port: int | None = Field(None, ge=0, le=65535)
     database_url: str = DEFAULT_DATABASE_URL
     # A token to install as the first admin token instead of generating one (e.g. from a Kubernetes Secret).
     admin_token: str | None = None
@@ -78,8 +80,10 @@ class ServerSettings(BaseSettings):
     raw_retention_hours: float = Field(24.0, gt=0)
     rollup_retention_days: float = Field(30.0, gt=0)
     rollup_interval_seconds: float = Field(60.0, gt=0)
-    # Each rollup run re-rolls this much before its watermark; older arrivals go through the rollup backlog.
-    rollup_lookback_seconds: float = Field(600.0, ge=0)
+    # Each rollup run re-rolls this much before its watermark; older arrivals go through the rollup backlog, which
+    # re-rolls just their (node, minute). Two minutes cover a push every 5 s and its commit many times over; each
+    # run reads (lookback + 1 minute) of every node's samples, so 600 s read 11× what the minute added.
+    rollup_lookback_seconds: float = Field(120.0, ge=0)
     retention_interval_seconds: float = Field(300.0, gt=0)
     # Series queries over ranges longer than this read 1-minute rollups instead of raw samples.
     raw_query_max_seconds: float = Field(3600.0, gt=0)
@@ -103,7 +107,7 @@ class ServerSettings(BaseSettings):
     # The autoscaler (autoscaler.controller): how often it decides, how it acts, who leads.
     autoscale_interval_seconds: float = Field(5.0, gt=0)
     actuator: ActuatorKind = ActuatorKind.LOCAL
-    kubernetes_namespace: str = "default"
+    kubernetes_namespace: str = "default"  # where a pool without a scale_target has its Deployment
     # Agents on Kubernetes authenticate with their pod's projected ServiceAccount token (web.kube_tokens): a
     # TokenReview for this audience, of one of these ServiceAccounts ("namespace/name", a JSON list), the verdict
     # cached this long and never past the token's exp. Per-node fleetpilot tokens keep working beside it.
@@ -206,6 +210,11 @@ class ServerSettings(BaseSettings):
                 "production needs an explicit FLEETPILOT_DATABASE_URL (the default is a file in the working directory)"
             )
         return self
+
+    @property
+    def forecast_stale_after_seconds(self) -> float:
+        """A stored forecast older than three forecast intervals is stale: that many runs have failed or not run."""
+        return 3 * self.forecast_interval_seconds
 
     @property
     def worker_processes(self) -> int:
