@@ -155,43 +155,22 @@ class Controller:
         self.lease.release()
 
     def context(self, pool: Pool, fleet: FleetView, now: float) -> PoolContext:
-        spec = pool.spec
-        metric = spec.demand_metric.value
-        live = fleet.pool(pool.name, metric)
-        stored = self.forecasts.get(SubjectKind.POOL, pool.name, metric)
-        window = scale_down_window_seconds(PolicySettings(), spec.startup_seconds)
+        window = scale_down_window_seconds(PolicySettings(), pool.spec.startup_seconds)
         recent = [(r, at) for r, at in self._recent[pool.name] if now - at <= window]
         self._recent[pool.name] = recent
         settings = PolicySettings(
             scale_up_rules=rules_per_interval(PolicySettings().scale_up_rules, self.settings.interval_seconds),
             scale_down_rules=rules_per_interval(PolicySettings().scale_down_rules, self.settings.interval_seconds),
         )
-        return PoolContext(
-            now=now,
-            min_replicas=spec.min_replicas,
-            max_replicas=spec.max_replicas,
-            ready_replicas=live.ready,
-            starting_replicas=live.starting,
-            per_replica_capacity=spec.replica_capacity or (stored.learned_capacity if stored else None),
-            demand=live.demand,
-            demand_age_seconds=None if live.demand_ts is None else max(0.0, now - live.demand_ts),
-            startup_seconds=spec.startup_seconds,
-            forecast=self._forecast_view(stored, now),
+        return pool_context(
+            pool,
+            fleet,
+            self.forecasts,
+            now,
+            forecast_stale_after_seconds=self.settings.forecast_stale_after_seconds,
             recent_recommendations=tuple((r, now - at) for r, at in recent),
             settings=settings,
         )
-
-    def _forecast_view(self, stored: StoredForecast | None, now: float) -> ForecastView | None:
-        if stored is None or stored.good is None:
-            return None
-        good = stored.good
-        points = tuple((p.ts, p.yhat, p.lo, p.hi) for p in good.points)
-        age = now - good.generated_at
-        if stored.stale:
-            return ForecastView(good.origin_ts, points, stale=True, error=stored.error)
-        if age > self.settings.forecast_stale_after_seconds:
-            return ForecastView(good.origin_ts, points, stale=True, error=f"the last forecast is {age:.0f} s old")
-        return ForecastView(good.origin_ts, points)
 
     def _tick(self, pool: Pool, fleet: FleetView, now: float) -> Decision:
         ctx = self.context(pool, fleet, now)
@@ -307,6 +286,53 @@ class Controller:
         )
         if self.telemetry is not None:
             self.telemetry.events.labels(pool.name, decision.policy, outcome, code.value).inc()
+
+
+def pool_context(
+    pool: Pool,
+    fleet: FleetView,
+    forecasts: ForecastStore,
+    now: float,
+    *,
+    forecast_stale_after_seconds: float,
+    recent_recommendations: tuple[tuple[int, float], ...] = (),
+    settings: PolicySettings | None = None,
+) -> PoolContext:
+    """The pool's context at ``now``: live replicas and demand from the fleet view, the per-replica capacity
+    (configured, else learned), the stored demand forecast; the controller and the KEDA scaler both decide on it."""
+    spec = pool.spec
+    metric = spec.demand_metric.value
+    live = fleet.pool(pool.name, metric)
+    stored = forecasts.get(SubjectKind.POOL, pool.name, metric)
+    return PoolContext(
+        now=now,
+        min_replicas=spec.min_replicas,
+        max_replicas=spec.max_replicas,
+        ready_replicas=live.ready,
+        starting_replicas=live.starting,
+        per_replica_capacity=spec.replica_capacity or (stored.learned_capacity if stored else None),
+        demand=live.demand,
+        demand_age_seconds=None if live.demand_ts is None else max(0.0, now - live.demand_ts),
+        startup_seconds=spec.startup_seconds,
+        forecast=forecast_view(stored, now, forecast_stale_after_seconds),
+        recent_recommendations=recent_recommendations,
+        settings=settings or PolicySettings(),
+    )
+
+
+def forecast_view(stored: StoredForecast | None, now: float, stale_after_seconds: float) -> ForecastView | None:
+    """The stored forecast as a policy sees it: stale when its last attempt failed or it is older than
+    ``stale_after_seconds``; None when there never was a good one."""
+    if stored is None or stored.good is None:
+        return None
+    good = stored.good
+    points = tuple((p.ts, p.yhat, p.lo, p.hi) for p in good.points)
+    age = now - good.generated_at
+    if stored.stale:
+        return ForecastView(good.origin_ts, points, stale=True, error=stored.error)
+    if age > stale_after_seconds:
+        return ForecastView(good.origin_ts, points, stale=True, error=f"the last forecast is {age:.0f} s old")
+    return ForecastView(good.origin_ts, points)
 
 
 def refused_pools(refusal: DesiredRefusal, reported: set[str], pools: Sequence[Pool]) -> list[Pool]:

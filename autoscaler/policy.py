@@ -204,6 +204,19 @@ def forecast_peak(ctx: PoolContext) -> tuple[float, float, float] | None:
     return max(window), start, end
 
 
+def per_replica_target(ctx: PoolContext) -> float | None:
+    """The demand the predictive policy gives one replica: its capacity at ``predictive_utilization`` (100 req/s at
+    0.9 → 90); None when no capacity is known. The KEDA scaler serves it as its per-replica target."""
+    if ctx.per_replica_capacity is None:
+        return None
+    return ctx.settings.predictive_utilization * ctx.per_replica_capacity
+
+
+def replicas_for(demand: float, per_replica: float) -> int:
+    """Replicas that carry ``demand`` at ``per_replica`` each: ceil(200 / 90) = 3 (what KEDA's HPA computes too)."""
+    return max(math.ceil(demand / per_replica - 1e-9), 0)
+
+
 class Predictive:
     """Replicas for the forecast's upper bound at now + startup (+ margin), each at ``predictive_utilization``."""
 
@@ -213,7 +226,8 @@ class Predictive:
         self.fallback = fallback or Reactive()
 
     def decide(self, ctx: PoolContext) -> Decision:
-        if ctx.per_replica_capacity is None:
+        per_replica = per_replica_target(ctx)
+        if per_replica is None:
             return _hold(
                 ctx,
                 self.name,
@@ -222,7 +236,7 @@ class Predictive:
             )
         peak = forecast_peak(ctx)
         if peak is None:
-            why = _forecast_problem(ctx.forecast)
+            why = forecast_problem(ctx.forecast)
             fallback = self.fallback.decide(ctx)
             return replace(
                 fallback,
@@ -232,8 +246,7 @@ class Predictive:
                 code=_fallback_code(fallback.code),
             )
         upper, start, end = peak
-        per_replica = ctx.settings.predictive_utilization * ctx.per_replica_capacity
-        needed = max(math.ceil(upper / per_replica - 1e-9), 0)
+        needed = replicas_for(upper, per_replica)
         wanted = _within_tolerance_down(ctx.current_replicas, needed, ctx.settings.tolerance)
         held = "" if wanted == needed else f"; within the {ctx.settings.tolerance:.0%} tolerance of {wanted}, holding"
         return Decision(
@@ -301,7 +314,8 @@ class Hybrid:
         )
 
 
-def _forecast_problem(forecast: ForecastView | None) -> str:
+def forecast_problem(forecast: ForecastView | None) -> str:
+    """Why there is no usable forecast, in words (the reason of a decision or event made without it)."""
     if forecast is None:
         return "no forecast"
     if forecast.stale:

@@ -127,6 +127,12 @@ def _server_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=None, help="port to listen on (default 8080)")
     parser.add_argument(
+        "--keda-port",
+        type=int,
+        default=None,
+        help="serve KEDA's external scaler (gRPC) on this port (default: off; FLEETPILOT_KEDA_PORT)",
+    )
+    parser.add_argument(
         "--workers",
         type=int,
         default=None,
@@ -247,7 +253,8 @@ def run_agent(args: argparse.Namespace) -> int:
     return Agent(settings, open_probes(settings, config), config=config).run()
 
 
-SERVER_FLAGS = ("host", "port", "database_url", "workers")  # the flags a server command may give its settings
+# the flags a server command may give its settings
+SERVER_FLAGS = ("host", "port", "keda_port", "database_url", "workers")
 
 
 def _settings(args: argparse.Namespace, **overrides: Any) -> ServerSettings:
@@ -299,6 +306,7 @@ def run_server(args: argparse.Namespace) -> int:
         METRICS_FOLDER_VARIABLE,
         bootstrap_admin,
         build_services,
+        keda_scaler,
         prepare_database,
         server_app,
     )
@@ -321,7 +329,8 @@ def run_server(args: argparse.Namespace) -> int:
     }
     workers = settings.worker_processes
     if workers == 1:
-        uvicorn.run(server_app(services, settings), **listen)
+        with keda_scaler(services, settings):
+            uvicorn.run(server_app(services, settings), **listen)
         return 0
     services.engine.dispose()
     # each worker is a fresh interpreter that builds its settings from FLEETPILOT_*: the flags go there too
@@ -331,7 +340,8 @@ def run_server(args: argparse.Namespace) -> int:
     print(f"{workers} worker processes; each runs its share of ingest and takes a turn at the jobs", flush=True)
     with tempfile.TemporaryDirectory(prefix="fleetpilot-metrics-") as metrics_folder:
         os.environ[METRICS_FOLDER_VARIABLE] = metrics_folder  # the workers' metrics, summed on every scrape
-        uvicorn.run("fleetpilot.server:worker_app", factory=True, workers=workers, **listen)
+        with keda_scaler(services, settings):  # here in the supervisor: one process on the port
+            uvicorn.run("fleetpilot.server:worker_app", factory=True, workers=workers, **listen)
     return 0
 
 

@@ -10,8 +10,8 @@ import re
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -23,6 +23,7 @@ from alerting.telemetry import AlertingTelemetry
 from autoscaler.actuators.base import Actuator
 from autoscaler.actuators.local import LocalActuator
 from autoscaler.controller import AutoscalerTelemetry
+from autoscaler.keda.scaler import KedaScaler, KedaServer
 from collector.database import make_engine
 from collector.exposition import FleetCollector, FleetSnapshot
 from collector.ingest import SampleWriter
@@ -174,6 +175,32 @@ def seed_alert_rules(services: AppServices) -> None:
     seeded = RuleStore(services.engine).seed_defaults(now=services.clock())
     if seeded:
         log.info("alerting: seeded the %d default alert rules", seeded)
+
+
+@contextmanager
+def keda_scaler(services: AppServices, settings: ServerSettings) -> Iterator[KedaServer | None]:
+    """KEDA's external scaler on ``keda_port`` while the block runs (None when unset), stopped after it. It runs in
+    the process that starts the server, the supervisor under ``--workers N``, never in a worker: one process holds
+    the port and each pool's fallback state (a ForecastStale event per transition, not one per worker), and it
+    reads the database the workers write, as each of them would."""
+    if settings.keda_port is None:
+        yield None
+        return
+    scaler = KedaScaler(
+        pools=services.pools,
+        fleet=services.fleet,
+        forecasts=services.forecasts,
+        events=services.events,
+        forecast_stale_after_seconds=settings.forecast_stale_after_seconds,
+        poll_seconds=settings.autoscale_interval_seconds,
+        clock=services.clock,
+    )
+    server = KedaServer(scaler, settings.host, settings.keda_port)
+    print(f"KEDA external scaler (gRPC) on {settings.host}:{server.port}", flush=True)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def server_app(services: AppServices, settings: ServerSettings) -> FastAPI:
