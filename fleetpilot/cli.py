@@ -4,7 +4,6 @@ the agent's install never loads the server's dependencies."""
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 import tempfile
@@ -17,6 +16,7 @@ from pydantic import ValidationError
 from collector.errors import DatabaseCorrupt
 from fleetpilot.logs import configure_logging
 from fleetpilot.settings import ServerSettings
+from fleetpilot.token_flags import add_token_flags
 from fleetpilot.trace_commands import add_trace_commands
 
 Handler = Callable[[argparse.Namespace], int]
@@ -143,13 +143,10 @@ def _server_flags(parser: argparse.ArgumentParser) -> None:
 
 def _agent_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--collector", default=None, help="collector base URL (or FLEETPILOT_COLLECTOR)")
-    parser.add_argument(
-        "--token",
-        default=None,
-        help="this node's agent token; visible to every user in `ps`: prefer FLEETPILOT_TOKEN or --token-file",
-    )
-    parser.add_argument(
-        "--token-file", default=None, help="a file holding this node's agent token (or FLEETPILOT_TOKEN_FILE)"
+    add_token_flags(
+        parser,
+        token_file_help="a file holding this node's agent token, re-read when it changes (or FLEETPILOT_TOKEN_FILE; "
+        "the token itself may come in FLEETPILOT_TOKEN, never as a flag)",
     )
     parser.add_argument("--node-id", default=None, help="node identifier (default: the hostname)")
     parser.add_argument(
@@ -212,7 +209,6 @@ def run_agent(args: argparse.Namespace) -> int:
 
     names = (
         "collector",
-        "token",
         "token_file",
         "node_id",
         "workload",
@@ -233,11 +229,6 @@ def run_agent(args: argparse.Namespace) -> int:
         flags["engines"] = args.engine
     if args.config is not None:
         flags["config"] = args.config
-    if args.token is not None:
-        logging.getLogger("fleetpilot.agent").warning(
-            "--token on the command line is visible to every user of this machine (ps); "
-            "use FLEETPILOT_TOKEN or --token-file instead"
-        )
     settings = AgentSettings(**flags)
     try:
         GatewayTrust.parse(settings.serve_tenant_header, settings.serve_trusted_gateways)

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from fleetpilot.progress import ProgressBar
+from fleetpilot.token_flags import add_token_flags, token_from
 
 
 def add_trace_commands(commands: Any) -> None:
@@ -191,7 +192,10 @@ def _replay_flags(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="an agent's serving URL (http://HOST:SERVE_PORT); repeat to take several in turn",
     )
-    parser.add_argument("--token", default=None, help="bearer token, for a gateway in front of the agents")
+    add_token_flags(
+        parser,
+        token_file_help="a file holding the bearer token of a gateway in front of the agents (or FLEETPILOT_TOKEN)",
+    )
     parser.add_argument("--speed", type=float, default=1.0, help="trace seconds played per second (default 1)")
     parser.add_argument(
         "--scale-tokens",
@@ -239,6 +243,7 @@ def run_replay(args: argparse.Namespace) -> int:
 
     try:
         tenant_keys = replay.parse_tenant_keys(args.tenant_key or ())
+        token = token_from(args.token_file)
         options = replay.ReplayOptions(
             servers=tuple(args.server),
             pool=args.pool,
@@ -253,7 +258,7 @@ def run_replay(args: argparse.Namespace) -> int:
         trace = replay.read_trace(
             Path(args.trace), scale_tokens=scale, series_tokens=(args.prompt_tokens, args.max_tokens)
         )
-    except replay.ReplayError as exc:
+    except ValueError as exc:  # ReplayError, and an unreadable --token-file
         print(f"fleetpilot: {exc}", file=sys.stderr)
         return 2
     plan = replay.schedule(trace, options)
@@ -264,7 +269,7 @@ def run_replay(args: argparse.Namespace) -> int:
         flush=True,
     )
     sender = replay.HttpSender(
-        options.pool, options.endpoint, token=args.token, tenant_keys=tenant_keys, timeout_s=args.timeout
+        options.pool, options.endpoint, token=token, tenant_keys=tenant_keys, timeout_s=args.timeout
     )
     try:
         with ProgressBar("replay", unit="answered") as bar:

@@ -14,6 +14,7 @@ import httpx
 from prometheus_client import CollectorRegistry
 
 from collector.control import DesiredRefusal, DesiredState, NodeCapabilities, NodeReport
+from inference_agent.agent_token import AgentToken
 from inference_agent.config import AgentConfig
 from inference_agent.endpoint import AgentEndpoint
 from inference_agent.http_server import ConnectionLimits
@@ -92,7 +93,7 @@ class Agent:
             self.client,
             self.telemetry,
             node_id=settings.node_id,
-            token=settings.token,
+            token=AgentToken(settings.token, settings.token_file),
             inventory=inventory_body(socket.gethostname(), AGENT_VERSION, probes.inventory),
             on_desired=self._on_desired,
             report=self._report,

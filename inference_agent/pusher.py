@@ -7,7 +7,8 @@ old samples with the node's state now, its ``ts`` saying when it was taken; a no
 supervisor of its own) sends none. The ``desired`` state of each answer is parsed once (``parse_ack``) and goes to the
 workload side: a ``DesiredState``, or a ``MalformedDesired`` saying which field was bad (the samples are delivered
 all the same). A batch the collector rejects as invalid (422) can never succeed: it is set aside in ``rejected/``
-with the collector's reason, counted, and the pusher goes on.
+with the collector's reason, counted, and the pusher goes on. Each push sends the token as it is then
+(``inference_agent.agent_token``: a rotated token file is read again), and a 401 re-reads the file.
 
 Nothing a collector answers ends or stalls the pusher: a 200 whose body is not the ingest answer is logged, counted
 (``outcome="unexpected"``) and its samples stay spooled for the next try; a ``Retry-After`` is believed up to
@@ -34,6 +35,7 @@ import httpx
 from pydantic import ValidationError
 
 from collector.control import DesiredState, NodeReport
+from inference_agent.agent_token import AgentToken
 from inference_agent.probes.base import GpuInfo
 from inference_agent.spool import Spool, SpoolBatch
 from inference_agent.telemetry import AgentTelemetry
@@ -156,7 +158,7 @@ class Pusher:
         telemetry: AgentTelemetry,
         *,
         node_id: str,
-        token: str,
+        token: AgentToken,
         inventory: dict[str, Any] | None,
         on_desired: Callable[[DesiredState | MalformedDesired], None] = lambda _d: None,
         report: Callable[[float], NodeReport | None] = lambda _ts: None,
@@ -170,11 +172,8 @@ class Pusher:
         self._client = client
         self._telemetry = telemetry
         self._node_id = node_id
-        self._headers = {
-            "Authorization": f"Bearer {token}",
-            "Content-Type": "application/json",
-            "Content-Encoding": "gzip",
-        }
+        self._token = token
+        self._headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
         self._inventory = inventory
         self._on_desired = on_desired
         self._report = report
@@ -227,7 +226,8 @@ class Pusher:
         payload = gzip.compress(json.dumps(body, separators=(",", ":")).encode(), compresslevel=5)
         started = time.perf_counter()
         try:
-            answer = self._client.post("/api/v1/ingest", content=payload, headers=self._headers)
+            headers = {**self._headers, "Authorization": f"Bearer {self._token.current()}"}
+            answer = self._client.post("/api/v1/ingest", content=payload, headers=headers)
         except httpx.HTTPError as exc:
             log.debug("push of %d samples failed: %s", len(batch.samples), exc)
             self._telemetry.pushes.labels("failed").inc()
@@ -260,6 +260,8 @@ class Pusher:
         if answer.status_code in (413, 422):
             return self._reject(answer, batch)
         self._telemetry.pushes.labels("failed").inc()
+        if answer.status_code == 401:
+            self._token.reread()  # a rotated token file whose change the stat did not show
         if answer.status_code in (401, 403):
             log.error("collector refused the token (%d): %s; samples stay spooled", answer.status_code, answer.text)
         else:

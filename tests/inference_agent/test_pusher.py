@@ -24,6 +24,7 @@ from collector.control import (
     TenantDesired,
     TenantUsage,
 )
+from inference_agent.agent_token import AgentToken
 from inference_agent.fake_collector import FakeCollector, ScriptedAnswer, ScriptedCollector
 from inference_agent.pusher import (
     MalformedDesired,
@@ -55,7 +56,7 @@ def pusher_on(tmp_path: Path, client: httpx.Client, **kwargs: Any) -> tuple[Push
         client,
         AgentTelemetry(CollectorRegistry()),
         node_id="node-a",
-        token="agent-token",
+        token=AgentToken("agent-token"),
         inventory={"hostname": "h", "gpus": []},
         rejected_dir=tmp_path / "rejected",
         **kwargs,
