@@ -293,3 +293,33 @@ def test_a_disruption_budget_keeps_a_server_up() -> None:
     labels = server["spec"]["template"]["metadata"]["labels"]
     assert budget["spec"]["selector"]["matchLabels"].items() <= labels.items()
     assert budget["spec"]["minAvailable"] == 1 < server["spec"]["replicas"]
+
+
+def test_network_policies_deny_by_default_and_open_only_named_ports_of_real_pods() -> None:
+    """Every pod of the namespace is under the default deny; each allowing policy selects real pods and names
+    ports those pods (or, for egress, their peers) declare."""
+    policies = {r["metadata"]["name"]: r for r in all_resources() if r["kind"] == "NetworkPolicy"}
+    deny = policies.pop("default-deny")
+    assert deny["spec"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+    pods = {
+        w["metadata"]["name"]: w
+        for w in workloads()
+        if w["metadata"]["namespace"] == deny["metadata"]["namespace"] and not pod_spec(w).get("hostNetwork")
+    }
+
+    def selected(selector: Resource) -> list[str]:
+        labels = selector["matchLabels"]
+        return [n for n, w in pods.items() if labels.items() <= w["spec"]["template"]["metadata"]["labels"].items()]
+
+    assert {n for p in policies.values() for n in selected(p["spec"]["podSelector"])} == set(pods)
+    for name, policy in policies.items():
+        (target,) = selected(policy["spec"]["podSelector"])
+        declared = {p["name"]: p["containerPort"] for c in containers(pods[target]) for p in c.get("ports", [])}
+        for rule in policy["spec"].get("ingress", []):
+            assert {p["port"] for p in rule["ports"]} <= set(declared), name
+        for rule in policy["spec"].get("egress", []):
+            for peer in rule.get("to", []):
+                if "podSelector" in peer and "namespaceSelector" not in peer:
+                    (peer_pod,) = selected(peer["podSelector"])
+                    peer_ports = {p["containerPort"] for c in containers(pods[peer_pod]) for p in c.get("ports", [])}
+                    assert {p["port"] for p in rule["ports"]} <= peer_ports, name
