@@ -220,7 +220,12 @@ def pools_on_nodes(
     nodes' latest reports when the caller read them already (:func:`latest_reports`), so they are parsed once."""
     if reports is None:
         reports = latest_reports(conn, node_ids)
-    series = {(s.node_id, s.pool): s for s in read_latest(conn, node_ids, pools_only=True) if s.pool is not None}
+    # a GPU row may name the pool of the pod using it (agent --kubernetes-pods): not a replica's series
+    series = {
+        (s.node_id, s.pool): s
+        for s in read_latest(conn, node_ids, pools_only=True)
+        if s.pool is not None and s.device is None
+    }
     keys = set(series) | {(node, pool) for node, report in reports.items() for pool in report.pools}
     found = []
     for node, pool in sorted(keys):

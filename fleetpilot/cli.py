@@ -172,6 +172,19 @@ def _agent_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pool", default=None, help="pool the external engine serves (default: the engine kind)")
     parser.add_argument("--gpu-probe", default=None, help="auto (NVML if present), nvml, none, or replay:PATH[:GPUS]")
     parser.add_argument(
+        "--kubernetes-pods",
+        action="store_true",
+        default=None,
+        help="in a pod: read the engines of the pods on node --node-id that carry fleetpilot.io/ annotations, and "
+        "name the pod using each GPU (or FLEETPILOT_KUBERNETES_PODS)",
+    )
+    parser.add_argument(
+        "--pod-resources-socket",
+        default=None,
+        metavar="PATH",
+        help="the kubelet's pod-resources socket (default /var/lib/kubelet/pod-resources/kubelet.sock)",
+    )
+    parser.add_argument(
         "--spool-dir", default=None, help="where unacknowledged samples wait (default ./.fleetpilot/agent-spool)"
     )
     parser.add_argument("--metrics-host", default=None, help="address of the agent's /metrics (default 127.0.0.1)")
@@ -214,6 +227,8 @@ def run_agent(args: argparse.Namespace) -> int:
         "workload",
         "pool",
         "gpu_probe",
+        "kubernetes_pods",
+        "pod_resources_socket",
         "spool_dir",
         "metrics_host",
         "metrics_port",
@@ -241,7 +256,14 @@ def run_agent(args: argparse.Namespace) -> int:
     except ValueError as exc:  # ConfigError too
         print(f"fleetpilot agent: {exc}", file=sys.stderr)
         return 2
-    return Agent(settings, open_probes(settings, config), config=config).run()
+    from inference_agent.kube.api_client import KubeApiError
+
+    try:
+        probes = open_probes(settings, config)
+    except KubeApiError as exc:  # --kubernetes-pods outside a pod
+        print(f"fleetpilot agent: --kubernetes-pods: {exc}", file=sys.stderr)
+        return 2
+    return Agent(settings, probes, config=config).run()
 
 
 # the flags a server command may give its settings

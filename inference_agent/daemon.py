@@ -30,6 +30,7 @@ from inference_agent.telemetry import AgentTelemetry
 from inference_agent.ticker import Ticker
 
 if TYPE_CHECKING:
+    from inference_agent.kube.discovered_engines import DiscoveredEngines
     from inference_agent.serving.workload import ServingWorkload
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,7 @@ class Probes:
     gpu_absent_reason: str | None
     others: list[Probe] = field(default_factory=list)
     engines: list[EngineScrapeProbe] = field(default_factory=list)  # external engines read (also in ``others``)
+    discovered: DiscoveredEngines | None = None  # the engines of this node's pods (also in ``others``)
 
     @property
     def inventory(self) -> list[GpuInfo]:
@@ -84,6 +86,8 @@ class Agent:
         self._report_gpu_probe()
         for engine in probes.engines:
             self.telemetry.watch_engine(engine)
+        if probes.discovered is not None:
+            probes.discovered.report_absences(self.telemetry.watch_engine, self.telemetry.unwatch_engine)
         self.workload = self._serving_workload()
         self.client = httpx.Client(
             base_url=settings.collector, timeout=httpx.Timeout(10.0, connect=3.0), transport=transport
@@ -246,7 +250,28 @@ def open_probes(settings: AgentSettings, config: AgentConfig | None = None) -> P
         EngineScrapeProbe(kind, url, pool) for pool, kind, url in read_engines(settings, config or AgentConfig())
     ]
     others += [BackgroundProbe(engine, settings.engine_scrape_interval_seconds) for engine in engines]
-    return Probes(gpu, reason, others, engines)
+    discovered = None
+    if settings.kubernetes_pods:
+        discovered, gpu = _discover_pods(settings, config or AgentConfig(), gpu)
+        others.append(discovered)
+    return Probes(gpu, reason, others, engines, discovered)
+
+
+def _discover_pods(
+    settings: AgentSettings, config: AgentConfig, gpu: GpuProbe | None
+) -> tuple[DiscoveredEngines, GpuProbe | None]:
+    """``--kubernetes-pods``: the engines of the pods on node ``--node-id``, and GPU rows naming their pods."""
+    from inference_agent.kube.api_client import KubeApi
+    from inference_agent.kube.discovery import discover_pods
+
+    return discover_pods(
+        KubeApi.in_cluster(),
+        settings.node_id,
+        gpu,
+        pod_resources_socket=settings.pod_resources_socket,
+        scrape_interval_s=settings.engine_scrape_interval_seconds,
+        reserved_pools=[pool for pool, _, _ in read_engines(settings, config)],
+    )
 
 
 def read_engines(settings: AgentSettings, config: AgentConfig) -> list[tuple[str, str, str]]:

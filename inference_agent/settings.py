@@ -111,6 +111,10 @@ class AgentSettings(BaseSettings):
     # agent, else (hosts whose cpu controller is cgroup v1) a directory of the v1 cpu hierarchy, created on first use
     replica_cgroup_root: Path | None = None
     replica_cgroup_v1_root: Path | None = Path("/sys/fs/cgroup/cpu/fleetpilot")
+    # in a DaemonSet pod: read the engines of this node's pods (--node-id names the node; fleetpilot.io/ annotations,
+    # inference_agent.kube) and attribute GPUs to the pods holding them through the kubelet's pod-resources socket
+    kubernetes_pods: bool = False
+    pod_resources_socket: Path = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
 
     @model_validator(mode="before")
     @classmethod

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,14 @@ class ApiError(Exception):
     def __init__(self, code: int, reason: str, message: str) -> None:
         super().__init__(message)
         self.code, self.reason, self.message = code, reason, message
+
+
+class Streamed(Exception):
+    """A watch answer: 200, then each of ``events`` as one JSON line, sent as it comes (outside the fake's lock)."""
+
+    def __init__(self, events: Iterator[dict[str, Any]]) -> None:
+        super().__init__("a streamed answer")
+        self.events = events
 
 
 Handle = Callable[["FakeKube", RecordedRequest, re.Match[str]], dict[str, Any]]

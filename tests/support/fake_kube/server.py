@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -12,10 +13,10 @@ from urllib.parse import parse_qsl, urlsplit
 
 from kubernetes import client
 
-from inference_agent.http_server import JsonHandler, Server
+from inference_agent.http_server import ClientGone, JsonHandler, Server
 from tests.support.fake_kube import pods, scale, tokenreview
-from tests.support.fake_kube.api import ApiError, RecordedRequest, Route
-from tests.support.fake_kube.pods import pod_object
+from tests.support.fake_kube.api import ApiError, RecordedRequest, Route, Streamed
+from tests.support.fake_kube.pods import PodEvents, pod_object
 from tests.support.fake_kube.scale import FakeDeployment, hpa_object
 from tests.support.fake_kube.tokenreview import IssuedToken
 
@@ -30,6 +31,7 @@ class FakeKube:
     deployments: dict[tuple[str, str], FakeDeployment] = field(default_factory=dict)
     hpas: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (namespace, name) -> Pod object
+    pod_events: PodEvents = field(default_factory=PodEvents)  # their changes, for watches
     # tokens issued by tokenreview.issue_token, judged by its TokenReview against this clock; False: a server older
     # than Kubernetes 1.30, whose reviews name the pod but not the node
     service_account_tokens: dict[str, IssuedToken] = field(default_factory=dict)
@@ -48,9 +50,16 @@ class FakeKube:
         self.hpas.setdefault(namespace, []).append(hpa_object(namespace, name, deployment, kind))
 
     def add_pod(self, namespace: str, name: str, node_name: str, **fields: Any) -> dict[str, Any]:
-        """A pod on ``node_name`` (``fields``: see ``pods.pod_object``); the object is returned for further edits."""
-        pod = self.pods[(namespace, name)] = pod_object(namespace, name, node_name, **fields)
+        """A pod on ``node_name`` (``fields``: see ``pods.pod_object``), or its new state; watches see it."""
+        with self._lock:
+            kind = "MODIFIED" if (namespace, name) in self.pods else "ADDED"
+            pod = self.pods[(namespace, name)] = pod_object(namespace, name, node_name, **fields)
+            self.pod_events.record(kind, pod)
         return pod
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        with self._lock:
+            self.pod_events.record("DELETED", self.pods.pop((namespace, name)))
 
     def sent(self, method: str) -> list[RecordedRequest]:
         return [request for request in self.requests if request.method == method]
@@ -76,6 +85,7 @@ class FakeKube:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
         assert self._server is not None
+        self.pod_events.close()
         self._server.close()
 
     def answer(self, request: RecordedRequest) -> dict[str, Any]:
@@ -114,6 +124,8 @@ def _handler_for(kube: FakeKube) -> type[JsonHandler]:
             request = RecordedRequest(method, parts.path, headers, body, dict(parse_qsl(parts.query)))
             try:
                 self.answer_json(200, kube.answer(request))
+            except Streamed as streamed:
+                self._stream(streamed.events)
             except ApiError as error:
                 status = {
                     "apiVersion": "v1",
@@ -125,5 +137,14 @@ def _handler_for(kube: FakeKube) -> type[JsonHandler]:
                     "code": error.code,
                 }
                 self.answer_json(error.code, status)
+
+        def _stream(self, events: Iterator[dict[str, Any]]) -> None:
+            self.start_stream(200, "application/json")
+            try:
+                for event in events:
+                    self.write_chunk(json.dumps(event).encode() + b"\n")
+            except ClientGone:
+                return
+            self.end_stream()
 
     return FakeKubeHandler
