@@ -64,7 +64,7 @@ class AgentSettings(BaseSettings):
 
     collector: str = Field(description="base URL of the collector, e.g. http://fleetpilot:8080")
     # the agent token: FLEETPILOT_TOKEN, or a file holding it (FLEETPILOT_TOKEN_FILE, --token-file), never a flag
-    # visible in `ps` in production
+    # (`ps` shows flags); the file is read here once and again whenever it changes (inference_agent.agent_token)
     token: str = Field(min_length=8)
     token_file: Path | None = None
     node_id: str = Field(default_factory=socket.gethostname, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
