@@ -342,8 +342,8 @@ def run_server(args: argparse.Namespace) -> int:
     }
     workers = settings.worker_processes
     if workers == 1:
-        with keda_scaler(services, settings):
-            uvicorn.run(server_app(services, settings), **listen)
+        with keda_scaler(services, settings) as keda:
+            uvicorn.run(server_app(services, settings, keda), **listen)
         return 0
     services.engine.dispose()
     # each worker is a fresh interpreter that builds its settings from FLEETPILOT_*: the flags go there too

@@ -203,7 +203,9 @@ def keda_scaler(services: AppServices, settings: ServerSettings) -> Iterator[Ked
         server.stop()
 
 
-def server_app(services: AppServices, settings: ServerSettings) -> FastAPI:
+def server_app(services: AppServices, settings: ServerSettings, keda: KedaServer | None = None) -> FastAPI:
+    """The app with its jobs; ``keda`` (one process only) stops with it: uvicorn re-raises the SIGTERM it caught once
+    it has shut down, so nothing after ``uvicorn.run`` would run."""
     from fleetpilot.jobs import start_jobs  # APScheduler only where jobs run
 
     @asynccontextmanager
@@ -214,6 +216,8 @@ def server_app(services: AppServices, settings: ServerSettings) -> FastAPI:
             yield
         finally:
             jobs.shutdown()
+            if keda is not None:
+                keda.stop()
             services.engine.dispose()
 
     return create_app(services, lifespan=lifespan)

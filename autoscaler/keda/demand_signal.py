@@ -71,8 +71,3 @@ def demand_signal(ctx: PoolContext, pool: str) -> DemandSignal:
         age = "none reported" if ctx.demand_age_seconds is None else f"the latest is {ctx.demand_age_seconds:.0f} s old"
         raise NoDemand(f"pool {pool}: {problem} and no fresh demand sample ({age})")
     return DemandSignal(ctx.demand, target, Source.LIVE, problem)
-
-
-def needs_replicas(ctx: PoolContext, signal: DemandSignal) -> bool:
-    """KEDA's IsActive: the pool needs a replica when its minimum says so or the signal asks for one."""
-    return ctx.min_replicas > 0 or signal.replicas > 0

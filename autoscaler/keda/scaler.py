@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import grpc
 
@@ -35,7 +34,6 @@ from autoscaler.keda.demand_signal import (
     NoDemand,
     Source,
     demand_signal,
-    needs_replicas,
     pool_target,
 )
 from autoscaler.policy import PoolContext
@@ -64,15 +62,6 @@ class ScalerError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
-
-
-@dataclass(frozen=True)
-class Served:
-    """What one call serves a pool: the signal KEDA gets and the context it came from."""
-
-    pool: Pool
-    ctx: PoolContext
-    signal: DemandSignal
 
 
 class KedaScaler(pb_grpc.ExternalScalerServicer):
@@ -121,7 +110,7 @@ class KedaScaler(pb_grpc.ExternalScalerServicer):
                     grpc.StatusCode.INVALID_ARGUMENT,
                     f"metricName {request.metricName!r} is not pool {pool.name}'s metric ({name!r})",
                 )
-            value = self._serve(pool).signal.value
+            value = self._serve(pool).value
             return pb.GetMetricsResponse(
                 metricValues=[pb.MetricValue(metricName=name, metricValue=_whole(value), metricValueFloat=value)]
             )
@@ -170,10 +159,11 @@ class KedaScaler(pb_grpc.ExternalScalerServicer):
         )
 
     def _active(self, pool: Pool) -> bool:
-        served = self._serve(pool)
-        return needs_replicas(served.ctx, served.signal)
+        """A pool with a minimum needs replicas whatever its demand; one without, when its served value asks for one
+        (KEDA then scales the target to zero)."""
+        return pool.spec.min_replicas > 0 or self._serve(pool).replicas > 0
 
-    def _serve(self, pool: Pool) -> Served:
+    def _serve(self, pool: Pool) -> DemandSignal:
         """The pool's signal now, noted in its event log where it changed; dry-run: the value keeping its replicas."""
         ctx = self._context(pool)
         wanted = demand_signal(ctx, pool.name)
@@ -189,7 +179,7 @@ class KedaScaler(pb_grpc.ExternalScalerServicer):
                 self._would_serve.pop(pool.name, None)
         if fell_back or would_change:
             self.events.add(_event(pool, ctx, wanted, served, dry_run))
-        return Served(pool, ctx, served)
+        return served
 
 
 def _event(pool: Pool, ctx: PoolContext, wanted: DemandSignal, served: DemandSignal, dry_run: bool) -> ScalingEvent:

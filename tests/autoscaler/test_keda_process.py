@@ -1,0 +1,58 @@
+"""``fleetpilot server --keda-port P`` as a real process: KEDA's external scaler answers on P from the database the
+API serves, with one worker and with ``--workers 2`` (served by the supervisor alone), and at SIGTERM ends its
+streams cleanly before the port closes."""
+
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import pytest
+
+from autoscaler.keda import externalscaler_pb2 as pb
+from autoscaler.keda.externalscaler_pb2_grpc import ExternalScalerStub
+from collector.database import make_engine
+from fleet.pools import PoolSpec, PoolStore
+from fleetpilot.launch import ServerProcess, free_port
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class KedaServerProcess(ServerProcess):
+    keda_port: int = field(default_factory=free_port)
+
+    def command(self) -> list[str]:
+        return [*super().command(), "--keda-port", str(self.keda_port)]
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_server_process_serves_the_scaler_on_its_keda_port(tmp_path: Path, workers: int) -> None:
+    url = f"sqlite:///{tmp_path}/fleetpilot.db"
+    server = KedaServerProcess(url, workers=workers)
+    with server:
+        engine = make_engine(url)
+        PoolStore(engine).create("chat", PoolSpec(replica_capacity=20.0), now=time.time())
+        engine.dispose()
+        with grpc.insecure_channel(f"127.0.0.1:{server.keda_port}") as channel:
+            stub = ExternalScalerStub(channel)  # type: ignore[no-untyped-call]
+            ref = pb.ScaledObjectRef(name="chat", namespace="inference", scalerMetadata={"pool": "chat"})
+            (spec,) = stub.GetMetricSpec(ref, timeout=10).metricSpecs
+            assert (spec.metricName, spec.targetSizeFloat, spec.targetSize) == ("fleetpilot-chat", 18.0, 18)
+            assert stub.IsActive(ref, timeout=10).result is True  # min_replicas 1
+            with pytest.raises(grpc.RpcError) as missing:
+                stub.GetMetricSpec(pb.ScaledObjectRef(scalerMetadata={"pool": "ghost"}), timeout=10)
+            assert missing.value.code() is grpc.StatusCode.NOT_FOUND
+            stream = stub.StreamIsActive(ref, timeout=30)
+            assert next(stream).result is True
+            server.stop()  # SIGTERM: the scaler ends its streams (status OK) before the port closes
+            assert list(stream) == []
+    assert not listening(server.keda_port)
