@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from sqlalchemy import Engine
 
-from autoscaler.actuators.base import ActuationError, Actuator, NoPlacement
+from autoscaler.actuators.base import ActuationError, Actuator, NoPlacement, ScaledElsewhere
 from autoscaler.policy import (
     Decision,
     ForecastView,
@@ -51,6 +51,9 @@ from predictor.store import ForecastStore, StoredForecast, SubjectKind
 log = logging.getLogger(__name__)
 
 LEASE_NAME = "autoscaler"
+# Outcomes whose note is recorded once per distinct note: a failure, or a target another autoscaler scales
+# ("external": an HPA or KEDA ScaledObject owns it; decided and recorded, not patched).
+NOTED_OUTCOMES = frozenset({"failed", "external"})
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,7 @@ class AutoscalerTelemetry:
         )
         self.events = Counter(
             "fleetpilot_autoscaler_scaling_events",
-            "Scaling events recorded, by pool, policy, outcome (applied, dry_run, failed) and reason code.",
+            "Scaling events recorded, by pool, policy, outcome (applied, dry_run, external, failed) and reason code.",
             ["pool", "policy", "outcome", "reason"],
             registry=registry,
         )
@@ -192,8 +195,8 @@ class Controller:
         changed = decision.replicas != before
         if changed or pool.desired_replicas is None:  # the first decision is the pool's desired count, changed or not
             self.pools.set_desired(pool.name, decision.replicas)
-        failure_is_new = outcome == "failed" and self._last_failure.get(pool.name) != note
-        if outcome != "failed":
+        failure_is_new = outcome in NOTED_OUTCOMES and self._last_failure.get(pool.name) != note
+        if outcome not in NOTED_OUTCOMES:
             self._last_failure.pop(pool.name, None)
         if changed or failure_is_new:
             if failure_is_new and note is not None:
@@ -208,21 +211,31 @@ class Controller:
         """Before the first decision: the current replicas of the actuator's target (a Deployment's pods), else
         what the agents report."""
         try:
-            known = self.actuator.current_replicas(pool.name, fleet)
+            known = self.actuator.current_replicas(pool, fleet)
         except ActuationError as exc:
             log.warning("autoscaler: %s: cannot read the current replicas: %s", pool.name, exc)
             known = None
         return known if known is not None else ctx.current_replicas
 
     def _actuate(self, pool: Pool, decision: Decision, fleet: FleetView) -> tuple[str, str | None, ReasonCode]:
-        """Outcome, note and the event's reason code: the decision's, or NoPlacement when nowhere could take any."""
+        """Outcome, note and the event's reason code: the decision's, NoPlacement when nowhere could take any, or
+        ScaledByHpa/ScaledByKeda when another autoscaler scales the target (then the pool's ``scaled_by`` names it)."""
         if pool.spec.mode is Mode.DRY_RUN:
             return "dry_run", "dry run: decided and recorded, not applied", decision.code
         try:
-            return "applied", self.actuator.apply(pool, decision.replicas, fleet), decision.code
+            note = self.actuator.apply(pool, decision.replicas, fleet)
+        except ScaledElsewhere as exc:
+            self._scaled_by(pool, exc.owner)
+            return "external", str(exc), exc.code
         except ActuationError as exc:
             log.warning("autoscaler: %s: %s", pool.name, exc)
             return "failed", str(exc), ReasonCode.NO_PLACEMENT if isinstance(exc, NoPlacement) else decision.code
+        self._scaled_by(pool, None)
+        return "applied", note, decision.code
+
+    def _scaled_by(self, pool: Pool, owner: str | None) -> None:
+        if pool.scaled_by != owner:
+            self.pools.set_scaled_by(pool.name, owner)
 
     def _record_refusals(self, pools: Sequence[Pool], fleet: FleetView, now: float) -> None:
         """A NodeRefused event for each pool a node's new refusal concerns (:func:`refused_pools`), once per

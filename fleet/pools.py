@@ -6,7 +6,8 @@ configuration says how far it may scale (``min_replicas``..``max_replicas``), ho
 None = learn it from the metrics) and how long a replica takes to become ready (``startup_seconds``). What a replica
 runs and where: the ``engine`` (the built-in ``text`` or ``classify``, or an engine profile the nodes declare) with its
 ``model``, the GPUs each replica takes (``gpus_per_replica``, each with at least ``gpu_memory_mib``) and the node
-labels a node must carry (``node_selector``).
+labels a node must carry (``node_selector``). Where the kubernetes actuator finds its replicas: ``scale_target``
+(``apiVersion/kind/namespace/name``, :mod:`fleet.scale_targets`; None: the Deployment named after the pool).
 Every change bumps ``version``; an update that names the version it read fails when someone else changed the pool
 meanwhile, so two operators editing one pool never overwrite each other silently.
 """
@@ -32,6 +33,7 @@ from collector.control import (
 )
 from collector.errors import FieldError
 from collector.tables import metadata
+from fleet.scale_targets import MAX_SCALE_TARGET_LENGTH, ScaleTarget
 from fleet.versions import VersionConflict
 
 
@@ -68,6 +70,8 @@ class DemandMetric(StrEnum):
     TOKENS = "token_throughput_per_second"
 
 
+MAX_SCALED_BY_LENGTH = 300  # "KEDA ScaledObject <namespace>/<name>" with room to spare
+
 pools = Table(
     "pools",
     metadata,
@@ -84,6 +88,7 @@ pools = Table(
     Column("model", String(256), nullable=True),
     Column("gpu_memory_mib", Integer, nullable=True),
     Column("node_selector", JSON, nullable=True),  # null on pools made before selectors: none
+    Column("scale_target", String(MAX_SCALE_TARGET_LENGTH), nullable=True),  # null: the Deployment named after it
     Column("mode", String(16), nullable=False),
     Column("routing_alpha", Double, nullable=False),
     Column("routing_beta", Double, nullable=False),
@@ -93,6 +98,8 @@ pools = Table(
     Column("manual_replicas", Integer, nullable=True),
     Column("manual_until", Double, nullable=True),
     Column("manual_reason", String(500), nullable=True),
+    # What else scales the pool's target (an HPA or a KEDA ScaledObject), as the controller last found; null: nothing.
+    Column("scaled_by", String(MAX_SCALED_BY_LENGTH), nullable=True),
     Column("version", Integer, nullable=False),
     Column("created_at", Double, nullable=False),
     Column("updated_at", Double, nullable=False),
@@ -126,6 +133,7 @@ class PoolSpec:
     model: str | None = None  # what the profile serves; a built-in engine takes none
     gpu_memory_mib: int | None = None  # each GPU a replica uses has at least this much; None: any
     node_selector: Mapping[str, str] = field(default_factory=dict)  # labels a node must carry, all of them
+    scale_target: str | None = None  # apiVersion/kind/namespace/name of the kubernetes actuator's target
 
     def __post_init__(self) -> None:
         # Accept the enums' string values (from the database or JSON); an unknown one is a ValueError naming it.
@@ -150,6 +158,8 @@ class PoolSpec:
             raise FieldError("gpus_per_replica", f"must be >= 1, got {self.gpus_per_replica}")
         self._check_engine()
         object.__setattr__(self, "node_selector", _selector(self.node_selector))
+        if self.scale_target is not None:
+            ScaleTarget.parse(self.scale_target)  # raises naming the malformed part
 
     @property
     def builtin(self) -> bool:
@@ -203,6 +213,7 @@ class Pool:
     created_at: float
     updated_at: float
     manual: ManualScale | None = None
+    scaled_by: str | None = None  # the HPA or ScaledObject that scales the target, as the controller last found
 
     def manual_at(self, now: float) -> ManualScale | None:
         """The manual override still in force at ``now``, if any."""
@@ -223,7 +234,14 @@ def _pool(row: RowMapping) -> Pool:
     if row["manual_replicas"] is not None and row["manual_until"] is not None:
         manual = ManualScale(row["manual_replicas"], row["manual_until"], row["manual_reason"] or "")
     return Pool(
-        row["name"], spec, row["desired_replicas"], row["version"], row["created_at"], row["updated_at"], manual
+        row["name"],
+        spec,
+        row["desired_replicas"],
+        row["version"],
+        row["created_at"],
+        row["updated_at"],
+        manual,
+        row["scaled_by"],
     )
 
 
@@ -282,6 +300,11 @@ class PoolStore:
         """The controller's decision (not an operator edit: the version stays)."""
         with self.engine.begin() as conn:
             conn.execute(update(pools).where(pools.c.name == name).values(desired_replicas=replicas))
+
+    def set_scaled_by(self, name: str, owner: str | None) -> None:
+        """What the controller found scaling the pool's target instead of it (None: nothing); the version stays."""
+        with self.engine.begin() as conn:
+            conn.execute(update(pools).where(pools.c.name == name).values(scaled_by=owner))
 
     def scale_manually(self, name: str, replicas: int, *, until: float, reason: str, now: float) -> Pool:
         """Override the policy with ``replicas`` until ``until``; bumps the version like any operator edit."""

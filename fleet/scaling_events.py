@@ -2,9 +2,9 @@
 
 An event records the time, the replicas before and after, the policy, the reason in words, the inputs that mattered
 (demand, utilization, the forecast's upper bound, the rail that bound it), whether it was applied (``act``), only
-advised (``dry_run``), manual, or failed at the actuator — and the actuator's note or error — and the
-:class:`ReasonCode` of what decided the replicas: the metric label, the ``GET /scaling-events?reason=`` filter and
-what the dashboard colours by.
+advised (``dry_run``), manual, left to the HPA or KEDA ScaledObject that scales the target (``external``), or failed
+at the actuator — and the actuator's note or error — and the :class:`ReasonCode` of what decided the replicas: the
+metric label, the ``GET /scaling-events?reason=`` filter and what the dashboard colours by.
 """
 
 from __future__ import annotations
@@ -52,6 +52,10 @@ class ReasonCode(StrEnum):
     MANUAL_OVERRIDE = "ManualOverride"  # an operator's manual scale in force
     NO_PLACEMENT = "NoPlacement"  # the actuation failed: no up node can take a replica (each node's reason in the note)
     NODE_REFUSED = "NodeRefused"  # a node refused the desired state it was told (its reason and detail in the event)
+    # An HPA or a KEDA ScaledObject scales the pool's target: never patched; the note names the owner, and whether
+    # fleetpilot acts through KEDA (its trigger is fleetpilot's external scaler for this pool) or only advises.
+    SCALED_BY_HPA = "ScaledByHpa"
+    SCALED_BY_KEDA = "ScaledByKeda"
 
 
 _CODES = frozenset(c.value for c in ReasonCode)
@@ -66,6 +70,9 @@ _FIXED_FAMILY: dict[ReasonCode, Family] = {
     ReasonCode.REPLICAS_STARTING: "held",
     ReasonCode.NO_PLACEMENT: "refused",
     ReasonCode.NODE_REFUSED: "refused",
+    # held, not refused: another autoscaler owning the target is the operator's choice, not a fault to fix
+    ReasonCode.SCALED_BY_HPA: "held",
+    ReasonCode.SCALED_BY_KEDA: "held",
 }
 
 
@@ -91,7 +98,7 @@ scaling_events = Table(
     Column("reason", String(2000), nullable=False),
     Column("reason_code", String(32), nullable=True),  # one of ReasonCode; null on events recorded before codes
     Column("inputs", JSON, nullable=False),
-    Column("outcome", String(16), nullable=False),  # applied | dry_run | failed
+    Column("outcome", String(16), nullable=False),  # applied | dry_run | external (HPA/KEDA scale it) | failed
     Column("actuator", String(32), nullable=False),
     Column("note", String(1000), nullable=True),
     Index(None, "pool", "id"),

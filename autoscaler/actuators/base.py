@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from fleet.pools import Pool
+from fleet.scaling_events import ReasonCode
 from fleet.view import FleetView
 
 
@@ -17,8 +18,18 @@ class NoPlacement(ActuationError):
     """No up node can take any of the pool's replicas; the message says why per node (the event's NoPlacement)."""
 
 
+class ScaledElsewhere(ActuationError):
+    """An HPA or a KEDA ScaledObject scales the pool's target, so it was not patched; ``code`` is the event's reason
+    (ScaledByHpa, ScaledByKeda), ``owner`` names it for the pool's ``scaled_by``, the message says why."""
+
+    def __init__(self, message: str, *, owner: str, code: ReasonCode) -> None:
+        super().__init__(message)
+        self.owner, self.code = owner, code
+
+
 class Actuator(Protocol):
-    """``local`` (the agents, through the ingest answer) or ``kubernetes`` (a Deployment's scale subresource).
+    """``local`` (the agents, through the ingest answer) or ``kubernetes`` (the scale subresource of the pool's
+    ``scale_target``, a Deployment by default).
 
     Each takes the tick's :class:`FleetView` (read once per tick by the controller); one that has its own view of
     the replicas (a Deployment) ignores it.
@@ -26,7 +37,7 @@ class Actuator(Protocol):
 
     name: str
 
-    def current_replicas(self, pool: str, fleet: FleetView) -> int | None:
+    def current_replicas(self, pool: Pool, fleet: FleetView) -> int | None:
         """The pool's current replicas, ready + starting (docs/architecture.md, glossary), as the actuator's target
         sees them; None when it cannot tell."""
         ...

@@ -1,7 +1,10 @@
-"""The ``kubernetes`` actuator: a pool's replicas are the scale subresource of its Deployment.
+"""The ``kubernetes`` actuator: a pool's replicas are the ``/scale`` subresource of its scale target.
 
-It reads and patches ``apps/v1`` Deployment scale through the official client, and refuses to act on a Deployment
-that a HorizontalPodAutoscaler already scales: two controllers writing one ``spec.replicas`` undo each other.
+The target is any object with a scale subresource — a Deployment, StatefulSet, LeaderWorkerSet or a custom resource
+— named by the pool's ``scale_target`` (``apiVersion/kind/namespace/name``; by default the Deployment named after
+the pool in the actuator's namespace). The dynamic client resolves the kind to its resource by API discovery, reads
+the Scale's ``status.replicas`` and merge-patches its ``spec.replicas`` (a custom resource takes no strategic merge).
+A target that an HPA or a KEDA ScaledObject already scales is never patched (:mod:`scale_owners`).
 """
 
 from __future__ import annotations
@@ -14,17 +17,35 @@ from typing import Any
 
 import urllib3
 from kubernetes import client, config
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import ResourceNotFoundError, ResourceNotUniqueError
+from kubernetes.dynamic.resource import Resource
 
-from autoscaler.actuators.base import ActuationError
+from autoscaler.actuators.base import ActuationError, ScaledElsewhere
+from autoscaler.actuators.scale_owners import ScaleOwner, hpa_owners, owner_of, scaled_object_owners
 from fleet.pools import Pool
+from fleet.scale_targets import ScaleTarget
+from fleet.scaling_events import ReasonCode
 from fleet.view import FleetView
 
-HPA_CACHE_S = 30.0  # one HPA list per namespace every 30 s, not one per decision (the controller ticks every 5 s)
+OWNER_CACHE_S = 30.0  # one HPA and one ScaledObject list per namespace every 30 s, not per decision (ticks: 5 s)
 REQUEST_TIMEOUT_S = 10.0  # a hung API server must not stall the controller loop
+HPA = ("autoscaling/v2", "HorizontalPodAutoscaler")
+SCALED_OBJECT = ("keda.sh/v1alpha1", "ScaledObject")
+MERGE_PATCH = "application/merge-patch+json"
+
+
+class _TimedDynamicClient(DynamicClient):
+    """The dynamic client with every request, discovery's too, under REQUEST_TIMEOUT_S."""
+
+    def request(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
+        params.setdefault("_request_timeout", REQUEST_TIMEOUT_S)
+        return super().request(method, path, body, **params)
 
 
 class KubernetesActuator:
-    """Scales the Deployment of each pool in one namespace; the Deployment is named after the pool unless mapped."""
+    """Scales each pool's scale target; a pool without one is the Deployment named after it (unless mapped) in
+    ``namespace``."""
 
     name = "kubernetes"
 
@@ -35,16 +56,17 @@ class KubernetesActuator:
         deployments: Mapping[str, str] | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
-        hpa_cache_s: float = HPA_CACHE_S,
+        owner_cache_s: float = OWNER_CACHE_S,
+        discovery_cache: str | None = None,
     ) -> None:
         self.namespace = namespace
         self._deployments = dict(deployments or {})
-        self._apps = client.AppsV1Api(api_client)
-        self._autoscaling = client.AutoscalingV2Api(api_client)
+        self._api_client = api_client
+        self._discovery_cache = discovery_cache  # a file; None: the client's own, per API server, in the temp dir
+        self._dynamic: DynamicClient | None = None  # discovered at the first call, not at construction
         self._clock = clock
-        self._hpa_cache_s = hpa_cache_s
-        self._hpa_targets: dict[str, list[str]] = {}
-        self._hpas_listed_at: float | None = None
+        self._owner_cache_s = owner_cache_s
+        self._owners: dict[str, tuple[float, list[ScaleOwner]]] = {}  # namespace → (listed at, owners)
 
     @classmethod
     def from_config(
@@ -74,73 +96,120 @@ class KubernetesActuator:
             raise ActuationError(f"cannot configure the Kubernetes client from the {where}: {exc}") from exc
         return cls(api_client, namespace, deployments)
 
-    def deployment(self, pool: str) -> str:
-        """The Deployment that runs ``pool``."""
-        return self._deployments.get(pool, pool)
+    def target(self, pool: Pool) -> ScaleTarget:
+        """The object whose scale subresource holds ``pool``'s replicas."""
+        if pool.spec.scale_target is not None:
+            return ScaleTarget.parse(pool.spec.scale_target)
+        return ScaleTarget.default(self.namespace, self._deployments.get(pool.name, pool.name))
 
-    def current_replicas(self, pool: str, fleet: FleetView | None = None) -> int | None:
-        """The Deployment's current replicas, ready + starting (docs/architecture.md, glossary): its observed
-        ``status.replicas``, every pod it runs that is not terminating, ready or not yet. None before the
-        Deployment controller has observed it (``spec.replicas`` is what was asked, not what runs)."""
-        name = self.deployment(pool)
-        scale = self._call(
-            f"read the scale of deployment {self.namespace}/{name}",
-            self._apps.read_namespaced_deployment_scale,
-            name,
-            self.namespace,
-        )
-        if scale.status is not None and scale.status.replicas is not None:
-            return int(scale.status.replicas)
-        return None
+    def current_replicas(self, pool: Pool, fleet: FleetView | None = None) -> int | None:
+        """The target's current replicas, ready + starting (docs/architecture.md, glossary): its Scale's observed
+        ``status.replicas``, every pod it runs that is not terminating. None before its controller has observed it
+        (``spec.replicas`` is what was asked, not what runs)."""
+        target = self.target(pool)
+        scale = self._call(f"read the scale of {target}", self._scale(target).get, **_where(target))
+        replicas = (scale.to_dict().get("status") or {}).get("replicas")
+        return None if replicas is None else int(replicas)
 
     def apply(self, pool: Pool, replicas: int, fleet: FleetView | None = None) -> str:
-        """Patch the Deployment's ``spec.replicas``, unless an HPA scales the same Deployment. What a replica runs
-        (engine, model, GPUs, node selector) is the Deployment's own pod template, not the pool's spec."""
-        name = self.deployment(pool.name)
-        hpas = self._hpas_targeting(name)
-        if hpas:
-            raise ActuationError(
-                f"deployment {self.namespace}/{name} is scaled by HorizontalPodAutoscaler {', '.join(hpas)}; "
-                "refusing to fight it (delete the HPA or let it scale this pool)"
-            )
-        self._call(
-            f"patch the scale of deployment {self.namespace}/{name}",
-            self._apps.patch_namespaced_deployment_scale,
-            name,
-            self.namespace,
-            {"spec": {"replicas": replicas}},
-        )
-        return f"deployment {self.namespace}/{name} scaled to {replicas} replicas"
+        """Patch the target's ``spec.replicas``, unless an HPA or ScaledObject scales it (ScaledElsewhere). What a
+        replica runs (engine, model, GPUs, node selector) is the target's own pod template, not the pool's spec."""
+        target = self.target(pool)
+        owner = owner_of(target, self._owners_in(target.namespace))
+        if owner is not None:
+            raise _scaled_elsewhere(pool, target, owner)
+        scale = self._scale(target)
+        body = {"spec": {"replicas": replicas}}
+        self._call(f"patch the scale of {target}", scale.patch, body=body, content_type=MERGE_PATCH, **_where(target))
+        return f"{target} scaled to {replicas} replicas"
 
     def publish(self, pools: Sequence[Pool], fleet: FleetView) -> None:
-        """Nothing: the Deployments are the whole answer, the agents on their pods are told no pools."""
+        """Nothing: the scale targets are the whole answer, the agents on their pods are told no pools."""
 
-    def _hpas_targeting(self, deployment: str) -> list[str]:
-        """Names of the HPAs whose scale target is ``deployment``, from a list at most ``hpa_cache_s`` old."""
-        now = self._clock()
-        if self._hpas_listed_at is None or now - self._hpas_listed_at >= self._hpa_cache_s:
-            hpa_list = self._call(
-                f"list the horizontal pod autoscalers in namespace {self.namespace}",
-                self._autoscaling.list_namespaced_horizontal_pod_autoscaler,
-                self.namespace,
+    def _scale(self, target: ScaleTarget) -> Any:
+        """The target's ``scale`` subresource, found by discovery; an ActuationError when its kind has none."""
+        resource = self._resource(target.api_version, target.kind, what=f"scale target {target}")
+        if resource is None:
+            raise ActuationError(
+                f"cannot find {target.kind} in {target.api_version}: the API server serves no such kind "
+                f"(check the pool's scale_target {target}, or install its CRD)"
             )
-            targets: dict[str, list[str]] = {}
-            for hpa in hpa_list.items:
-                ref = hpa.spec.scale_target_ref
-                if ref.kind == "Deployment":
-                    targets.setdefault(ref.name, []).append(hpa.metadata.name)
-            self._hpa_targets, self._hpas_listed_at = targets, now
-        return self._hpa_targets.get(deployment, [])
+        if "scale" not in resource.subresources:
+            raise ActuationError(f"{target.api_version} {target.kind} has no scale subresource (scale_target {target})")
+        return resource.subresources["scale"]
+
+    def _resource(self, api_version: str, kind: str, *, what: str) -> Resource | None:
+        """The API resource serving ``kind`` in ``api_version`` (discovery, cached by the client); None if none."""
+        dynamic = self._client()
+        try:
+            found: Resource = self._call(f"discover {what}", dynamic.resources.get, api_version=api_version, kind=kind)
+        except _NoSuchKind:
+            return None
+        return found
+
+    def _client(self) -> DynamicClient:
+        if self._dynamic is None:
+            self._dynamic = self._call(
+                "discover the API server's resources",
+                _TimedDynamicClient,
+                self._api_client,
+                cache_file=self._discovery_cache,
+            )
+        return self._dynamic
+
+    def _owners_in(self, namespace: str) -> list[ScaleOwner]:
+        """The HPAs and ScaledObjects of ``namespace``, from lists at most ``owner_cache_s`` old. Without KEDA
+        installed (no ScaledObject kind served) there are none of those."""
+        now = self._clock()
+        cached = self._owners.get(namespace)
+        if cached is not None and now - cached[0] < self._owner_cache_s:
+            return cached[1]
+        owners = hpa_owners(self._list(*HPA, namespace))
+        owners += scaled_object_owners(self._list(*SCALED_OBJECT, namespace))
+        self._owners[namespace] = (now, owners)
+        return owners
+
+    def _list(self, api_version: str, kind: str, namespace: str) -> list[dict[str, Any]]:
+        resource = self._resource(api_version, kind, what=f"{kind} objects")
+        if resource is None:
+            return []
+        listed = self._call(f"list the {kind} objects in namespace {namespace}", resource.get, namespace=namespace)
+        return list(listed.to_dict().get("items") or [])
 
     @staticmethod
-    def _call(action: str, method: Callable[..., Any], *args: Any) -> Any:
-        """``method(*args)``, with the client's errors turned into ActuationError (status and reason, no headers)."""
+    def _call(action: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``method(*args, **kwargs)``, with the client's errors turned into ActuationError (status and reason, no
+        headers); discovery's "no such kind" is _NoSuchKind."""
         try:
-            return method(*args, _request_timeout=REQUEST_TIMEOUT_S)
+            return method(*args, **kwargs)
         except client.ApiException as exc:
             raise ActuationError(f"cannot {action}: {exc.status} {exc.reason}{_status_message(exc.body)}") from exc
         except urllib3.exceptions.HTTPError as exc:
             raise ActuationError(f"cannot {action}: API server unreachable ({type(exc).__name__})") from exc
+        except ResourceNotFoundError as exc:
+            raise _NoSuchKind(action) from exc
+        except ResourceNotUniqueError as exc:
+            raise ActuationError(f"cannot {action}: more than one API resource serves that kind") from exc
+
+
+class _NoSuchKind(Exception):
+    """Discovery found no resource for a group, version and kind."""
+
+
+def _where(target: ScaleTarget) -> dict[str, str]:
+    return {"name": target.name, "namespace": target.namespace}
+
+
+def _scaled_elsewhere(pool: Pool, target: ScaleTarget, owner: ScaleOwner) -> ScaledElsewhere:
+    """The refusal to patch an owned target, saying whether fleetpilot still acts (through KEDA) or only advises."""
+    if owner.kind != "ScaledObject":
+        how = "fleetpilot advises only (delete the HPA to let fleetpilot scale it)"
+        return ScaledElsewhere(f"{owner} scales {target}; {how}", owner=str(owner), code=ReasonCode.SCALED_BY_HPA)
+    if owner.acts_for(pool.name):
+        how = f"fleetpilot acts through it (its trigger is fleetpilot's external scaler for pool {pool.name})"
+    else:
+        how = f"fleetpilot advises only (no trigger is fleetpilot's external scaler with pool: {pool.name})"
+    return ScaledElsewhere(f"KEDA {owner} scales {target}; {how}", owner=str(owner), code=ReasonCode.SCALED_BY_KEDA)
 
 
 def _status_message(body: str | None) -> str:

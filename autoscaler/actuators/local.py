@@ -184,9 +184,9 @@ class LocalActuator:
         self.pools = PoolStore(engine)
         self.board = board
 
-    def current_replicas(self, pool: str, fleet: FleetView) -> int | None:
+    def current_replicas(self, pool: Pool, fleet: FleetView) -> int | None:
         """Current = ready + starting replicas the up nodes report (docs/architecture.md, glossary)."""
-        return sum(p.current for p in fleet.pools_on_nodes if p.pool == pool)
+        return sum(p.current for p in fleet.pools_on_nodes if p.pool == pool.name)
 
     def apply(self, pool: Pool, replicas: int, fleet: FleetView) -> str:
         layout = self.store.layout()

@@ -33,7 +33,7 @@ class RecordingActuator:
     error: str | None = None
     error_type: type[ActuationError] = ActuationError
 
-    def current_replicas(self, pool: str, fleet: FleetView) -> int | None:
+    def current_replicas(self, pool: Pool, fleet: FleetView) -> int | None:
         return None
 
     def apply(self, pool: Pool, replicas: int, fleet: FleetView) -> str:
@@ -268,7 +268,7 @@ def test_local_actuator_places_replicas_and_moves_them_off_a_node_that_goes_down
     report(engine, clock, "node-a", "chat", demand=30.0, ready=2)
     report(engine, clock, "node-b", "chat", demand=30.0, ready=1, starting=1)
     assert local.apply(pool, 6, fleet.read(clock())) == "placed 6 on node-a: 3, node-b: 3"
-    assert local.current_replicas("chat", fleet.read(clock())) == 4  # current: ready 3 + starting 1
+    assert local.current_replicas(pool, fleet.read(clock())) == 4  # current: ready 3 + starting 1
     # node-b is full: another pool takes 2 of its 4 slots
     report(engine, clock, "node-b", "chat", demand=30.0, ready=2, also={"vision": 2})
     view = fleet.read(clock())
@@ -336,7 +336,7 @@ def test_a_new_leader_watches_the_fleet_before_acting(engine: Engine, clock: Fak
 def test_the_first_event_starts_from_what_the_actuators_target_runs(engine: Engine, clock: FakeClock) -> None:
     @dataclass
     class Deployment(RecordingActuator):
-        def current_replicas(self, pool: str, fleet: FleetView) -> int | None:
+        def current_replicas(self, pool: Pool, fleet: FleetView) -> int | None:
             return 7  # e.g. a Deployment's replicas, whatever the agents report
 
     chat(engine, clock)

@@ -11,7 +11,9 @@ scale decision compares against); ``desired_replicas`` is what the autoscaler la
 What a replica runs and where the local actuator may place it: ``engine`` (the built-in ``text`` or ``classify``, or
 an engine profile the nodes declare in their ``--config``), ``model`` (one the profile lists; a built-in engine
 takes none), ``gpus_per_replica``, ``gpu_memory_mib`` (each GPU a replica uses has at least this much) and
-``node_selector`` (labels a node must carry, all of them).
+``node_selector`` (labels a node must carry, all of them). Where the kubernetes actuator scales it: ``scale_target``
+(``apiVersion/kind/namespace/name`` of any object with a ``/scale`` subresource; null: the Deployment named after the
+pool in ``kubernetes_namespace``); ``scaled_by`` names the HPA or KEDA ScaledObject found scaling that object instead.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pydantic import BaseModel, Field
 from autoscaler.actuators.local import PlacementStore
 from collector.control import MAX_LABELS, NAME_PATTERN, LabelKey, LabelValue, ModelName
 from fleet.pools import DemandMetric, Mode, Policy, Pool, PoolSpec, PoolStore
+from fleet.scale_targets import MAX_SCALE_TARGET_LENGTH
 from fleet.view import FleetView
 from isolation.tenants import TenantStore
 from predictor.store import SubjectKind
@@ -42,7 +45,7 @@ MAX_REPLICAS = 100_000
 MAX_GPUS_PER_REPLICA = 64  # what one replica may be given on the wire (collector.control.PoolDesired.gpus)
 MAX_GPU_MEMORY_MIB = 10**9
 # PATCH may set these to null: learn the capacity, no model (a built-in engine), any GPU memory
-CLEARABLE = {"replica_capacity", "model", "gpu_memory_mib"}
+CLEARABLE = {"replica_capacity", "model", "gpu_memory_mib", "scale_target"}
 ENGINE_DOC = (
     "the built-in `text` or `classify`, or an engine profile the nodes declare (their --config); null: a built-in "
     "engine, each node keeping the kind it runs the pool as (from its --pools), and `text` on a node new to it"
@@ -50,6 +53,10 @@ ENGINE_DOC = (
 MODEL_DOC = "the model the engine profile serves (one it lists); null for a built-in engine"
 GPU_MEMORY_DOC = "GPU memory each replica needs on every GPU it uses, MiB; null: any"
 SELECTOR_DOC = "node labels a node must carry, all of them, to run the pool's replicas"
+SCALE_TARGET_DOC = (
+    "apiVersion/kind/namespace/name of the object whose /scale subresource the kubernetes actuator patches, e.g. "
+    "apps/v1/Deployment/serving/llama-8b; null: the Deployment named after the pool in kubernetes_namespace"
+)
 Selector = Annotated[dict[LabelKey, LabelValue], Field(max_length=MAX_LABELS)]
 LIVE_COUNTS = {"current_replicas", "ready_replicas", "starting_replicas", "draining_replicas"}
 
@@ -95,6 +102,7 @@ class PoolFields(BaseModel):
     model: ModelName | None = Field(None, description=MODEL_DOC)
     gpu_memory_mib: int | None = Field(None, ge=1, le=MAX_GPU_MEMORY_MIB, description=GPU_MEMORY_DOC)
     node_selector: Selector = Field(default_factory=dict, description=SELECTOR_DOC)
+    scale_target: str | None = Field(None, max_length=MAX_SCALE_TARGET_LENGTH, description=SCALE_TARGET_DOC)
 
 
 class PoolIn(PoolFields):
@@ -142,6 +150,7 @@ class PoolPatch(BaseModel):
     model: ModelName | None = Field(None, description=MODEL_DOC)
     gpu_memory_mib: int | None = Field(None, ge=1, le=MAX_GPU_MEMORY_MIB, description=GPU_MEMORY_DOC)
     node_selector: Selector | None = Field(None, description=SELECTOR_DOC + " ({} for none)")
+    scale_target: str | None = Field(None, max_length=MAX_SCALE_TARGET_LENGTH, description=SCALE_TARGET_DOC)
     version: int | None = Field(None, description="the version this edit is based on; 409 if the pool moved on")
 
 
@@ -152,6 +161,9 @@ class PoolOut(PoolIn):
     draining_replicas: int = Field(description="replicas finishing their requests, taking none")
     desired_replicas: int | None
     manual: ManualOut | None = Field(None, description="a manual scale overriding the policy until `until`")
+    scaled_by: str | None = Field(
+        None, description="the HPA or KEDA ScaledObject that scales the scale target, so fleetpilot does not patch it"
+    )
     version: int
     created_at: float
     updated_at: float
@@ -201,6 +213,7 @@ def _out(pool: Pool, replicas: Mapping[str, ReplicaCounts], now: float) -> PoolO
         model=s.model,
         gpu_memory_mib=s.gpu_memory_mib,
         node_selector=dict(s.node_selector),
+        scale_target=s.scale_target,
         current_replicas=counts.ready + counts.starting,
         ready_replicas=counts.ready,
         starting_replicas=counts.starting,
@@ -209,6 +222,7 @@ def _out(pool: Pool, replicas: Mapping[str, ReplicaCounts], now: float) -> PoolO
         manual=None
         if manual is None
         else ManualOut(replicas=manual.replicas, until=manual.until, reason=manual.reason),
+        scaled_by=pool.scaled_by,
         version=pool.version,
         created_at=pool.created_at,
         updated_at=pool.updated_at,

@@ -58,8 +58,9 @@ def route(methods: str, pattern: str) -> Callable[[Handle], Route]:
 
 
 def forbidden(kube: FakeKube, verb: str, resource: str, group: str, namespace: str, named: str = "") -> None:
-    """403 for a verb in ``kube.forbidden``, worded as the API server words an RBAC refusal."""
-    if verb not in kube.forbidden:
+    """403 for a verb in ``kube.forbidden`` or a namespace in ``kube.forbidden_namespaces``, worded as the API server
+    words an RBAC refusal."""
+    if verb not in kube.forbidden and namespace not in kube.forbidden_namespaces:
         return
     user = f"system:serviceaccount:{namespace}:fleetpilot"
     kind = resource.split("/", maxsplit=1)[0]

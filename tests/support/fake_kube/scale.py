@@ -1,4 +1,8 @@
-"""The fake's Deployments: the ``scale`` subresource (GET, PATCH) and the namespace's ``autoscaling/v2`` HPA list."""
+"""The fake's scalable workloads: the ``scale`` subresource (GET, PATCH) of any kind that has one.
+
+A workload is kept by ``(apiVersion, kind, namespace, name)``; its kind must be one the fake serves
+(``FakeKube.kinds``, :mod:`discovery`) with a ``scale`` subresource, or the path is unknown (404), as on a real server.
+"""
 
 from __future__ import annotations
 
@@ -13,66 +17,57 @@ if TYPE_CHECKING:
     from tests.support.fake_kube.server import FakeKube
 
 OBJECT_PATCHES = {"application/merge-patch+json", "application/strategic-merge-patch+json"}
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
+UNKNOWN_PATH = "the server could not find the requested resource"
 
 
 @dataclass
-class FakeDeployment:
-    """``status_replicas`` None: a Deployment the controller has not observed yet (its Scale has no status)."""
+class FakeWorkload:
+    """``status_replicas`` None: a workload its controller has not observed yet (its Scale has no status)."""
 
     spec_replicas: int
     status_replicas: int | None
 
 
-def hpa_object(namespace: str, name: str, target: str, kind: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": kind, "name": target},
-            "minReplicas": 1,
-            "maxReplicas": 10,
-        },
-    }
-
-
-@route("GET PATCH", r"^/apis/apps/v1/namespaces/(?P<ns>[^/]+)/deployments/(?P<name>[^/]+)/scale$")
-def deployment_scale(kube: FakeKube, request: RecordedRequest, match: re.Match[str]) -> dict[str, Any]:
-    namespace, name = match["ns"], match["name"]
+@route(
+    "GET PATCH",
+    r"^/(?:api|apis/(?P<group>[^/]+))/(?P<version>[^/]+)/namespaces/(?P<ns>[^/]+)/(?P<plural>[^/]+)/(?P<name>[^/]+)/scale$",
+)
+def workload_scale(kube: FakeKube, request: RecordedRequest, match: re.Match[str]) -> dict[str, Any]:
+    group, namespace, name, plural = match["group"] or "", match["ns"], match["name"], match["plural"]
+    kind = kube.kind_of(group, match["version"], plural)
+    if kind is None or "scale" not in kind.subresources:
+        raise ApiError(404, "NotFound", UNKNOWN_PATH)
     verb = {"GET": "get", "PATCH": "patch"}[request.method]
-    forbidden(kube, verb, "deployments/scale", "apps", namespace, f' "{name}"')
-    deployment = kube.deployments.get((namespace, name))
-    if deployment is None:
-        raise ApiError(404, "NotFound", f'deployments.apps "{name}" not found')
+    forbidden(kube, verb, f"{plural}/scale", group, namespace, f' "{name}"')
+    workload = kube.workloads.get((kind.api_version, kind.kind, namespace, name))
+    if workload is None:
+        raise ApiError(404, "NotFound", f'{kind.resource} "{name}" not found')
     if verb == "patch":
-        replicas = patched_replicas(request)
-        deployment.spec_replicas = replicas
-        if deployment.status_replicas is not None:
-            deployment.status_replicas = replicas  # the fake's deployment controller converges at once
+        replicas = patched_replicas(request, custom=kind.custom)
+        workload.spec_replicas = replicas
+        if workload.status_replicas is not None:
+            workload.status_replicas = replicas  # the fake's workload controller converges at once
     scale: dict[str, Any] = {
         "apiVersion": "autoscaling/v1",
         "kind": "Scale",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"replicas": deployment.spec_replicas},
+        "spec": {"replicas": workload.spec_replicas},
     }
-    if deployment.status_replicas is not None:
-        scale["status"] = {"replicas": deployment.status_replicas, "selector": f"app={name}"}
+    if workload.status_replicas is not None:
+        scale["status"] = {"replicas": workload.status_replicas, "selector": f"app={name}"}
     return scale
 
 
-@route("GET", r"^/apis/autoscaling/v2/namespaces/(?P<ns>[^/]+)/horizontalpodautoscalers$")
-def hpa_list(kube: FakeKube, request: RecordedRequest, match: re.Match[str]) -> dict[str, Any]:
-    forbidden(kube, "list", "horizontalpodautoscalers", "autoscaling", match["ns"])
-    items = kube.hpas.get(match["ns"], [])
-    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscalerList", "items": items}
-
-
-def patched_replicas(request: RecordedRequest) -> int:
-    """``spec.replicas`` from a merge or strategic-merge patch object, or a JSON patch's replace/add of it."""
+def patched_replicas(request: RecordedRequest, *, custom: bool = False) -> int:
+    """``spec.replicas`` from a merge or strategic-merge patch object, or a JSON patch's replace/add of it. A custom
+    resource takes no strategic merge (the real server answers 415 for one)."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip()
     body = json.loads(request.body or b"null")
     replicas: object = None
+    if custom and content_type == STRATEGIC_MERGE:
+        raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {content_type}")
     if content_type in OBJECT_PATCHES and isinstance(body, dict):
         replicas = body.get("spec", {}).get("replicas")
     elif content_type == JSON_PATCH and isinstance(body, list):
@@ -86,4 +81,4 @@ def patched_replicas(request: RecordedRequest) -> int:
     return replicas
 
 
-ROUTES: list[Route] = [deployment_scale, hpa_list]
+ROUTES: list[Route] = [workload_scale]

@@ -14,13 +14,15 @@ from urllib.parse import parse_qsl, urlsplit
 from kubernetes import client
 
 from inference_agent.http_server import ClientGone, JsonHandler, Server
-from tests.support.fake_kube import pods, scale, tokenreview
+from tests.support.fake_kube import autoscalers, discovery, pods, scale, tokenreview
 from tests.support.fake_kube.api import ApiError, RecordedRequest, Route, Streamed
+from tests.support.fake_kube.autoscalers import hpa_object, scaled_object
+from tests.support.fake_kube.discovery import BUILTIN_KINDS, FakeKind
 from tests.support.fake_kube.pods import PodEvents, pod_object
-from tests.support.fake_kube.scale import FakeDeployment, hpa_object
+from tests.support.fake_kube.scale import FakeWorkload
 from tests.support.fake_kube.tokenreview import IssuedToken
 
-ROUTES: list[Route] = [*scale.ROUTES, *pods.ROUTES, *tokenreview.ROUTES]
+ROUTES: list[Route] = [*discovery.ROUTES, *scale.ROUTES, *autoscalers.ROUTES, *pods.ROUTES, *tokenreview.ROUTES]
 
 
 @dataclass
@@ -28,8 +30,11 @@ class FakeKube:
     """``with FakeKube() as kube:`` serves at ``kube.url``; ``kube.api_client()`` is a client that carries the token."""
 
     token: str = "fake-service-account-token"
-    deployments: dict[tuple[str, str], FakeDeployment] = field(default_factory=dict)
+    kinds: list[FakeKind] = field(default_factory=lambda: list(BUILTIN_KINDS))  # what discovery lists
+    # (apiVersion, kind, namespace, name) -> a workload whose scale subresource the fake serves
+    workloads: dict[tuple[str, str, str, str], FakeWorkload] = field(default_factory=dict)
     hpas: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    scaled_objects: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # namespace -> KEDA ScaledObjects
     pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (namespace, name) -> Pod object
     pod_events: PodEvents = field(default_factory=PodEvents)  # their changes, for watches
     # tokens issued by tokenreview.issue_token, judged by its TokenReview against this clock; False: a server older
@@ -38,16 +43,40 @@ class FakeKube:
     clock: Callable[[], float] = time.time
     node_name_claims: bool = True
     forbidden: set[str] = field(default_factory=set)  # verbs answered 403: "get", "patch", "list"
+    forbidden_namespaces: set[str] = field(default_factory=set)  # every verb in them answered 403
     requests: list[RecordedRequest] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: Server | None = None
 
     def add_deployment(self, namespace: str, name: str, replicas: int, *, observed: bool = True) -> None:
-        self.deployments[(namespace, name)] = FakeDeployment(replicas, replicas if observed else None)
+        self.add_workload("apps/v1", "Deployment", namespace, name, replicas, observed=observed)
 
-    def add_hpa(self, namespace: str, name: str, deployment: str, *, kind: str = "Deployment") -> None:
-        """An HPA in ``namespace`` whose scale target is ``kind``/``deployment``."""
-        self.hpas.setdefault(namespace, []).append(hpa_object(namespace, name, deployment, kind))
+    def add_workload(
+        self, api_version: str, kind: str, namespace: str, name: str, replicas: int, *, observed: bool = True
+    ) -> FakeWorkload:
+        """A workload of a kind in ``kinds`` (its scale subresource serves it), at ``replicas``."""
+        workload = FakeWorkload(replicas, replicas if observed else None)
+        self.workloads[(api_version, kind, namespace, name)] = workload
+        return workload
+
+    @property
+    def deployments(self) -> dict[tuple[str, str], FakeWorkload]:
+        """The ``apps/v1`` Deployments by (namespace, name)."""
+        found = self.workloads.items()
+        return {(ns, name): w for (av, kind, ns, name), w in found if (av, kind) == ("apps/v1", "Deployment")}
+
+    def kind_of(self, group: str, version: str, plural: str) -> FakeKind | None:
+        return next((k for k in self.kinds if (k.group, k.version, k.plural) == (group, version, plural)), None)
+
+    def add_hpa(
+        self, namespace: str, name: str, deployment: str, *, kind: str = "Deployment", api_version: str = "apps/v1"
+    ) -> None:
+        """An HPA in ``namespace`` whose scale target is ``api_version`` ``kind``/``deployment``."""
+        self.hpas.setdefault(namespace, []).append(hpa_object(namespace, name, deployment, kind, api_version))
+
+    def add_scaled_object(self, namespace: str, name: str, target: str, **fields: Any) -> None:
+        """A KEDA ScaledObject in ``namespace`` (``fields``: see ``autoscalers.scaled_object``)."""
+        self.scaled_objects.setdefault(namespace, []).append(scaled_object(namespace, name, target, **fields))
 
     def add_pod(self, namespace: str, name: str, node_name: str, **fields: Any) -> dict[str, Any]:
         """A pod on ``node_name`` (``fields``: see ``pods.pod_object``), or its new state; watches see it."""
