@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client import CollectorRegistry
 
 from inference_agent.kube.annotations import BadAnnotation, PodEngine, engine_of
 from inference_agent.kube.api_client import Gone, KubeApi, KubeApiError, TokenFile
@@ -21,6 +22,7 @@ from inference_agent.kube.discovered_engines import DiscoveredEngines, choose_en
 from inference_agent.kube.pod_watch import PodWatch, next_backoff
 from inference_agent.probes.base import Reading
 from inference_agent.probes.engines import EngineKind
+from inference_agent.telemetry import AgentTelemetry
 from tests.support.fake_kube import FakeKube
 from tests.support.fake_kube.pods import pod_object
 
@@ -205,6 +207,41 @@ def test_pods_on_the_node_are_scraped_as_their_pools_as_they_come_and_go(
     scrapes = vllm.scrapes
     time.sleep(0.3)
     assert vllm.scrapes == scrapes  # no longer scraped at all, not only left out
+
+
+def test_a_read_pods_absent_metrics_are_served_while_it_is_read(
+    kube: FakeKube, engines: DiscoveredEngines, endpoints: Callable[[str], MetricsEndpoint]
+) -> None:
+    telemetry = AgentTelemetry(CollectorRegistry())
+    engines.report_absences(telemetry.watch_engine, telemetry.unwatch_engine)
+    tgi = endpoints("tgi_scrape_1")
+    kube.add_pod("ml", "gen-0", NODE, annotations=annotated("gen", "tgi", str(tgi.port)))
+    wait_for(lambda: "ml/gen-0" in scraped(engines))
+
+    def absent() -> dict[str, str]:
+        return {
+            s.labels["metric"]: s.labels["reason"]
+            for family in telemetry.registry.collect()
+            if family.name == "fleetpilot_agent_engine_metric_absent"
+            for s in family.samples
+            if s.labels["pool"] == "gen"
+        }
+
+    assert absent()["kv_cache_utilization_ratio"] == "tgi exposes no KV-cache metric"
+    kube.delete_pod("ml", "gen-0")
+    wait_for(lambda: not scraped(engines))
+    assert absent() == {}
+
+
+def test_a_pod_whose_annotations_change_is_read_as_they_now_say(
+    kube: FakeKube, engines: DiscoveredEngines, endpoints: Callable[[str], MetricsEndpoint]
+) -> None:
+    vllm = endpoints("vllm_scrape_1")
+    kube.add_pod("ml", "chat-0", NODE, annotations=annotated("chat", "vllm", str(vllm.port)))
+    wait_for(lambda: "ml/chat-0" in scraped(engines))
+    kube.add_pod("ml", "chat-0", NODE, annotations=annotated("chat-v2", "vllm", str(vllm.port)))
+    wait_for(lambda: [r.pool for r in scraped(engines).values()] == ["chat-v2"])
+    assert engines.pools_by_pod() == {"ml/chat-0": "chat-v2"}
 
 
 def test_a_410_gone_lists_again_and_sees_what_changed_meanwhile(
