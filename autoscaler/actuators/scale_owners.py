@@ -17,7 +17,8 @@ from fleet.scale_targets import ScaleTarget
 # KEDA's defaults for a ScaledObject's scaleTargetRef (keda.sh/v1alpha1 ScaleTarget: apiVersion, kind optional)
 KEDA_DEFAULT_API_VERSION = "apps/v1"
 KEDA_DEFAULT_KIND = "Deployment"
-EXTERNAL_TRIGGER = "external"  # a KEDA trigger served by an external scaler over gRPC (fleetpilot's is one)
+# KEDA triggers served by an external scaler over gRPC (fleetpilot's is one): polled, or pushed (StreamIsActive)
+EXTERNAL_TRIGGERS = frozenset({"external", "external-push"})
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def hpa_owners(items: Iterable[Mapping[str, Any]]) -> list[ScaleOwner]:
 
 def scaled_object_owners(items: Iterable[Mapping[str, Any]]) -> list[ScaleOwner]:
     """The ScaledObjects of one namespace's list, each with its target (KEDA's defaults filled in) and the pools its
-    external triggers ask fleetpilot for (``type: external``, ``metadata.pool``)."""
+    external triggers ask fleetpilot for (``type: external`` or ``external-push``, ``metadata.pool``)."""
     owners = []
     for scaled in items:
         spec = scaled.get("spec", {})
@@ -78,7 +79,7 @@ def scaled_object_owners(items: Iterable[Mapping[str, Any]]) -> list[ScaleOwner]
         pools = frozenset(
             str(trigger.get("metadata", {}).get("pool"))
             for trigger in spec.get("triggers", [])
-            if trigger.get("type") == EXTERNAL_TRIGGER and trigger.get("metadata", {}).get("pool")
+            if trigger.get("type") in EXTERNAL_TRIGGERS and trigger.get("metadata", {}).get("pool")
         )
         owners.append(
             ScaleOwner(

@@ -28,9 +28,9 @@ def pool(name: str, scale_target: str | None = None) -> Pool:
     return Pool(name, PoolSpec(scale_target=scale_target), None, 1, 0.0, 0.0)
 
 
-def external(pool: str) -> dict[str, Any]:
+def external(pool: str, kind: str = "external") -> dict[str, Any]:
     """A trigger on fleetpilot's external scaler (CONTRACT §13: ScaledObject metadata ``pool: NAME``)."""
-    return {"type": "external", "metadata": {"scalerAddress": "fleetpilot.fleetpilot:9090", "pool": pool}}
+    return {"type": kind, "metadata": {"scalerAddress": "fleetpilot.fleetpilot:9090", "pool": pool}}
 
 
 CPU_TRIGGER = {"type": "cpu", "metricType": "Utilization", "metadata": {"value": "60"}}
@@ -139,11 +139,13 @@ def keda(kube: FakeKube) -> FakeKube:
     return kube
 
 
+@pytest.mark.parametrize("trigger", ["external", "external-push"])
 def test_a_scaled_object_on_fleetpilots_external_scaler_means_fleetpilot_acts_through_keda(
-    keda: FakeKube, actuator: KubernetesActuator
+    keda: FakeKube, actuator: KubernetesActuator, trigger: str
 ) -> None:
     lws = {"api_version": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet"}
-    keda.add_scaled_object(SERVING, "llama-70b", "llama-70b", triggers=[external("chat")], **lws)
+    triggers = [CPU_TRIGGER, external("chat", trigger)]
+    keda.add_scaled_object(SERVING, "llama-70b", "llama-70b", triggers=triggers, **lws)
     keda.add_hpa(SERVING, "keda-hpa-llama-70b", "llama-70b", **lws)  # KEDA's own HPA: not a rival
     with pytest.raises(ScaledElsewhere) as caught:
         actuator.apply(pool("chat", LWS), 5)
