@@ -69,11 +69,24 @@ class NodeView:
 
 
 def combine_latest(series: Iterable[LatestSeries]) -> dict[str, float]:
+    """Only each GPU's newest series counts: a GPU's rows change series (its pool) when a pod starts or stops using
+    it (agent --kubernetes-pods), and the one left behind would count its memory twice."""
     values: dict[str, list[float]] = defaultdict(list)
-    for s in series:
+    for s in _newest_per_gpu(series):
         for name, value in s.metrics.items():
             values[name].append(value)
     return {name: combine_series(vs, BY_NAME[name].pool_aggregate) for name, vs in values.items()}
+
+
+def _newest_per_gpu(series: Iterable[LatestSeries]) -> list[LatestSeries]:
+    newest: dict[tuple[str, int], LatestSeries] = {}
+    others: list[LatestSeries] = []
+    for s in series:
+        if s.device is None:
+            others.append(s)
+        elif (kept := newest.get((s.node_id, s.device))) is None or s.ts > kept.ts:
+            newest[(s.node_id, s.device)] = s
+    return others + list(newest.values())
 
 
 def latest_from_row(row: Row[Any]) -> LatestSeries:

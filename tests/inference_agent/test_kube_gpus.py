@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
-from collector.registry import pools_on_nodes
+from collector.registry import LatestSeries, combine_latest, pools_on_nodes
 from inference_agent.kube.api_client import KubeApi, TokenFile
 from inference_agent.kube.discovery import discover_pods
 from inference_agent.kube.gpu_attribution import AttributedGpuProbe, GpuUser, attribute
@@ -173,3 +173,16 @@ def test_pod_discovery_rows_are_stored_with_their_pool_and_pod(
     with engine.connect() as conn:
         [pool] = pools_on_nodes(conn, ["node-a"], down_after_seconds=3.0)
     assert (pool.pool, pool.metrics) == ("chat", {})  # the replica's series, not the GPU row that names its pool
+
+
+def test_a_gpu_that_changed_series_with_its_pod_counts_once_in_the_nodes_latest() -> None:
+    before = LatestSeries("node-a", 0, None, 10.0, {"gpu_memory_used_bytes": 4e9, "gpu_utilization_ratio": 0.9}, None)
+    used = LatestSeries("node-a", 0, "chat", 20.0, {"gpu_memory_used_bytes": 6e9, "gpu_utilization_ratio": 0.3}, None)
+    other = LatestSeries("node-a", 1, None, 20.0, {"gpu_memory_used_bytes": 1e9}, None)
+    replica = LatestSeries("node-a", None, "chat", 20.0, {"request_rate_per_second": 5.0}, None)
+    # GPU 0's newest row (the pod's) and GPU 1's: 6 + 1 GB, not 4 + 6 + 1; its old 0.9 no longer the node's max
+    assert combine_latest([before, used, other, replica]) == {
+        "gpu_memory_used_bytes": 7e9,
+        "gpu_utilization_ratio": 0.3,
+        "request_rate_per_second": 5.0,
+    }
