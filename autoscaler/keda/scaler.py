@@ -134,7 +134,7 @@ class KedaScaler(pb_grpc.ExternalScalerServicer):
 
     def _pool(self, ref: pb.ScaledObjectRef) -> Pool:
         name = ref.scalerMetadata.get(POOL_KEY, "")
-        where = f"ScaledObject {ref.namespace or 'default'}/{ref.name}"
+        where = f"ScaledObject {ref.namespace[:63] or 'default'}/{ref.name[:253]}"  # Kubernetes' bounds
         if not name:
             raise ScalerError(
                 grpc.StatusCode.INVALID_ARGUMENT, f"{where}: its trigger metadata names no pool (metadata: pool: NAME)"
