@@ -63,7 +63,8 @@ class ServerSettings(BaseSettings):
     ingest_max_pools_per_node: int = Field(64, ge=1, le=10_000)
     node_max_replicas: int = Field(256, ge=1, le=100_000)
     node_down_after_seconds: float = Field(3.0, gt=0)
-    token_cache_seconds: float = Field(5.0, ge=0)
+    # how long a token's verdict is cached; a deleted token stops working everywhere within ~1 s regardless (web.tokens)
+    token_cache_seconds: float = Field(300.0, ge=0)
     # Failed API authentications (no token, an unknown token) per client address: past this many within the window
     # the address is answered 429 with Retry-After until its oldest failure leaves the window.
     auth_max_failures: int = Field(20, ge=1, le=100_000)

@@ -1,7 +1,14 @@
-"""API tokens: creation, hashed storage, lookup with a short in-process cache for the ingest hot path.
+"""API tokens: creation, hashed storage, lookup with an in-process cache for the ingest hot path.
 
 A token is ``fp_<id>_<secret>`` with 256 bits of secret, so a plain SHA-256 digest is a safe stored form (no
-slow hash needed: there is nothing to brute-force). Deleting a token takes effect within ``cache_seconds``.
+slow hash needed: there is nothing to brute-force).
+
+Verdicts are cached for ``cache_seconds``, and every store drops its whole cache when the token table changed: each
+creation and deletion bumps a counter (``job_state`` row ``api_tokens``) in its own transaction, and a store reads
+that counter at most once per ``REVOCATION_CHECK_SECONDS``. So a deleted token stops working on every process of
+every server within about a second, while a node pushing every 5 s costs one read of its token per cache period
+instead of one per push (a 5 s cache missed nearly every push: 14 % of the server's time at 1,000 nodes,
+docs/benchmarks.md, "the collector tier").
 """
 
 from __future__ import annotations
@@ -12,9 +19,15 @@ import threading
 from dataclasses import dataclass
 from enum import StrEnum
 
-from sqlalchemy import Engine, delete, insert, select
+from sqlalchemy import Connection, Engine, delete, insert, select
+from sqlalchemy.exc import SQLAlchemyError
 
+from collector.database import insert_for
+from collector.tables import job_state
 from web.tables import api_tokens
+
+REVOCATION_CHECK_SECONDS = 1.0  # how often a store asks whether the token table changed
+CHANGES_NAME = "api_tokens"  # the job_state row counting the token table's changes
 
 
 class Role(StrEnum):
@@ -52,11 +65,17 @@ def _info(row: object) -> TokenInfo:
 
 
 class TokenStore:
-    def __init__(self, engine: Engine, *, cache_seconds: float = 5.0) -> None:
+    def __init__(self, engine: Engine, *, cache_seconds: float = 300.0) -> None:
         self._engine = engine
         self._cache_seconds = cache_seconds
         self._cache: dict[str, tuple[TokenInfo | None, float]] = {}
         self._lock = threading.Lock()
+        self._changes: float | None = None  # the counter as last read
+        self._check_due = float("-inf")  # when to read it next
+        counted = insert_for(engine, job_state)
+        self._count_change = counted.on_conflict_do_update(
+            index_elements=["name"], set_={"watermark": job_state.c.watermark + 1}
+        )
 
     def create(
         self, role: Role, *, now: float, name: str = "", node_id: str | None = None, secret: str | None = None
@@ -80,16 +99,20 @@ class TokenStore:
                     created_at=now,
                 )
             )
+            self._changed(conn)
+        self.forget_cached()
         return info, clear
 
     def is_cached(self, clear: str, *, now: float) -> bool:
         """Whether :meth:`verify` would answer from the cache, without reading the database."""
         with self._lock:
             cached = self._cache.get(digest(clear))
-        return cached is not None and cached[1] > now
+            return cached is not None and cached[1] > now and now < self._check_due
 
     def verify(self, clear: str, *, now: float) -> TokenInfo | None:
         key = digest(clear)
+        if now >= self._check_due:
+            self._check_changes(now)
         with self._lock:
             cached = self._cache.get(key)
         if cached is not None and cached[1] > now:
@@ -117,6 +140,8 @@ class TokenStore:
     def delete(self, token_id: str) -> bool:
         with self._engine.begin() as conn:
             deleted = conn.execute(delete(api_tokens).where(api_tokens.c.id == token_id)).rowcount
+            if deleted:
+                self._changed(conn)
         self.forget_cached()
         return bool(deleted)
 
@@ -124,6 +149,23 @@ class TokenStore:
         """Drop every cached lookup: a token deleted through another store object stops working here at once."""
         with self._lock:
             self._cache.clear()
+
+    def _changed(self, conn: Connection) -> None:
+        conn.execute(self._count_change, [{"name": CHANGES_NAME, "watermark": 1.0}])
+
+    def _check_changes(self, now: float) -> None:
+        """Drop the cache if the token table changed since the last look. A database that cannot be read leaves the
+        cache as it is (the request's own lookup, if it needs one, reports the outage) and is asked again next time."""
+        try:
+            with self._engine.connect() as conn:
+                changes = conn.scalar(select(job_state.c.watermark).where(job_state.c.name == CHANGES_NAME))
+        except SQLAlchemyError:
+            return
+        with self._lock:
+            if changes != self._changes:
+                self._cache.clear()
+                self._changes = changes
+            self._check_due = now + REVOCATION_CHECK_SECONDS
 
     def has_admin(self) -> bool:
         with self._engine.connect() as conn:

@@ -6,11 +6,11 @@ from collections.abc import Callable
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, delete, select
 
 from tests.support.clock import FakeClock
 from web.tables import api_tokens
-from web.tokens import Role, TokenInfo, TokenStore, digest
+from web.tokens import REVOCATION_CHECK_SECONDS, Role, TokenInfo, TokenStore, digest
 
 Auth = Callable[..., dict[str, str]]
 
@@ -72,11 +72,34 @@ def test_bad_token_requests_are_422(client: TestClient, auth: Auth, body: dict[s
     assert client.post("/api/v1/tokens", json=body, headers=auth("admin")).status_code == 422
 
 
-def test_cache_expires_so_a_deleted_token_dies_within_the_ttl(engine: Engine, clock: FakeClock) -> None:
-    store = TokenStore(engine, cache_seconds=5)
+def test_a_token_deleted_by_another_process_dies_within_the_revocation_check(engine: Engine, clock: FakeClock) -> None:
+    store = TokenStore(engine, cache_seconds=300)
     info, clear = store.create(Role.VIEWER, now=clock())
     assert store.verify(clear, now=clock()) == info
-    other_process = TokenStore(engine, cache_seconds=5)
+    other_process = TokenStore(engine, cache_seconds=300)
     other_process.delete(info.id)
-    assert store.verify(clear, now=clock() + 1) == info  # still cached in this process
-    assert store.verify(clear, now=clock() + 6) is None
+    assert store.verify(clear, now=clock() + REVOCATION_CHECK_SECONDS / 2) == info  # still cached in this process
+    assert store.verify(clear, now=clock() + REVOCATION_CHECK_SECONDS) is None  # the table changed: cache dropped
+
+
+def test_a_verdict_is_served_from_the_cache_until_its_ttl_without_a_lookup(engine: Engine, clock: FakeClock) -> None:
+    """Between the token table's changes a node pushing every 5 s is not looked up again: the row removed behind the
+    store's back (no change counted) still verifies until the cache period ends."""
+    store = TokenStore(engine, cache_seconds=300)
+    info, clear = store.create(Role.AGENT, now=clock(), node_id="node-a")
+    assert store.verify(clear, now=clock()) == info
+    with engine.begin() as conn:
+        conn.execute(delete(api_tokens))
+    assert store.verify(clear, now=clock() + 200) == info
+    assert store.is_cached(clear, now=clock() + 200.5)
+    assert store.verify(clear, now=clock() + 301) is None
+
+
+def test_a_token_created_elsewhere_works_here_within_the_check(engine: Engine, clock: FakeClock) -> None:
+    """An unknown token's verdict is cached too; its creation elsewhere counts as a change, so it is not refused
+    for the whole cache period."""
+    store = TokenStore(engine, cache_seconds=300)
+    secret = "fp_known_" + "s" * 43
+    assert store.verify(secret, now=clock()) is None
+    info, _ = TokenStore(engine).create(Role.VIEWER, now=clock(), secret=secret)
+    assert store.verify(secret, now=clock() + REVOCATION_CHECK_SECONDS) == info

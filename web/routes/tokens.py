@@ -84,7 +84,7 @@ def apply_token_delete(audit: Auditor, token_id: str, *, verifier: TokenStore) -
         if before is None or not store.delete(token_id):
             raise not_found(f"no token {token_id!r}")
         change.before = _out(before)
-    verifier.forget_cached()  # others stop accepting it within their cache_seconds
+    verifier.forget_cached()  # every other process stops accepting it within REVOCATION_CHECK_SECONDS
 
 
 @router.delete("/tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(404))
