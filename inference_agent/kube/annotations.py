@@ -19,6 +19,7 @@ ENGINE = PREFIX + "engine"
 METRICS_PORT = PREFIX + "metrics-port"
 METRICS_PATH = PREFIX + "metrics-path"
 DEFAULT_METRICS_PATH = "/metrics"
+MAX_PATH_CHARS = 256
 
 
 @dataclass(frozen=True)
@@ -59,8 +60,11 @@ def engine_of(pod: dict[str, Any]) -> PodEngine | None:
     if not (port.isdigit() and 1 <= int(port) <= 65535):
         raise BadAnnotation(f"pod {key}: {METRICS_PORT} {port!r} is not a port number (1-65535)")
     path = annotations.get(METRICS_PATH, DEFAULT_METRICS_PATH)
-    if not path.startswith("/"):
-        raise BadAnnotation(f"pod {key}: {METRICS_PATH} {path!r} does not start with /")
+    if not path.startswith("/") or len(path) > MAX_PATH_CHARS or any(c.isspace() for c in path):
+        raise BadAnnotation(
+            f"pod {key}: {METRICS_PATH} {path[:80]!r} is not a URL path "
+            f"(/…, no spaces, {MAX_PATH_CHARS} characters at most)"
+        )
     status = pod.get("status") or {}
     ip = status.get("podIP")
     if status.get("phase") != "Running" or not ip:

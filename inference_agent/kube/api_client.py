@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import socket
+import ssl
 from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,12 +79,13 @@ class KubeApi:
         base_url: str,
         auth: httpx.Auth,
         *,
-        verify: str | bool = True,
+        verify: ssl.SSLContext | bool = True,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         timeout = httpx.Timeout(10.0, read=WATCH_TIMEOUT_S + 30.0)
         self._http = httpx.Client(base_url=base_url, auth=auth, verify=verify, timeout=timeout, transport=transport)
         self._watching: httpx.Response | None = None  # the open watch stream, which close() ends
+        self.base_url = base_url
 
     @classmethod
     def in_cluster(cls, environ: Mapping[str, str] = os.environ, account_dir: Path = SERVICE_ACCOUNT_DIR) -> KubeApi:
@@ -95,7 +97,9 @@ class KubeApi:
         if not ca.is_file():
             raise KubeApiError(0, f"no CA bundle at {ca}: is a service account token mounted?")
         host = f"[{host}]" if ":" in host else host
-        return cls(f"https://{host}:{port}", TokenFile(account_dir / "token"), verify=str(ca))
+        return cls(
+            f"https://{host}:{port}", TokenFile(account_dir / "token"), verify=ssl.create_default_context(cafile=ca)
+        )
 
     def list_pods(self, node: str) -> tuple[list[dict[str, Any]], str]:
         """Every pod on ``node`` and the list's resourceVersion, to watch from."""

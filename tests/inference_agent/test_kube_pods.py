@@ -12,6 +12,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+import certifi
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry
@@ -68,7 +69,9 @@ def test_a_pods_annotations_name_its_engine(
         (annotated(port="70000"), "fleetpilot.io/metrics-port '70000' is not a port number"),
         (annotated(pool="no spaces"), "fleetpilot.io/pool 'no spaces' is not a pool name"),
         ({"fleetpilot.io/pool": "chat"}, "fleetpilot.io/engine is missing"),
-        (annotated(**{"fleetpilot.io/metrics-path": "metrics"}), "fleetpilot.io/metrics-path 'metrics' does not"),
+        (annotated(**{"fleetpilot.io/metrics-path": "metrics"}), "fleetpilot.io/metrics-path 'metrics' is not a URL"),
+        (annotated(**{"fleetpilot.io/metrics-path": "/a b"}), "fleetpilot.io/metrics-path '/a b' is not a URL path"),
+        (annotated(**{"fleetpilot.io/metrics-path": "/" * 300}), "256 characters at most"),
     ],
 )
 def test_a_wrong_annotation_is_named_with_its_pod(annotations: dict[str, str], named: str) -> None:
@@ -337,6 +340,17 @@ def test_the_token_file_is_read_again_when_it_rotates(kube: FakeKube, api: KubeA
     token_file.write_text("stale-token-x\n")
     with pytest.raises(KubeApiError, match="401"):
         api.list_pods(NODE)
+
+
+def test_in_a_pod_the_api_server_is_the_service_and_its_ca_verifies_it(tmp_path: Path) -> None:
+    (tmp_path / "ca.crt").write_text(Path(certifi.where()).read_text())  # any PEM bundle stands in for the cluster's
+    (tmp_path / "token").write_text("service-account-token\n")
+    env = {"KUBERNETES_SERVICE_HOST": "fd00::1", "KUBERNETES_SERVICE_PORT": "443"}
+    api = KubeApi.in_cluster(env, tmp_path)
+    try:
+        assert api.base_url == "https://[fd00::1]:443"
+    finally:
+        api.close()
 
 
 def test_outside_a_pod_in_cluster_says_what_is_missing(tmp_path: Path) -> None:
