@@ -114,21 +114,41 @@ def test_the_agent_runs_on_gpu_nodes_with_the_nvidia_runtime_and_the_mps_pipe() 
     assert volumes[mounts[config["FLEETPILOT_SPOOL_DIR"]]]["hostPath"]["path"] == config["FLEETPILOT_SPOOL_DIR"]
 
 
-def test_the_agent_token_comes_from_a_secret_keyed_by_node_name() -> None:
+def test_the_agent_joins_with_its_pods_projected_token_for_fleetpilots_audience(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No Secret per node: the agent's token is its pod's ServiceAccount token for the server's audience, which the
+    server checks with a TokenReview it may create, for the one ServiceAccount it accepts."""
     agent = find("DaemonSet", "fleetpilot-agent")
     spec = pod_spec(agent)
     (container,) = spec["containers"]
     volumes = {v["name"]: v for v in spec["volumes"]}
-    tokens_mount = next(m for m in container["volumeMounts"] if m["name"] == "agent-tokens")
-    assert volumes["agent-tokens"]["secret"]["secretName"] == "fleetpilot-agent-tokens"
     env = {e["name"]: e for e in container["env"]}
-    names = [e["name"] for e in container["env"]]
+    mount = next(
+        m for m in container["volumeMounts"] if env["FLEETPILOT_TOKEN_FILE"]["value"].startswith(m["mountPath"])
+    )
+    assert mount["readOnly"] is True
+    (source,) = volumes[mount["name"]]["projected"]["sources"]
+    token = source["serviceAccountToken"]
+    assert env["FLEETPILOT_TOKEN_FILE"]["value"] == f"{mount['mountPath']}/{token['path']}"
     assert env["FLEETPILOT_NODE_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
-    # Kubernetes expands $(VAR) only from variables defined before it
-    assert env["FLEETPILOT_TOKEN_FILE"]["value"] == f"{tokens_mount['mountPath']}/$(FLEETPILOT_NODE_ID)"
-    assert names.index("FLEETPILOT_NODE_ID") < names.index("FLEETPILOT_TOKEN_FILE")
-    assert container["args"] == ["agent"] and "command" not in container
-    find("Secret", "fleetpilot-agent-tokens")  # the example says how to fill it
+    server = find("Deployment", "fleetpilot-server")
+    for variable in pod_spec(server)["containers"][0]["env"]:
+        if variable["name"].startswith("FLEETPILOT_KUBERNETES_") and "value" in variable:
+            monkeypatch.setenv(variable["name"], variable["value"])  # read as the server reads its environment
+    settings = ServerSettings(database_url="sqlite://")
+    assert settings.kubernetes_agent_auth and token["audience"] == settings.kubernetes_token_audience
+    account = f"{agent['metadata']['namespace']}/{spec['serviceAccountName']}"
+    assert settings.kubernetes_agent_service_accounts == [account]
+    review = find("ClusterRole", "fleetpilot-token-review")
+    assert review["rules"] == [
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}
+    ]
+    binding = find("ClusterRoleBinding", "fleetpilot-token-review")
+    assert {"kind": "ServiceAccount", "name": pod_spec(server)["serviceAccountName"], "namespace": "fleetpilot"} in (
+        binding["subjects"]
+    )
+    assert not [r for r in all_resources() if r["kind"] == "Secret" and "agent" in r["metadata"]["name"]]
 
 
 def test_no_token_is_ever_on_a_command_line() -> None:
