@@ -140,7 +140,7 @@ def build_loops(
         services.engine,
         ControllerSettings(
             interval_seconds=settings.autoscale_interval_seconds,
-            forecast_stale_after_seconds=3 * settings.forecast_interval_seconds,
+            forecast_stale_after_seconds=settings.forecast_stale_after_seconds,
             lease_seconds=settings.leader_lease_seconds,
             settle_seconds=max(10.0, 3 * services.fleet.node_down_after_seconds),
         ),

@@ -20,7 +20,7 @@ from inference_agent.settings import AgentSettings
 
 KUBERNETES = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 KUBERNETES_VERSION = "1.30"
-CRD_KINDS = {"ServiceMonitor"}
+CRD_KINDS = {"ServiceMonitor", "ScaledObject"}  # ScaledObject: tests/deploy/test_keda_scaledobject.py
 NOT_RESOURCES = {"kustomization.yaml"}
 Resource = dict[str, Any]
 
@@ -86,12 +86,13 @@ def test_the_validator_rejects_a_wrong_field(no_network: None) -> None:
         kubernetes_validate.validate(broken, KUBERNETES_VERSION, strict=True)
 
 
-def test_the_kustomization_lists_every_manifest_but_the_secrets_example() -> None:
+def test_the_kustomization_lists_every_manifest_but_the_examples() -> None:
     kustomization = documents(KUBERNETES / "kustomization.yaml")[0]
     assert kustomization["kind"] == "Kustomization"
     listed = set(kustomization["resources"])
     assert all((KUBERNETES / name).is_file() for name in listed)
-    assert listed == set(manifests()) - {"secrets.example.yaml"}
+    # not applied: the Secrets' shapes, and a ScaledObject to copy per pool (it needs KEDA's CRDs)
+    assert listed == set(manifests()) - {"secrets.example.yaml", "keda-scaledobject.yaml"}
     images = {i["name"] for i in kustomization["images"]}
     used = {c["image"].split(":")[0] for r in all_resources() if "template" in r.get("spec", {}) for c in containers(r)}
     assert used - {"postgres"} == images
@@ -343,3 +344,22 @@ def test_network_policies_deny_by_default_and_open_only_named_ports_of_real_pods
                     (peer_pod,) = selected(peer["podSelector"])
                     peer_ports = {p["containerPort"] for c in containers(pods[peer_pod]) for p in c.get("ports", [])}
                     assert {p["port"] for p in rule["ports"]} <= peer_ports, name
+
+
+def test_the_agent_finds_the_nodes_engine_pods_and_their_gpus_with_read_only_rights() -> None:
+    agent = find("DaemonSet", "fleetpilot-agent")
+    spec = pod_spec(agent)
+    (container,) = spec["containers"]
+    assert find("ConfigMap", "fleetpilot-agent")["data"]["FLEETPILOT_KUBERNETES_PODS"] == "true"
+    assert spec["automountServiceAccountToken"] is True
+    socket_dir = str(Path(AgentSettings.model_fields["pod_resources_socket"].default).parent)
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == socket_dir)
+    assert mount["readOnly"] is True
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes[mount["name"]]["hostPath"]["path"] == socket_dir
+    role = find("ClusterRole", "fleetpilot-agent-pods-on-node")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+    binding = find("ClusterRoleBinding", "fleetpilot-agent-pods-on-node")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": spec["serviceAccountName"], "namespace": agent["metadata"]["namespace"]}
+    ]
