@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import os
 import threading
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -165,23 +164,13 @@ class KubeTokenVerifier:
     ) -> KubeTokenVerifier:
         """In a pod the server's own ServiceAccount, else kubeconfig (as ``KubernetesActuator.from_config``); a
         missing configuration is a ValueError, so the server stops at start with the reason."""
-        from kubernetes import client, config
+        from fleet.kubernetes_client import KubeConfigError, api_client  # the kubernetes client only where used
 
-        if in_cluster is None:
-            in_cluster = "KUBERNETES_SERVICE_HOST" in os.environ
         try:
-            if in_cluster:
-                configuration = client.Configuration()
-                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-                api_client = client.ApiClient(configuration)
-            else:
-                api_client = config.new_client_from_config()  # type: ignore[no-untyped-call]
-        except config.ConfigException as exc:
-            where = "in-cluster service account" if in_cluster else "kubeconfig"
-            raise ValueError(
-                f"kubernetes_agent_auth: cannot configure the Kubernetes client ({where}): {exc}"
-            ) from None
-        return cls(api_client, audience=audience, service_accounts=service_accounts, cache_seconds=cache_seconds)
+            client = api_client(in_cluster=in_cluster)
+        except KubeConfigError as exc:
+            raise ValueError(f"kubernetes_agent_auth: {exc}") from None
+        return cls(client, audience=audience, service_accounts=service_accounts, cache_seconds=cache_seconds)
 
     def is_cached(self, clear: str, *, now: float) -> bool:
         """Whether :meth:`verify` would answer from the cache, without a call to the API server."""

@@ -10,19 +10,20 @@ A target that an HPA or a KEDA ScaledObject already scales is never patched (:mo
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import urllib3
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError, ResourceNotUniqueError
 from kubernetes.dynamic.resource import Resource
 
 from autoscaler.actuators.base import ActuationError, ScaledElsewhere
 from autoscaler.actuators.scale_owners import ScaleOwner, hpa_owners, owner_of, scaled_object_owners
+from fleet.kubernetes_client import KubeConfigError
+from fleet.kubernetes_client import api_client as kubernetes_api_client
 from fleet.pools import Pool
 from fleet.scale_targets import ScaleTarget
 from fleet.scaling_events import ReasonCode
@@ -82,18 +83,10 @@ class KubernetesActuator:
         ``kubeconfig`` is a file path; None means ``$KUBECONFIG`` or ``~/.kube/config`` as kubectl reads it. A missing
         or broken configuration is an ActuationError, so the server stops at start with the reason.
         """
-        if in_cluster is None:
-            in_cluster = "KUBERNETES_SERVICE_HOST" in os.environ
         try:
-            if in_cluster:
-                configuration = client.Configuration()
-                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-                api_client = client.ApiClient(configuration)
-            else:
-                api_client = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-        except config.ConfigException as exc:
-            where = "in-cluster service account" if in_cluster else f"kubeconfig {kubeconfig or '(default)'}"
-            raise ActuationError(f"cannot configure the Kubernetes client from the {where}: {exc}") from exc
+            api_client = kubernetes_api_client(in_cluster=in_cluster, kubeconfig=kubeconfig)
+        except KubeConfigError as exc:
+            raise ActuationError(str(exc)) from exc
         return cls(api_client, namespace, deployments)
 
     def target(self, pool: Pool) -> ScaleTarget:

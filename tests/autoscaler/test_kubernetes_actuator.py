@@ -168,19 +168,7 @@ def test_an_unreachable_api_server_is_an_actuation_error(clock: FakeClock) -> No
 
 
 def test_from_config_reads_a_kubeconfig_and_names_a_missing_one(kube: FakeKube, tmp_path: Path) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "fake", "cluster": {"server": kube.url}}],
-                "users": [{"name": "fleetpilot", "user": {"token": kube.token}}],
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fleetpilot"}}],
-                "current-context": "fake",
-            }
-        )
-    )
+    kubeconfig = kube.write_kubeconfig(tmp_path / "kubeconfig")
     actuator = KubernetesActuator.from_config(NS, {"chat": "llama-8b"}, in_cluster=False, kubeconfig=str(kubeconfig))
     assert actuator.current_replicas(pool("chat")) == 2
     with pytest.raises(ActuationError, match=r"kubeconfig .*missing"):

@@ -33,19 +33,7 @@ def kube() -> Iterator[FakeKube]:
 
 @pytest.fixture
 def server(kube: FakeKube, tmp_path: Path) -> Iterator[ServerProcess]:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "fake", "cluster": {"server": kube.url}}],
-                "users": [{"name": "fleetpilot", "user": {"token": kube.token}}],
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fleetpilot"}}],
-                "current-context": "fake",
-            }
-        )
-    )
+    kubeconfig = kube.write_kubeconfig(tmp_path / "kubeconfig")
     env = {
         "KUBECONFIG": str(kubeconfig),
         "FLEETPILOT_KUBERNETES_AGENT_AUTH": "true",

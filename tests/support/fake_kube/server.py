@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -97,6 +98,22 @@ class FakeKube:
     def url(self) -> str:
         assert self._server is not None, "start the fake first (with FakeKube() as kube:)"
         return f"http://127.0.0.1:{self._server.port}"
+
+    def write_kubeconfig(self, path: Path) -> Path:
+        """A kubeconfig at ``path`` naming this fake and its token, as kubectl and the client's loader read one."""
+        path.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+                    "users": [{"name": "fleetpilot", "user": {"token": self.token}}],
+                    "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fleetpilot"}}],
+                    "current-context": "fake",
+                }
+            )
+        )
+        return path
 
     def api_client(self) -> client.ApiClient:
         configuration = client.Configuration(
