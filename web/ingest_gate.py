@@ -29,12 +29,15 @@ LOOP_PROBE_SECONDS = 0.05
 
 
 class LoopLag:
-    """How late this event loop runs: a probe sleeps ``LOOP_PROBE_SECONDS`` at a time; a wake-up later than asked is
-    the lag, and a probe still asleep past its wake-up counts as late by that much already (a loop too busy to wake
-    the probe is exactly the one to shed on)."""
+    """How late this event loop runs: a probe sleeps ``LOOP_PROBE_SECONDS`` at a time; two wake-ups in a row later
+    than asked are the lag (the lesser of the two: one late wake-up is a pause that is over — a collection, one slow
+    call — not a queue; shedding on it refused the requests of the next 50 ms for nothing), and a probe still asleep
+    past its wake-up counts as late by that much already (a loop too busy to wake the probe is exactly the one to
+    shed on)."""
 
     def __init__(self) -> None:
         self._lag = 0.0
+        self._last = 0.0  # the latest wake-up's lateness
         self._due: float | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -54,7 +57,8 @@ class LoopLag:
         while True:
             self._due = loop.time() + LOOP_PROBE_SECONDS
             await asyncio.sleep(LOOP_PROBE_SECONDS)
-            self._lag = max(0.0, loop.time() - self._due)
+            late = max(0.0, loop.time() - self._due)
+            self._lag, self._last = min(late, self._last), late
 
 
 class Shed(Exception):

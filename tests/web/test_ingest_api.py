@@ -301,6 +301,23 @@ def test_the_loop_lag_counts_a_probe_the_busy_loop_has_not_woken_yet() -> None:
     assert calm < 0.1 and busy >= 0.3
 
 
+def test_one_pause_of_the_loop_is_not_a_lag_but_a_busy_loop_is() -> None:
+    async def paused_once() -> tuple[float, float]:
+        lag = LoopLag()
+        lag.seconds()  # starts the probe
+        await asyncio.sleep(0.12)
+        time.sleep(0.4)  # one pause, then the loop is free again
+        await asyncio.sleep(0.06)  # the probe wakes late once, and on time after
+        after_pause = lag.seconds()
+        for _ in range(3):  # the loop busy at every wake-up: requests queue
+            time.sleep(0.2)
+            await asyncio.sleep(0.005)  # the probe wakes, late
+        return after_pause, lag.seconds()
+
+    after_pause, busy = asyncio.run(paused_once())
+    assert after_pause < 0.1 and busy >= 0.1
+
+
 def test_concurrent_ingest_from_many_nodes_loses_nothing(
     services: Any, token: Callable[..., str], engine: Engine, clock: FakeClock
 ) -> None:
