@@ -25,6 +25,7 @@ from inference_agent.sampler import wire_sample
 from tests.support.clock import FakeClock
 from tests.support.fake_kube import FakeKube
 from tests.support.fake_podresources import FakePodDevices, FakePodResources
+from tests.support.waiting import wait_for
 
 UUIDS = ("GPU-0a0a0a0a-0000-4000-8000-000000000000", "GPU-1b1b1b1b-0000-4000-8000-000000000001")
 INVENTORY = [GpuInfo(0, uuid=UUIDS[0]), GpuInfo(1, uuid=UUIDS[1]), GpuInfo(2, uuid=None)]
@@ -82,15 +83,6 @@ def test_the_client_lists_the_gpus_each_pod_holds(kubelet: FakePodResources, soc
         assert client.device_pods() == {UUIDS[1]: ["ml/chat-0", "ml/train"], UUIDS[0]: ["ml/train"]}
     finally:
         client.close()
-
-
-def wait_for(condition: Callable[[], Any], timeout_s: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if found := condition():
-            return found
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting")
 
 
 def rows(probe: GpuProbe) -> dict[int, tuple[str | None, Any]]:

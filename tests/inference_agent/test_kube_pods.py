@@ -26,6 +26,7 @@ from inference_agent.probes.engines import EngineKind
 from inference_agent.telemetry import AgentTelemetry
 from tests.support.fake_kube import FakeKube
 from tests.support.fake_kube.pods import pod_object
+from tests.support.waiting import wait_for
 
 NODE = "gpu-node-1"
 
@@ -173,15 +174,6 @@ def engines(api: KubeApi) -> Iterator[DiscoveredEngines]:
     discovered.follow(PodWatch(api, NODE, discovered.update))
     yield discovered
     discovered.close()
-
-
-def wait_for(condition: Callable[[], Any], timeout_s: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if found := condition():
-            return found
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting")
 
 
 def scraped(engines: DiscoveredEngines) -> dict[str, Reading]:
