@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from inference_agent.probes.engines import EngineKind
+from collector.scrape.engines import EngineKind
 from inference_agent.serving.pools import POOL_NAME, PoolSpec, parse_pools
 
 ENGINE_KINDS = tuple(kind.value for kind in EngineKind)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from inference_agent.probes.engines import EngineKind
+from collector.scrape.engines import EngineKind
 from inference_agent.serving.pools import POOL_NAME
 
 PREFIX = "fleetpilot.io/"

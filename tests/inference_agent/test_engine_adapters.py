@@ -17,11 +17,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from collector.catalog import METRICS, Scope
-from collector.wire import parse_batch
-from inference_agent.probes.base import Reading
-from inference_agent.probes.engines import MAPPINGS, EngineKind, EngineScrapeProbe
-from inference_agent.probes.exposition_fetch import ReplayFetch, ScrapeFailed
-from inference_agent.probes.exposition_math import (
+from collector.scrape.arithmetic import (
     Combine,
     LabelSet,
     Series,
@@ -31,6 +27,11 @@ from inference_agent.probes.exposition_math import (
     samples,
     selector,
 )
+from collector.scrape.engines import MAPPINGS, EngineKind
+from collector.wire import parse_batch
+from inference_agent.probes.base import Reading
+from inference_agent.probes.engines import EngineScrapeProbe
+from inference_agent.probes.exposition_fetch import ReplayFetch, ScrapeFailed
 from inference_agent.sampler import wire_sample
 from inference_agent.telemetry import AgentTelemetry
 from tests.support.clock import FakeClock

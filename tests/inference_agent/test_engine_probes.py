@@ -14,12 +14,13 @@ import httpx
 import pytest
 
 from collector.catalog import METRICS, Scope
+from collector.scrape.arithmetic import parse_families
+from collector.scrape.engines import MAPPINGS, EngineKind
+from collector.scrape.signals import Scrape, ScrapeHistory
 from collector.wire import parse_batch
 from inference_agent.probes.base import Reading
-from inference_agent.probes.engine_signals import Scrape, ScrapeHistory
-from inference_agent.probes.engines import MAPPINGS, EngineKind, EngineScrapeProbe
+from inference_agent.probes.engines import EngineScrapeProbe
 from inference_agent.probes.exposition_fetch import HttpFetch, ReplayFetch, ScrapeFailed
-from inference_agent.probes.exposition_math import parse_families
 from inference_agent.sampler import wire_sample
 from tests.support.clock import FakeClock
 

@@ -17,12 +17,12 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
+from collector.scrape.engines import EngineKind
 from inference_agent.kube.annotations import BadAnnotation, PodEngine, engine_of
 from inference_agent.kube.api_client import Gone, KubeApi, KubeApiError, TokenFile
 from inference_agent.kube.discovered_engines import DiscoveredEngines, choose_engines
 from inference_agent.kube.pod_watch import PodWatch, next_backoff
 from inference_agent.probes.base import Reading
-from inference_agent.probes.engines import EngineKind
 from inference_agent.telemetry import AgentTelemetry
 from tests.support.fake_kube import FakeKube
 from tests.support.fake_kube.pods import pod_object

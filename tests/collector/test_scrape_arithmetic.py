@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from inference_agent.probes.exposition_math import (
+from collector.scrape.arithmetic import (
     Buckets,
     Histogram,
     LabelSet,

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from inference_agent.probes.exposition_math import (
+from collector.scrape.arithmetic import (
     Combine,
     Families,
     LabelSet,
