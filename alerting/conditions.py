@@ -52,7 +52,7 @@ def _fresh_values(rule: Rule, inputs: Inputs, now: float) -> list[tuple[Reading,
     return [
         (r, r.values[spec.metric])
         for r in readings
-        if spec.metric in r.values and now - r.ts <= inputs.fresh_seconds and _in_scope(spec, r, nodes_of_pool)
+        if spec.metric in r.values and r.fresh(now, inputs.fresh_seconds) and _in_scope(spec, r, nodes_of_pool)
     ]
 
 
@@ -139,7 +139,7 @@ def _absent(rule: Rule, inputs: Inputs, now: float) -> list[Verdict]:
             out.append(Verdict({"node": node}, silent >= spec.silent_seconds, silent))
         elif node in inputs.up_nodes:  # does any of its fresh readings carry the metric?
             carried = any(
-                r.node == node and spec.metric in r.values and now - r.ts <= inputs.fresh_seconds
+                r.node == node and spec.metric in r.values and r.fresh(now, inputs.fresh_seconds)
                 for r in inputs.readings
             )
             out.append(Verdict({"node": node}, not carried, None))

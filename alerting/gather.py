@@ -98,7 +98,9 @@ def _readings(conn: Connection, skipped: SkippedRows) -> list[Reading]:
 
 
 def _reading(s: LatestSeries) -> Reading:
-    return Reading(s.node_id, s.device, s.pool, s.ts, reading_values(s.metrics, s.extra))
+    resolution = (s.extra or {}).get("resolution_seconds")
+    scraped = resolution if isinstance(resolution, int | float) else None
+    return Reading(s.node_id, s.device, s.pool, s.ts, reading_values(s.metrics, s.extra), scraped)
 
 
 def _where(key: SeriesKey) -> str:

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from collector.registry import SCRAPES_BEFORE_DOWN
+
 
 @dataclass(frozen=True)
 class Reading:
@@ -18,6 +20,11 @@ class Reading:
     pool: str | None
     ts: float
     values: Mapping[str, float]
+    resolution_seconds: float | None = None  # between samples of a scraped series (remote write); None: an agent's
+
+    def fresh(self, now: float, fresh_seconds: float) -> bool:
+        """Judged while under ``fresh_seconds`` old, or under the scrape intervals a scraped node stays up for."""
+        return now - self.ts <= max(fresh_seconds, SCRAPES_BEFORE_DOWN * (self.resolution_seconds or 0.0))
 
     def labels(self) -> dict[str, str]:
         labels = {"node": self.node}

@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import Connection, Row, select
+from sqlalchemy import Connection, Row, func, or_, select
 
 from collector.aggregate import combine_series
 from collector.catalog import BY_NAME, METRIC_NAMES
@@ -26,9 +26,20 @@ class NodeStatus(StrEnum):
     DOWN = "down"
 
 
-def node_status(last_seen: float, *, now: float, down_after_seconds: float) -> NodeStatus:
-    """Up while the last batch with samples arrived under ``down_after_seconds`` ago (server clock)."""
-    return NodeStatus.UP if now - last_seen < down_after_seconds else NodeStatus.DOWN
+# A scraped node (remote write, OTLP) is up while its last samples are under this many of its scrape intervals old
+SCRAPES_BEFORE_DOWN = 3
+
+
+def node_status(
+    last_seen: float, *, now: float, down_after_seconds: float, resolution_seconds: float | None = None
+) -> NodeStatus:
+    """Up while the last batch with samples arrived under ``down_after_seconds`` ago (server clock), or, for a node
+    whose samples come scraped every ``resolution_seconds``, under ``SCRAPES_BEFORE_DOWN`` of those.
+
+    Worked: down_after 3 s; an agent's node last seen 4 s ago is down; a node scraped every 15 s, 40 s ago, is up.
+    """
+    allowed = max(down_after_seconds, SCRAPES_BEFORE_DOWN * (resolution_seconds or 0.0))
+    return NodeStatus.UP if now - last_seen < allowed else NodeStatus.DOWN
 
 
 @dataclass(frozen=True)
@@ -61,6 +72,8 @@ class NodeView:
     last_sample_ts: float | None
     gpus: list[Gpu]
     series: list[LatestSeries] = field(default_factory=list)
+    source: str = "agent"  # or "remote_write", "otlp": a team's Prometheus or OpenTelemetry collector sends it
+    resolution_seconds: float | None = None  # between its samples when scraped; None: an agent's 0.5 s
 
     @property
     def latest(self) -> dict[str, float]:
@@ -122,8 +135,13 @@ def reported_pools(conn: Connection) -> list[str]:
 
 
 def node_statuses(conn: Connection, *, now: float, down_after_seconds: float) -> dict[str, NodeStatus]:
-    rows = conn.execute(select(nodes.c.id, nodes.c.last_seen))
-    return {r.id: node_status(r.last_seen, now=now, down_after_seconds=down_after_seconds) for r in rows}
+    rows = conn.execute(select(nodes.c.id, nodes.c.last_seen, nodes.c.resolution_seconds))
+    return {
+        r.id: node_status(
+            r.last_seen, now=now, down_after_seconds=down_after_seconds, resolution_seconds=r.resolution_seconds
+        )
+        for r in rows
+    }
 
 
 def list_nodes(
@@ -140,8 +158,9 @@ def list_nodes(
     query = select(nodes).order_by(nodes.c.id).limit(limit)
     if after is not None:
         query = query.where(nodes.c.id > after)
-    if status is not None:  # up while now - last_seen < down_after_seconds (node_status)
-        fresh = nodes.c.last_seen > now - down_after_seconds
+    if status is not None:  # as node_status
+        scraped = nodes.c.last_seen > now - SCRAPES_BEFORE_DOWN * nodes.c.resolution_seconds
+        fresh = or_(nodes.c.last_seen > now - down_after_seconds, func.coalesce(scraped, False))
         query = query.where(fresh if status is NodeStatus.UP else ~fresh)
     if pool is not None:
         query = query.where(nodes.c.id.in_(select(series_latest.c.node_id).where(series_latest.c.pool == pool)))
@@ -174,7 +193,9 @@ def _views(conn: Connection, node_rows: Sequence[Row[Any]], *, now: float, down_
     return [
         NodeView(
             id=r.id,
-            status=node_status(r.last_seen, now=now, down_after_seconds=down_after_seconds),
+            status=node_status(
+                r.last_seen, now=now, down_after_seconds=down_after_seconds, resolution_seconds=r.resolution_seconds
+            ),
             hostname=r.hostname,
             agent_version=r.agent_version,
             first_seen=r.first_seen,
@@ -182,6 +203,8 @@ def _views(conn: Connection, node_rows: Sequence[Row[Any]], *, now: float, down_
             last_sample_ts=r.last_sample_ts,
             gpus=gpus.get(r.id, []),
             series=series[r.id],
+            source=r.source,
+            resolution_seconds=r.resolution_seconds,
         )
         for r in node_rows
     ]

@@ -79,6 +79,10 @@ nodes = Table(
     Column("last_seen", Double, nullable=False),
     Column("last_sample_ts", Double, nullable=True),
     Column("last_seq", BigInteger, nullable=True),
+    # who reports it: "agent" (its own 500 ms samples), "remote_write" or "otlp" (a team's Prometheus, each scrape)
+    Column("source", String(16), nullable=False, server_default="agent"),
+    # seconds between its samples when they come scraped (null for an agent): it is up for 3 of them
+    Column("resolution_seconds", Double, nullable=True),
 )
 
 devices = Table(

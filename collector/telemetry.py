@@ -53,3 +53,33 @@ class IngestTelemetry:
             self.samples.labels(outcome)
         for reason in RejectReason:
             self.rejected.labels(reason.value)
+
+
+class RemoteTelemetry:
+    """Prometheus remote write and OTLP in (``fleetpilot_collector_remote_*``): every point a request carried, by
+    outcome — ``stored``, ``duplicate`` or why it was dropped (``collector.remote.staging.Dropped``) — and the
+    samples derived from them."""
+
+    def __init__(self, registry: CollectorRegistry, outcomes: tuple[str, ...]) -> None:
+        self.points = Counter(
+            "fleetpilot_collector_remote_points",
+            "Points received by remote write or OTLP, by protocol and outcome (stored, duplicate, or why dropped).",
+            ["protocol", "outcome"],
+            registry=registry,
+        )
+        self.samples = Counter(
+            "fleetpilot_collector_remote_derived_samples",
+            "Samples derived from remote-write or OTLP points and written (one per group and scrape time).",
+            ["protocol"],
+            registry=registry,
+        )
+        self.requests = Counter(
+            "fleetpilot_collector_remote_requests",
+            "Remote-write and OTLP requests, by protocol and HTTP status code.",
+            ["protocol", "code"],
+            registry=registry,
+        )
+        for protocol in ("remote_write", "otlp"):
+            self.samples.labels(protocol)
+            for outcome in ("stored", "duplicate", *outcomes):
+                self.points.labels(protocol, outcome)

@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     token = commands.add_parser("token", help="API tokens")
     token_commands = token.add_subparsers(title="commands", metavar="COMMAND", required=True)
     create = token_commands.add_parser("create", help="create a token; prints it once, alone on the last line")
-    create.add_argument("--role", required=True, choices=["admin", "operator", "viewer", "agent"])
+    create.add_argument("--role", required=True, choices=["admin", "operator", "viewer", "agent", "remote_write"])
     create.add_argument("--node", default=None, help="the node an agent token may ingest for (agent role only)")
     create.add_argument("--name", default="", help="a label to recognise the token by")
     _database_flag(create)

@@ -29,6 +29,7 @@ from alerting.sender import HttpxSender
 from alerting.target_address import AddressPolicy
 from autoscaler.controller import Controller, ControllerSettings
 from collector.partitions import PARTITION_INTERVAL_SECONDS, PartitionJob
+from collector.remote.retention import StagingRetention
 from collector.retention import RetentionJob
 from collector.rollups import RollupJob
 from collector.skipped_rows import Job, SkippedRows, skipped_rows_counter
@@ -42,6 +43,7 @@ from web.services import AppServices
 
 log = logging.getLogger(__name__)
 
+REMOTE_STAGING_INTERVAL_SECONDS = 60.0  # remote write's staged points past the window go every minute
 DESIRED_REFRESH_SECONDS = 1.0  # a part published on another server reaches this one's ingest answers within 1 s
 
 
@@ -97,6 +99,12 @@ def start_jobs(services: AppServices, settings: ServerSettings) -> Jobs:
     _every(scheduler, "desired-board", DESIRED_REFRESH_SECONDS, refresh_board)
     once_across_servers("rollups", settings.rollup_interval_seconds, rollups.run)
     once_across_servers("retention", settings.retention_interval_seconds, retention.run)
+    staging = StagingRetention(
+        services.engine,
+        window_seconds=settings.remote_write_window_seconds,
+        idle_series_seconds=settings.remote_write_idle_series_seconds,
+    )
+    once_across_servers("remote-staging", REMOTE_STAGING_INTERVAL_SECONDS, staging.run)
     partitions = PartitionJob(services.engine)  # PostgreSQL: the coming hours' and days' partitions
     once_across_servers("partitions", PARTITION_INTERVAL_SECONDS, partitions.run)
     loops = build_loops(services, settings, holder=holder, skipped=skipped)

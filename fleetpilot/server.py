@@ -28,7 +28,10 @@ from collector.database import make_engine
 from collector.exposition import FleetCollector, FleetSnapshot
 from collector.ingest import SampleWriter
 from collector.registry import read_latest
-from collector.telemetry import IngestTelemetry
+from collector.remote.mapping import load_mapping
+from collector.remote.receiver import ReceiverLimits, RemoteWriter
+from collector.remote.staging import Dropped
+from collector.telemetry import IngestTelemetry, RemoteTelemetry
 from fleet.desired import DesiredBoard
 from fleet.pools import PoolStore
 from fleet.scaling_events import EventStore
@@ -84,8 +87,20 @@ def build_services(settings: ServerSettings, engine: Engine | None = None) -> Ap
             late_after_seconds=settings.rollup_lookback_seconds,
             deadline_seconds=settings.ingest_commit_deadline_seconds,
         ),
+        remote=RemoteWriter(
+            engine,
+            load_mapping(settings.remote_write_mapping),
+            late_after_seconds=settings.rollup_lookback_seconds,
+            limits=ReceiverLimits(
+                max_series_per_request=settings.remote_write_max_series_per_request,
+                max_future_seconds=settings.ingest_max_future_seconds,
+                window_seconds=settings.remote_write_window_seconds,
+                max_gap_seconds=settings.remote_write_max_gap_seconds,
+            ),
+        ),
         registry=registry,
         telemetry=IngestTelemetry(registry),
+        remote_telemetry=RemoteTelemetry(registry, tuple(d.value for d in Dropped)),
         pools=PoolStore(engine),
         forecasts=ForecastStore(engine),
         forecast_telemetry=ForecastTelemetry(registry),

@@ -62,6 +62,15 @@ class ServerSettings(BaseSettings):
     # replicas per node (a reported replica count past it is refused).
     ingest_max_pools_per_node: int = Field(64, ge=1, le=10_000)
     node_max_replicas: int = Field(256, ge=1, le=100_000)
+    # Prometheus remote write and OTLP in (collector.remote): the mapping from series to nodes, GPUs, pools and
+    # metrics (unset: the shipped collector/remote/default-mapping.yaml), the series one request may carry, how far
+    # back a point may come (staged that long), the longest scrape gap a rate spans, and when an idle series is
+    # forgotten (it then no longer counts toward its source's max_series).
+    remote_write_mapping: Path | None = None
+    remote_write_max_series_per_request: int = Field(50_000, ge=1, le=1_000_000)
+    remote_write_window_seconds: float = Field(600.0, ge=60, le=86_400)
+    remote_write_max_gap_seconds: float = Field(150.0, gt=0, le=3_600)
+    remote_write_idle_series_seconds: float = Field(3_600.0, ge=60)
     node_down_after_seconds: float = Field(3.0, gt=0)
     # how long a token's verdict is cached; a deleted token stops working everywhere within ~1 s regardless (web.tokens)
     token_cache_seconds: float = Field(300.0, ge=0)

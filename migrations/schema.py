@@ -3,6 +3,7 @@
 from alerting import tables as _alerting  # noqa: F401  (alert_rules, alerts, silences, webhooks, outbox, deliveries)
 from autoscaler import failover as _failover  # noqa: F401  (failovers)
 from autoscaler.actuators import local as _local  # noqa: F401  (placements, retired_pools)
+from collector.remote import tables as _remote  # noqa: F401  (remote_series, remote_points)
 from collector.tables import metadata
 from fleet import desired as _desired  # noqa: F401  (desired_snapshots)
 from fleet import lease as _lease  # noqa: F401  (leases)

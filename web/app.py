@@ -25,6 +25,7 @@ from web.routes import (
     metrics,
     nodes,
     pools,
+    remote_write,
     scaling,
     series,
     tenant_keys,
@@ -61,6 +62,7 @@ def create_app(services: AppServices, *, lifespan: Lifespan = _no_background) ->
     app.add_middleware(RequestIdMiddleware)
     for router in (
         ingest.router,
+        remote_write.router,
         nodes.router,
         series.router,
         tokens.router,

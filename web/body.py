@@ -12,6 +12,18 @@ GZIP_WBITS = 16 + zlib.MAX_WBITS
 
 
 async def read_body(request: Request, *, max_bytes: int) -> bytes:
+    """The body, at most ``max_bytes`` as sent and as inflated (``Content-Encoding: gzip`` or none)."""
+    body = await read_raw_body(request, max_bytes=max_bytes)
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding in ("", "identity"):
+        return body
+    if encoding != "gzip":
+        raise HTTPException(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE, f"Content-Encoding {encoding!r}: use gzip or none")
+    return _gunzip(body, max_bytes=max_bytes)
+
+
+async def read_raw_body(request: Request, *, max_bytes: int) -> bytes:
+    """The body as sent (still encoded), at most ``max_bytes``: refused by its Content-Length before it is read."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
         raise BatchTooLarge(f"body of {declared} bytes is over the limit of {max_bytes}")
@@ -22,13 +34,7 @@ async def read_body(request: Request, *, max_bytes: int) -> bytes:
         if size > max_bytes:
             raise BatchTooLarge(f"body is over the limit of {max_bytes} bytes")
         chunks.append(chunk)
-    body = b"".join(chunks)
-    encoding = request.headers.get("content-encoding", "identity").strip().lower()
-    if encoding in ("", "identity"):
-        return body
-    if encoding != "gzip":
-        raise HTTPException(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE, f"Content-Encoding {encoding!r}: use gzip or none")
-    return _gunzip(body, max_bytes=max_bytes)
+    return b"".join(chunks)
 
 
 def _gunzip(body: bytes, *, max_bytes: int) -> bytes:

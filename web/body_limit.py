@@ -21,8 +21,9 @@ from web.errors import ApiError, error_response
 from web.services import AppServices
 
 API_PREFIX = "/api/v1/"
-# Routes that authenticate before reading and bound their own body (ingest: 8 MiB by default, gzip checked).
-OWN_LIMIT_PATHS = frozenset({"/api/v1/ingest"})
+# Routes that authenticate before reading and bound their own body (ingest: 8 MiB by default, gzip checked; remote
+# write and OTLP alike).
+OWN_LIMIT_PATHS = frozenset({"/api/v1/ingest", "/api/v1/write", "/api/v1/otlp/v1/metrics"})
 
 
 def declared_length(headers: Headers) -> int | None:

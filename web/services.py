@@ -14,7 +14,8 @@ from alerting.telemetry import AlertingTelemetry
 from autoscaler.actuators.base import Actuator
 from autoscaler.controller import AutoscalerTelemetry
 from collector.ingest import SampleWriter
-from collector.telemetry import IngestTelemetry
+from collector.remote.receiver import RemoteWriter
+from collector.telemetry import IngestTelemetry, RemoteTelemetry
 from fleet.desired import DesiredBoard
 from fleet.pools import PoolStore
 from fleet.scaling_events import EventStore
@@ -37,8 +38,10 @@ class AppServices:
     engine: Engine
     tokens: TokenStore
     writer: SampleWriter
+    remote: RemoteWriter  # Prometheus remote write and OTLP in (collector.remote)
     registry: CollectorRegistry
     telemetry: IngestTelemetry
+    remote_telemetry: RemoteTelemetry
     pools: PoolStore
     forecasts: ForecastStore
     forecast_telemetry: ForecastTelemetry

@@ -35,10 +35,13 @@ class Role(StrEnum):
     OPERATOR = "operator"
     VIEWER = "viewer"
     AGENT = "agent"
+    REMOTE_WRITE = "remote_write"
 
 
-# Human roles form a ladder; the agent role stands apart (ingest for its own node only).
+# Human roles form a ladder; the machine roles stand apart: an agent ingests for its own node only, a remote_write
+# token (a team's Prometheus, an OpenTelemetry collector) only sends series to /api/v1/write and /api/v1/otlp.
 ROLE_RANK = {Role.VIEWER: 1, Role.OPERATOR: 2, Role.ADMIN: 3}
+MACHINE_ROLES = frozenset({Role.AGENT, Role.REMOTE_WRITE})
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,7 @@ class TokenInfo:
     created_at: float
 
     def can_act_as(self, needed: Role) -> bool:
-        if needed is Role.AGENT or self.role is Role.AGENT:
+        if needed in MACHINE_ROLES or self.role in MACHINE_ROLES:
             return self.role is needed
         return ROLE_RANK[self.role] >= ROLE_RANK[needed]
 

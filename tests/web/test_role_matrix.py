@@ -12,11 +12,14 @@ from fleetpilot.settings import ServerSettings
 from web.tokens import ROLE_RANK, Role
 
 PUBLIC = "public"
-VIEWER, OPERATOR, ADMIN, AGENT = Role.VIEWER, Role.OPERATOR, Role.ADMIN, Role.AGENT
+VIEWER, OPERATOR, ADMIN, AGENT, REMOTE_WRITE = Role.VIEWER, Role.OPERATOR, Role.ADMIN, Role.AGENT, Role.REMOTE_WRITE
+MACHINES = (AGENT, REMOTE_WRITE)
 
 # (method, path) → the role a caller needs (a higher human role will do), or PUBLIC.
 ROLES: dict[tuple[str, str], Role | str] = {
     ("POST", "/api/v1/ingest"): AGENT,
+    ("POST", "/api/v1/write"): REMOTE_WRITE,
+    ("POST", "/api/v1/otlp/v1/metrics"): REMOTE_WRITE,
     ("GET", "/api/v1/nodes"): VIEWER,
     ("GET", "/api/v1/nodes/{node_id}"): VIEWER,
     ("GET", "/api/v1/nodes/{node_id}/forecast"): VIEWER,
@@ -63,7 +66,7 @@ ROLES: dict[tuple[str, str], Role | str] = {
     ("GET", "/readyz"): PUBLIC,
     ("GET", "/metrics"): PUBLIC,
 }
-CALLERS = ["none", "agent", "viewer", "operator", "admin"]
+CALLERS = ["none", "agent", "remote_write", "viewer", "operator", "admin"]
 
 
 @pytest.fixture
@@ -101,7 +104,7 @@ def _allowed(needed: Role | str, caller: str) -> bool:
         return True
     if caller == "none":
         return False
-    if needed is AGENT or caller == "agent":
+    if needed in MACHINES or caller in MACHINES:
         return caller == needed
     return ROLE_RANK[Role(caller)] >= ROLE_RANK[Role(needed)]
 
@@ -117,6 +120,7 @@ def test_each_role_is_allowed_or_refused_as_the_contract_says(
     headers = {
         "none": {},
         "agent": auth("agent", node_id="node-a"),
+        "remote_write": auth("remote_write"),
         **{role: auth(role) for role in ("viewer", "operator", "admin")},
     }
     body: dict[str, object] | None = {} if method in ("POST", "PUT", "PATCH") else None

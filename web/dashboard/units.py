@@ -86,3 +86,15 @@ def age(seconds: float | None) -> str:
     if seconds < 1:
         return "now"
     return f"{duration(seconds)} ago"
+
+
+SOURCE_NAMES = {"remote_write": "Prometheus remote write", "otlp": "OTLP"}
+
+
+def reported_by(source: str, resolution_seconds: float | None) -> str:
+    """Who reports a node, with how often: ``agent every 500 ms`` or ``Prometheus remote write every 15 s`` (a
+    scraped node's samples are its scrape interval apart; nobody should read them as the agent's 500 ms)."""
+    if source not in SOURCE_NAMES:
+        return "agent every 500 ms"
+    every = f" every {duration(resolution_seconds)}" if resolution_seconds else ""
+    return f"{SOURCE_NAMES[source]}{every}"

@@ -73,13 +73,13 @@ async def ingest(request: Request, services: ServicesDep) -> Response:
         try:
             entered_at = services.ingest_gate.enter()
         except Shed as exc:
-            raise _overloaded(str(exc)) from None
+            raise overloaded(str(exc)) from None
         body = await read_body(request, max_bytes=services.settings.ingest_max_body_bytes)
         answer = await run_in_threadpool(_store, services, token, body, entered_at)
     except Overloaded as exc:
         code = status.HTTP_503_SERVICE_UNAVAILABLE
         telemetry.rejected.labels(RejectReason.OVERLOADED.value).inc()
-        raise _overloaded(str(exc)) from None
+        raise overloaded(str(exc)) from None
     except TooManyPools:
         code = status.HTTP_422_UNPROCESSABLE_CONTENT
         telemetry.rejected.labels(RejectReason.TOO_MANY_POOLS.value).inc()
@@ -110,7 +110,8 @@ async def ingest(request: Request, services: ServicesDep) -> Response:
     return answer.response()
 
 
-def _overloaded(why: str) -> ApiError:
+def overloaded(why: str) -> ApiError:
+    """503 with a Retry-After spread over a few seconds (``OVERLOADED_RETRY_AFTER_SECONDS``)."""
     return ApiError(
         status.HTTP_503_SERVICE_UNAVAILABLE,
         f"overloaded: {why}; keep the samples and retry later",

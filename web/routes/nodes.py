@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from collector.registry import NodeStatus, NodeView
 from web.auth import ServicesDep, ViewerToken
@@ -41,6 +41,10 @@ class NodeOut(BaseModel):
     gpus: list[GpuOut]
     latest: dict[str, float]
     series: list[SeriesOut]
+    source: Literal["agent", "remote_write", "otlp"] = Field(
+        description="who reports it: its fleetpilot agent (500 ms samples), or a Prometheus or OpenTelemetry collector"
+    )
+    resolution_seconds: float | None = Field(description="seconds between its scraped samples; null for an agent")
 
 
 class NodePage(BaseModel):
@@ -57,7 +61,9 @@ def _out(view: NodeView) -> NodeOut:
         first_seen=view.first_seen,
         last_seen=view.last_seen,
         last_sample_ts=view.last_sample_ts,
+        resolution_seconds=view.resolution_seconds,
         gpus=[GpuOut(**vars(g)) for g in view.gpus],
+        source=view.source,
         latest=view.latest,
         series=[
             SeriesOut(device=s.device, pool=s.pool, ts=s.ts, metrics=s.metrics, extra=s.extra) for s in view.series

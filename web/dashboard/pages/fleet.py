@@ -17,7 +17,7 @@ from web.dashboard.deps import Viewer
 from web.dashboard.render import page
 from web.dashboard.security import DashboardRoute
 from web.dashboard.tiles import SHORT_NAMES, node_heat, sparkline_points
-from web.dashboard.units import metric_value
+from web.dashboard.units import metric_value, reported_by
 
 router = APIRouter(route_class=DashboardRoute)
 SPARKLINE_SECONDS = 1800.0
@@ -40,6 +40,7 @@ class Tile:
     heat: str
     hot_metric: str | None
     cells: tuple[MetricCell, ...]
+    reported_by: str
 
 
 def _tile(view: NodeView, history: dict[str, list[tuple[float, float]]], slo: dict[str, float]) -> Tile:
@@ -55,7 +56,8 @@ def _tile(view: NodeView, history: dict[str, list[tuple[float, float]]], slo: di
         for name in METRIC_NAMES
     )
     hot = SHORT_NAMES[heat.worst_metric] if heat.worst_metric else None
-    return Tile(view.id, view.status.value, len(view.gpus), heat.heat.css, hot, cells)
+    by = reported_by(view.source, view.resolution_seconds)
+    return Tile(view.id, view.status.value, len(view.gpus), heat.heat.css, hot, cells, by)
 
 
 @router.get("/", response_class=HTMLResponse)

@@ -21,7 +21,7 @@ from web.dashboard.deps import PageNotFound, Viewer, get_state, session_token
 from web.dashboard.render import page, script_json
 from web.dashboard.security import DashboardRoute
 from web.dashboard.tiles import SHORT_NAMES
-from web.dashboard.units import age, metric_value
+from web.dashboard.units import age, duration, metric_value, reported_by
 from web.services import AppServices
 
 router = APIRouter(route_class=DashboardRoute)
@@ -108,6 +108,8 @@ def node_detail(node_id: str, request: Request, user: Viewer, services: Services
         node=view,
         rows=_rows(view),
         live=live_values(view, now),
+        reported_by=reported_by(view.source, view.resolution_seconds),
+        live_every=duration(view.resolution_seconds) if view.resolution_seconds else "500 ms",
         short=SHORT_NAMES,
         has_history=bool(charts),
         chart_data=script_json(

@@ -6,6 +6,7 @@
   if (!main || !window.EventSource) return;
   const flag = document.getElementById("live-flag");
   const source = new EventSource(main.dataset.liveUrl);
+  const live = flag.textContent;  // "live every 500 ms", or a scraped node's interval, as the page rendered it
   let events = 0;
   source.onmessage = function (message) {
     const data = JSON.parse(message.data);
@@ -21,7 +22,7 @@
     events += 1;
     flag.dataset.events = String(events);
     flag.dataset.ts = data.ts === null ? "" : String(data.ts);
-    flag.textContent = "live every 500 ms";
+    flag.textContent = live;
   };
   source.onerror = function () {
     flag.textContent = "live updates paused: reconnecting";

@@ -1,0 +1,389 @@
+"""The remote-write and OTLP receiver's storage: staged points in, derived samples out, in one transaction.
+
+Per request (``RemoteWriter.write``): the series are mapped and their points staged (``collector.remote.staging``);
+new series are registered, up to each source's ``max_series``; every point is inserted under its ``(series_id,
+ts)`` key — a resend or a WAL replay hits it (an identical value is a duplicate, another value a conflict); then
+each group that gained a point has its sample at that time derived again from all its staged points
+(``collector.remote.derive``) and written as fleetpilot samples are: ``samples`` (under a negative ``seq`` of its
+own, a hash of group and time, so a node an agent also reports keeps both), the latest values, the node (source
+and resolution: liveness of a scraped node counts its scrape interval), its GPUs from the exporter's labels, and
+the rollup backlog for minutes already rolled up. A scrape split over several requests thus converges to what the
+whole scrape gives, whichever request comes last.
+
+One writer per process; on PostgreSQL a transaction-scoped advisory lock per group keeps two servers from deriving
+one group from each other's half of a scrape.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Any
+
+from sqlalchemy import Connection, Engine, delete, func, or_, select, text, tuple_
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from collector.catalog import METRIC_NAMES
+from collector.database import insert_for
+from collector.errors import StorageUnavailable
+from collector.remote.derive import SeriesInfo, derive_at, families
+from collector.remote.mapping import SeriesMapping, family_of
+from collector.remote.series import RemoteSeries
+from collector.remote.staging import Dropped, StagedSeries, stable_id, stage
+from collector.remote.tables import remote_points, remote_series
+from collector.rollups import bucket_start
+from collector.tables import NO_DEVICE, NO_POOL, devices, nodes, rollup_backlog, samples, series_latest
+
+SOURCE_KINDS = ("remote_write", "otlp")
+_SEQ_BITS = (1 << 62) - 1
+
+
+@dataclass(frozen=True)
+class ReceiverLimits:
+    """``window_seconds``: how far back a point may come (out of order, or replayed) and how long points are staged;
+    ``max_gap_seconds``: the longest gap between two scrapes a rate or p99 spans (as the agent's 30 s, but scrapes
+    come every 15–60 s)."""
+
+    max_series_per_request: int = 50_000
+    max_future_seconds: float = 300.0
+    window_seconds: float = 600.0
+    max_gap_seconds: float = 150.0
+
+
+@dataclass
+class WriteOutcome:
+    stored: int = 0  # new points
+    duplicates: int = 0  # points already stored with the same value
+    samples: int = 0  # fleetpilot samples derived (written or rewritten)
+    dropped: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def conflicts(self) -> int:
+        return self.dropped[Dropped.CONFLICT]
+
+
+def remote_seq(group: int, ts: float) -> int:
+    """The ``samples.seq`` of a group's sample at ``ts``: negative, so it never meets an agent's (they count up)."""
+    return -(stable_id(str(group), repr(round(ts, 3))) & _SEQ_BITS) - 1
+
+
+class RemoteWriter:
+    def __init__(
+        self, engine: Engine, mapping: SeriesMapping, *, late_after_seconds: float, limits: ReceiverLimits | None = None
+    ) -> None:
+        self._engine = engine
+        self._mapping = mapping
+        self._limits = limits or ReceiverLimits()
+        self._late_after_seconds = late_after_seconds
+        self._lock = threading.Lock()
+        self._dialect = engine.dialect.name
+        self._info: dict[int, SeriesInfo] = {}  # every series this process has met: a bounded set (max_series)
+        self._per_source: dict[str, int] | None = None  # series counts, read once, then counted here
+
+    @property
+    def limits(self) -> ReceiverLimits:
+        return self._limits
+
+    def write(self, series: Sequence[RemoteSeries], *, received_at: float, kind: str) -> WriteOutcome:
+        """Store one request's ``series`` (sent by a ``kind`` of ``SOURCE_KINDS``), committed before this returns."""
+        limits = self._limits
+        staged = stage(
+            series,
+            self._mapping,
+            now=received_at,
+            oldest=received_at - limits.window_seconds,
+            max_future_seconds=limits.max_future_seconds,
+        )
+        outcome = WriteOutcome(dropped=staged.dropped)
+        if not staged.series:
+            return outcome
+        try:
+            with self._lock, self._engine.begin() as conn:
+                self._write(conn, staged.series, outcome, received_at=received_at, kind=kind)
+        except OperationalError as exc:
+            raise StorageUnavailable(f"database unavailable: {exc.orig}") from exc
+        except DBAPIError as exc:
+            if exc.connection_invalidated:
+                raise StorageUnavailable(f"database connection lost: {exc.orig}") from exc
+            raise
+        return outcome
+
+    def _write(
+        self, conn: Connection, staged: list[StagedSeries], outcome: WriteOutcome, *, received_at: float, kind: str
+    ) -> None:
+        if self._dialect == "postgresql":
+            for group in sorted({s.group_id for s in staged}):
+                conn.execute(text("SELECT pg_advisory_xact_lock(:g)"), {"g": group})
+        kept = self._register(conn, staged, outcome, received_at)
+        touched = self._insert_points(conn, kept, outcome)
+        if touched:
+            outcome.samples = self._derive(conn, touched, kept, received_at=received_at, kind=kind)
+
+    def _register(
+        self, conn: Connection, staged: list[StagedSeries], outcome: WriteOutcome, received_at: float
+    ) -> list[StagedSeries]:
+        """Known series, and new ones while their source has room; the rest dropped (``series_limit``)."""
+        counts = self._source_counts(conn)
+        known = set(
+            conn.scalars(select(remote_series.c.id).where(remote_series.c.id.in_([s.series_id for s in staged])))
+        )
+        kept, new_rows = [], []
+        for s in staged:
+            if s.series_id not in known:
+                source = self._mapping.by_name[s.place.source]
+                if counts.get(source.name, 0) >= source.spec.max_series:
+                    outcome.dropped[Dropped.SERIES_LIMIT] += len(s.points)
+                    continue
+                counts[source.name] = counts.get(source.name, 0) + 1
+                known.add(s.series_id)
+                new_rows.append(_series_row(s, received_at))
+            self._info[s.series_id] = SeriesInfo(s.family, s.name, s.labels)
+            kept.append(s)
+        if new_rows:
+            conn.execute(insert_for(self._dialect, remote_series).on_conflict_do_nothing(), new_rows)
+        seen = [s.series_id for s in kept]
+        for chunk in range(0, len(seen), 5000):
+            conn.execute(
+                remote_series.update()
+                .where(remote_series.c.id.in_(seen[chunk : chunk + 5000]), remote_series.c.last_seen < received_at - 60)
+                .values(last_seen=received_at)
+            )
+        return kept
+
+    def _source_counts(self, conn: Connection) -> dict[str, int]:
+        if self._per_source is None:
+            rows = conn.execute(select(remote_series.c.source, func.count()).group_by(remote_series.c.source))
+            self._per_source = {source: n for source, n in rows}
+        return self._per_source
+
+    def forget_counts(self) -> None:
+        """Read the series counts afresh at the next write (after retention removed idle series)."""
+        self._per_source = None
+
+    def _insert_points(
+        self, conn: Connection, staged: list[StagedSeries], outcome: WriteOutcome
+    ) -> dict[int, set[float]]:
+        """Insert every point; answer the new ones' times by group. Counts duplicates and conflicts."""
+        rows = {(s.series_id, ts): (s.group_id, value) for s in staged for ts, value in s.points}
+        if not rows:
+            return {}
+        statement = (
+            insert_for(self._dialect, remote_points)
+            .on_conflict_do_nothing()
+            .returning(remote_points.c.series_id, remote_points.c.ts)
+        )
+        params = [{"series_id": k[0], "ts": k[1], "group_id": g, "value": v} for k, (g, v) in rows.items()]
+        new = {(sid, ts) for sid, ts in conn.execute(statement, params)}
+        outcome.stored += len(new)
+        again = [key for key in rows if key not in new]
+        for chunk in range(0, len(again), 2000):
+            keys = again[chunk : chunk + 2000]
+            stored = conn.execute(
+                select(remote_points.c.series_id, remote_points.c.ts, remote_points.c.value).where(
+                    tuple_(remote_points.c.series_id, remote_points.c.ts).in_(keys)
+                )
+            )
+            for sid, ts, value in stored:
+                if value == rows[(sid, ts)][1]:
+                    outcome.duplicates += 1
+                else:
+                    outcome.dropped[Dropped.CONFLICT] += 1
+        touched: dict[int, set[float]] = defaultdict(set)
+        for sid, ts in new:
+            touched[rows[(sid, ts)][0]].add(ts)
+        return touched
+
+    def _derive(
+        self,
+        conn: Connection,
+        touched: dict[int, set[float]],
+        staged: list[StagedSeries],
+        *,
+        received_at: float,
+        kind: str,
+    ) -> int:
+        """Derive again each touched group's samples at its new times (and at the later times that read them)."""
+        gap = self._limits.max_gap_seconds
+        lo = min(min(ts) for ts in touched.values()) - gap
+        hi = max(max(ts) for ts in touched.values()) + gap
+        p = remote_points.c
+        points: dict[int, dict[float, list[tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
+        for group, sid, ts, value in conn.execute(
+            select(p.group_id, p.series_id, p.ts, p.value).where(p.group_id.in_(list(touched)), p.ts.between(lo, hi))
+        ):
+            points[group][ts].append((sid, value))
+        self._learn_series(conn, {sid for by_ts in points.values() for pts in by_ts.values() for sid, _ in pts})
+        place_of = {s.group_id: s.place for s in staged}
+        rows, resolutions = [], []
+        for group, new_times in touched.items():
+            by_ts = points[group]
+            times = sorted(by_ts)
+            place = place_of[group]
+            table = self._mapping.by_name[place.source].table
+            scrapes = {ts: families(by_ts[ts], self._info) for ts in times}
+            for ts in _to_derive(times, new_times, gap):
+                derived, resolution = derive_at(table, ts, scrapes, times, max_gap_seconds=gap)
+                extra: dict[str, Any] = {"source": kind, **derived.extra}
+                if resolution is not None:
+                    extra["resolution_seconds"] = round(resolution, 3)
+                    resolutions.append(resolution)
+                row = {
+                    "node_id": place.node_id,
+                    "seq": remote_seq(group, ts),
+                    "ts": ts,
+                    "device": NO_DEVICE if place.device is None else place.device,
+                    "pool": NO_POOL if place.pool is None else place.pool,
+                    "extra": extra,
+                    **{name: derived.metrics.get(name) for name in METRIC_NAMES},
+                }
+                rows.append((row, bool(derived.metrics)))
+        self._store_samples(conn, rows)
+        written = [row for row, has_metrics in rows if has_metrics]
+        if written:
+            self._store_latest(conn, written)
+            self._store_nodes(conn, written, resolutions, received_at=received_at, kind=kind)
+            self._store_devices(conn, staged, received_at)
+            self._mark_late(conn, written, received_at)
+        return len(written)
+
+    def _learn_series(self, conn: Connection, ids: set[int]) -> None:
+        """Series another process registered: their names and labels, read once."""
+        unknown = [sid for sid in ids if sid not in self._info]
+        for chunk in range(0, len(unknown), 5000):
+            c = remote_series.c
+            for sid, source, name, labels in conn.execute(
+                select(c.id, c.source, c.name, c.labels).where(c.id.in_(unknown[chunk : chunk + 5000]))
+            ):
+                known = self._mapping.by_name.get(source)
+                family = None if known is None else family_of(name, known.families)
+                if family is not None:
+                    self._info[sid] = SeriesInfo(family, name, labels)
+
+    def _store_samples(self, conn: Connection, rows: list[tuple[dict[str, Any], bool]]) -> None:
+        """Each row replaces its earlier derivation; a row with no metric (a first scrape of counters) only removes."""
+        c = samples.c
+        keys = [(row["node_id"], row["seq"], row["ts"]) for row, _ in rows]
+        for chunk in range(0, len(keys), 2000):
+            conn.execute(delete(samples).where(tuple_(c.node_id, c.seq, c.ts).in_(keys[chunk : chunk + 2000])))
+        written = [row for row, has_metrics in rows if has_metrics]
+        if written:
+            conn.execute(insert_for(self._dialect, samples), written)
+
+    def _store_latest(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
+        latest: dict[tuple[str, int, str], dict[str, Any]] = {}
+        for row in rows:
+            key = (row["node_id"], row["device"], row["pool"])
+            if key not in latest or row["ts"] >= latest[key]["ts"]:
+                latest[key] = row
+        upsert = insert_for(self._dialect, series_latest)
+        upsert = upsert.on_conflict_do_update(
+            index_elements=["node_id", "device", "pool"],
+            set_={name: upsert.excluded[name] for name in ("ts", *METRIC_NAMES, "extra")},
+            where=series_latest.c.ts <= upsert.excluded.ts,
+        )
+        conn.execute(upsert, [{k: v for k, v in latest[key].items() if k != "seq"} for key in sorted(latest)])
+
+    def _store_nodes(
+        self, conn: Connection, rows: list[dict[str, Any]], resolutions: list[float], *, received_at: float, kind: str
+    ) -> None:
+        """Register or refresh each node; a node an agent reports stays the agent's while it is up (a minute)."""
+        newest: dict[str, float] = {}
+        for row in rows:
+            newest[row["node_id"]] = max(newest.get(row["node_id"], row["ts"]), row["ts"])
+        resolution = round(median(resolutions), 3) if resolutions else None
+        upsert = insert_for(self._dialect, nodes)
+        n = nodes.c
+        upsert = upsert.on_conflict_do_update(
+            index_elements=["id"],
+            set_={
+                "last_seen": upsert.excluded.last_seen,
+                "last_sample_ts": func.coalesce(
+                    func.max(n.last_sample_ts, upsert.excluded.last_sample_ts)
+                    if self._dialect == "sqlite"
+                    else func.greatest(n.last_sample_ts, upsert.excluded.last_sample_ts),
+                    upsert.excluded.last_sample_ts,
+                ),
+                "source": upsert.excluded.source,
+                "resolution_seconds": func.coalesce(upsert.excluded.resolution_seconds, n.resolution_seconds),
+            },
+            where=or_(n.source != "agent", n.last_seen < received_at - 60.0),
+        )
+        conn.execute(
+            upsert,
+            [
+                {
+                    "id": node,
+                    "first_seen": received_at,
+                    "last_seen": received_at,
+                    "last_sample_ts": ts,
+                    "source": kind,
+                    "resolution_seconds": resolution,
+                }
+                for node, ts in sorted(newest.items())
+            ],
+        )
+
+    def _store_devices(self, conn: Connection, staged: list[StagedSeries], received_at: float) -> None:
+        """A GPU's model, UUID and driver from the labels its exporter puts on every series (dcgm-exporter's)."""
+        found: dict[tuple[str, int], dict[str, str | None]] = {}
+        for s in staged:
+            wanted = self._mapping.by_name[s.place.source].spec.device_labels
+            if s.place.device is None or not wanted or (s.place.node_id, s.place.device) in found:
+                continue
+            described: dict[str, str | None] = {field: s.labels.get(label) for field, label in wanted.items()}
+            if any(described.values()):
+                found[(s.place.node_id, s.place.device)] = described
+        if not found:
+            return
+        upsert = insert_for(self._dialect, devices)
+        upsert = upsert.on_conflict_do_update(
+            index_elements=["node_id", "index"],
+            set_={c: func.coalesce(upsert.excluded[c], devices.c[c]) for c in ("name", "uuid", "driver_version")}
+            | {"updated_at": upsert.excluded.updated_at},
+        )
+        conn.execute(
+            upsert,
+            [
+                {"node_id": node, "index": index, "memory_total_bytes": None, "updated_at": received_at}
+                | {k: (v[:128] if v else None) for k, v in d.items()}
+                for (node, index), d in sorted(found.items())
+            ],
+        )
+
+    def _mark_late(self, conn: Connection, rows: list[dict[str, Any]], received_at: float) -> None:
+        late = {
+            (row["node_id"], bucket_start(row["ts"]))
+            for row in rows
+            if row["ts"] < received_at - self._late_after_seconds
+        }
+        if late:
+            backlog = insert_for(self._dialect, rollup_backlog)
+            conn.execute(
+                backlog.on_conflict_do_update(
+                    index_elements=["node_id", "bucket"], set_={"bucket": backlog.excluded.bucket}
+                ),
+                [{"node_id": node, "bucket": bucket} for node, bucket in sorted(late)],
+            )
+
+
+def _to_derive(times: list[float], new_times: set[float], gap: float) -> list[float]:
+    """The new times, and the later ones within ``gap`` of one: their rate or p99 read the new point."""
+    return [t for t in times if t in new_times or any(0 < t - n <= gap for n in new_times)]
+
+
+def _series_row(s: StagedSeries, received_at: float) -> dict[str, Any]:
+    return {
+        "id": s.series_id,
+        "group_id": s.group_id,
+        "source": s.place.source,
+        "node_id": s.place.node_id,
+        "device": NO_DEVICE if s.place.device is None else s.place.device,
+        "pool": NO_POOL if s.place.pool is None else s.place.pool,
+        "name": s.name[:255],
+        "labels": dict(s.labels),
+        "first_seen": received_at,
+        "last_seen": received_at,
+    }

@@ -1,0 +1,14 @@
+"""The neutral form both foreign inputs arrive in: Prometheus-style series, whatever the wire (remote write, OTLP)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RemoteSeries:
+    """One Prometheus series as it arrived: its labels (``__name__`` included) and its samples (Unix seconds, value)."""
+
+    labels: Mapping[str, str]
+    samples: tuple[tuple[float, float], ...]

@@ -1,0 +1,71 @@
+"""Prometheus remote write 1.0 bodies: snappy-compressed (block format) protobuf ``prometheus.WriteRequest``.
+
+The protocol's own rules (the remote-write 1.0 specification): ``Content-Encoding: snappy``, ``Content-Type:
+application/x-protobuf``, ``X-Prometheus-Remote-Write-Version: 0.1.0``; millisecond timestamps; every series carries
+a ``__name__``; label names unique within a series. Native histograms (``TimeSeries.histograms``, experimental in
+Prometheus 2.40–2.x) and exemplars are not derived from and are counted as dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import cramjam
+from google.protobuf.message import DecodeError
+
+from collector.errors import CollectorError
+from collector.remote.prompb.remote_pb2 import WriteRequest
+from collector.remote.prompb.types_pb2 import Label
+from collector.remote.series import RemoteSeries
+
+MAX_LABELS_PER_SERIES = 64  # as Prometheus' own default label_limit would refuse past; a series of more is a bug
+
+
+class InvalidWriteRequest(CollectorError, ValueError):
+    """A body that is not a snappy-compressed WriteRequest, or one breaking the protocol; the message says which."""
+
+
+def decode_write_request(body: bytes, *, max_decoded_bytes: int) -> tuple[list[RemoteSeries], int]:
+    """The series of one remote-write body and how many native-histogram samples it carried (not derived from).
+
+    Raises ``InvalidWriteRequest`` naming the fault: not snappy, larger than ``max_decoded_bytes`` uncompressed, not
+    a WriteRequest, or a series without ``__name__``, with a duplicated or empty label name, or too many labels.
+    """
+    try:
+        length = cramjam.snappy.decompress_raw_len(body)  # the block's own header: refuse a bomb before inflating it
+    except cramjam.DecompressionError:
+        raise InvalidWriteRequest("body: not snappy-compressed (block format, as remote write sends)") from None
+    if length > max_decoded_bytes:
+        raise InvalidWriteRequest(f"body: {length} bytes uncompressed, over the {max_decoded_bytes}-byte limit")
+    try:
+        raw = bytes(cramjam.snappy.decompress_raw(body))
+    except cramjam.DecompressionError as exc:
+        raise InvalidWriteRequest(f"body: a corrupt snappy block ({exc})") from None
+    request = WriteRequest()
+    try:
+        request.ParseFromString(raw)
+    except DecodeError as exc:
+        raise InvalidWriteRequest(f"body: not a protobuf prometheus.WriteRequest ({exc})") from None
+    found: list[RemoteSeries] = []
+    histograms = 0
+    for index, series in enumerate(request.timeseries):
+        labels = _labels(index, series.labels)
+        histograms += len(series.histograms)
+        if series.samples:
+            found.append(RemoteSeries(labels, tuple((s.timestamp / 1000.0, s.value) for s in series.samples)))
+    return found, histograms
+
+
+def _labels(index: int, pairs: Iterable[Label]) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for pair in pairs:
+        if not pair.name:
+            raise InvalidWriteRequest(f"timeseries[{index}]: a label with an empty name")
+        if pair.name in labels:
+            raise InvalidWriteRequest(f"timeseries[{index}]: label {pair.name!r} appears twice")
+        labels[pair.name] = pair.value
+    if len(labels) > MAX_LABELS_PER_SERIES:
+        raise InvalidWriteRequest(f"timeseries[{index}]: {len(labels)} labels, over {MAX_LABELS_PER_SERIES}")
+    if not labels.get("__name__"):
+        raise InvalidWriteRequest(f"timeseries[{index}]: no __name__ label")
+    return labels

@@ -1,0 +1,152 @@
+"""``POST /api/v1/write`` (Prometheus remote write 1.0) and ``POST /api/v1/otlp/v1/metrics`` (OTLP/HTTP protobuf).
+
+A team's Prometheus or OpenTelemetry collector sends what it scrapes; the mapping (``collector.remote.mapping``)
+turns the series it knows into fleetpilot's samples. The answers follow what senders do with them: Prometheus
+retries a 5xx (and honours ``Retry-After``) and drops a batch on any other 4xx, so overload is 503 + Retry-After,
+a malformed body 400 (resending it cannot help), and points refused one by one (older than the window, another
+value for a stored time) 400 after everything else of the request was stored. Unmapped series, stale markers and
+series past a source's limit are counted (``fleetpilot_collector_remote_points_total``), not errors: resending
+would not change them. OTLP answers an ``ExportMetricsServiceResponse``, with ``partial_success`` when points
+were dropped, as the OTLP/HTTP specification says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from fastapi import APIRouter, HTTPException, Request, Response, status
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceResponse
+from starlette.concurrency import run_in_threadpool
+
+from collector.errors import BatchTooLarge, StorageUnavailable
+from collector.remote.otlp import InvalidOtlpBody, otlp_series, parse_otlp
+from collector.remote.receiver import WriteOutcome
+from collector.remote.series import RemoteSeries
+from collector.remote.staging import Dropped
+from collector.remote.write_request import InvalidWriteRequest, decode_write_request
+from web.auth import ServicesDep, authenticate_on_loop, documented_agent_auth
+from web.body import read_body, read_raw_body
+from web.errors import ERROR_RESPONSES, ApiError, error_responses
+from web.ingest_gate import Shed
+from web.routes.ingest import overloaded
+from web.services import AppServices
+from web.tokens import Role
+
+router = APIRouter(tags=["remote write"], responses=ERROR_RESPONSES)
+# refused point by point: the sender is told (400) after the rest was stored
+REFUSED = (Dropped.TOO_OLD, Dropped.TOO_NEW, Dropped.CONFLICT)
+PROTOBUF = "application/x-protobuf"
+
+Read = Callable[[int], Awaitable[bytes]]  # the body, at most this many bytes, its encoding checked
+Decode = Callable[[bytes], tuple[list[RemoteSeries], dict[str, int]]]
+
+
+@router.post(
+    "/write",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=error_responses(400, 413, 415),
+    dependencies=[documented_agent_auth(Role.REMOTE_WRITE)],
+    openapi_extra={"requestBody": {"content": {PROTOBUF: {"schema": {"type": "string", "format": "binary"}}}}},
+)
+async def remote_write(request: Request, services: ServicesDep) -> Response:
+    """Prometheus remote write 1.0: a snappy-compressed ``prometheus.WriteRequest``; a resend stores nothing twice."""
+
+    async def read(limit: int) -> bytes:
+        encoding = request.headers.get("content-encoding", "").strip().lower()
+        if encoding != "snappy":
+            raise ApiError(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE, f"Content-Encoding {encoding!r}: send snappy")
+        return await read_raw_body(request, max_bytes=limit)
+
+    def decode(body: bytes) -> tuple[list[RemoteSeries], dict[str, int]]:
+        series, histograms = decode_write_request(body, max_decoded_bytes=4 * services.settings.ingest_max_body_bytes)
+        return series, {Dropped.UNCONVERTED.value: histograms} if histograms else {}
+
+    outcome = await _receive(request, services, "remote_write", read, decode)
+    refused = sum(outcome.dropped[r] for r in REFUSED)
+    if refused:
+        raise ApiError(status.HTTP_400_BAD_REQUEST, _refusal(outcome, refused))
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post(
+    "/otlp/v1/metrics",
+    responses=error_responses(400, 413, 415),
+    dependencies=[documented_agent_auth(Role.REMOTE_WRITE)],
+    openapi_extra={"requestBody": {"content": {PROTOBUF: {"schema": {"type": "string", "format": "binary"}}}}},
+)
+async def otlp_metrics(request: Request, services: ServicesDep) -> Response:
+    """OTLP/HTTP metrics, protobuf (gzip or not): the same mapping as remote write."""
+
+    async def read(limit: int) -> bytes:
+        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if content_type != PROTOBUF:
+            raise ApiError(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE, f"Content-Type {content_type!r}: send {PROTOBUF}")
+        return await read_body(request, max_bytes=limit)
+
+    def decode(body: bytes) -> tuple[list[RemoteSeries], dict[str, int]]:
+        converted = otlp_series(parse_otlp(body))
+        return converted.series, {Dropped.UNCONVERTED.value: sum(converted.dropped.values())}
+
+    outcome = await _receive(request, services, "otlp", read, decode)
+    answer = ExportMetricsServiceResponse()
+    rejected = sum(n for reason, n in outcome.dropped.items() if reason != Dropped.UNMAPPED)
+    if rejected:
+        answer.partial_success.rejected_data_points = rejected
+        answer.partial_success.error_message = _refusal(outcome, rejected)
+    return Response(answer.SerializeToString(), media_type=PROTOBUF)
+
+
+async def _receive(request: Request, services: AppServices, protocol: str, read: Read, decode: Decode) -> WriteOutcome:
+    """Authenticate, pass the door, read, decode and store: the steps both protocols share, each counted."""
+    telemetry = services.remote_telemetry
+    code = status.HTTP_200_OK
+    entered_at: float | None = None
+    try:
+        await authenticate_on_loop(services, request, Role.REMOTE_WRITE)
+        try:
+            entered_at = services.ingest_gate.enter()
+        except Shed as exc:
+            raise overloaded(str(exc)) from None
+        body = await read(services.settings.ingest_max_body_bytes)
+        outcome = await run_in_threadpool(_store, services, protocol, decode, body)
+    except (InvalidWriteRequest, InvalidOtlpBody) as exc:
+        code = status.HTTP_400_BAD_REQUEST
+        raise ApiError(code, str(exc)) from None
+    except BatchTooLarge:
+        code = status.HTTP_413_CONTENT_TOO_LARGE
+        raise
+    except HTTPException as exc:  # a bad gzip (400), an encoding other than gzip (415)
+        code = exc.status_code
+        raise
+    except StorageUnavailable:
+        code = status.HTTP_503_SERVICE_UNAVAILABLE
+        services.telemetry.database_errors.labels(protocol).inc()
+        raise
+    except ApiError as exc:
+        code = exc.status_code
+        raise
+    finally:
+        if entered_at is not None:
+            services.ingest_gate.leave(entered_at)
+        telemetry.requests.labels(protocol, str(code)).inc()
+    telemetry.points.labels(protocol, "stored").inc(outcome.stored)
+    telemetry.points.labels(protocol, "duplicate").inc(outcome.duplicates)
+    for reason, n in outcome.dropped.items():
+        telemetry.points.labels(protocol, reason).inc(n)
+    telemetry.samples.labels(protocol).inc(outcome.samples)
+    return outcome
+
+
+def _store(services: AppServices, protocol: str, decode: Decode, body: bytes) -> WriteOutcome:
+    series, unconverted = decode(body)
+    limit = services.remote.limits.max_series_per_request
+    if len(series) > limit:
+        raise ApiError(status.HTTP_413_CONTENT_TOO_LARGE, f"{len(series)} series in one request, over {limit}")
+    outcome = services.remote.write(series, received_at=services.clock(), kind=protocol)
+    outcome.dropped.update(unconverted)
+    return outcome
+
+
+def _refusal(outcome: WriteOutcome, refused: int) -> str:
+    reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(outcome.dropped.items()) if n)
+    return f"{refused} points refused ({reasons}); {outcome.stored} new points stored, {outcome.duplicates} duplicates"
