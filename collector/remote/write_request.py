@@ -40,7 +40,7 @@ def decode_write_request(body: bytes, *, max_decoded_bytes: int) -> tuple[list[R
     try:
         raw = bytes(cramjam.snappy.decompress_raw(body))
     except cramjam.DecompressionError as exc:
-        raise InvalidWriteRequest(f"body: a corrupt snappy block ({exc})") from None
+        raise InvalidWriteRequest(f"body: not snappy-compressed, or a corrupt block ({exc})") from None
     request = WriteRequest()
     try:
         request.ParseFromString(raw)
