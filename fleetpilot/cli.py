@@ -9,6 +9,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -131,6 +132,14 @@ def _server_flags(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         help="serve KEDA's external scaler (gRPC) on this port (default: off; FLEETPILOT_KEDA_PORT)",
+    )
+    parser.add_argument(
+        "--remote-write-mapping",
+        type=Path,
+        default=None,
+        help="YAML (or .toml) mapping Prometheus series to nodes, GPUs, pools and metrics for /api/v1/write and OTLP "
+        "(default: the shipped dcgm-exporter, node-exporter, vLLM, SGLang, TGI and Triton mapping; "
+        "FLEETPILOT_REMOTE_WRITE_MAPPING)",
     )
     parser.add_argument(
         "--workers",
@@ -267,7 +276,7 @@ def run_agent(args: argparse.Namespace) -> int:
 
 
 # the flags a server command may give its settings
-SERVER_FLAGS = ("host", "port", "keda_port", "database_url", "workers")
+SERVER_FLAGS = ("host", "port", "keda_port", "database_url", "workers", "remote_write_mapping")
 
 
 def _settings(args: argparse.Namespace, **overrides: Any) -> ServerSettings:
@@ -315,6 +324,7 @@ def run_token_create(args: argparse.Namespace) -> int:
 def run_server(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from collector.remote.mapping import MappingError
     from fleetpilot.server import (
         METRICS_FOLDER_VARIABLE,
         bootstrap_admin,
@@ -326,7 +336,11 @@ def run_server(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     prepare_database(settings)
-    services = build_services(settings)
+    try:
+        services = build_services(settings)
+    except MappingError as exc:
+        print(f"fleetpilot: --remote-write-mapping {exc}", file=sys.stderr)
+        return 2
     admin_token = bootstrap_admin(services, settings.admin_token)
     print(f"fleetpilot server on http://{settings.host}:{settings.port}/ (API docs at /docs)", flush=True)
     if admin_token is not None:
@@ -347,8 +361,9 @@ def run_server(args: argparse.Namespace) -> int:
         return 0
     services.engine.dispose()
     # each worker is a fresh interpreter that builds its settings from FLEETPILOT_*: the flags go there too
-    for name in ("host", "port", "database_url"):
-        os.environ[f"FLEETPILOT_{name.upper()}"] = str(getattr(settings, name))
+    for name in ("host", "port", "database_url", "remote_write_mapping"):
+        if getattr(settings, name) is not None:
+            os.environ[f"FLEETPILOT_{name.upper()}"] = str(getattr(settings, name))
     os.environ["FLEETPILOT_WORKERS"] = str(workers)
     print(f"{workers} worker processes; each runs its share of ingest and takes a turn at the jobs", flush=True)
     with tempfile.TemporaryDirectory(prefix="fleetpilot-metrics-") as metrics_folder:
