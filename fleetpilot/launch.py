@@ -161,9 +161,13 @@ class ServerProcess(ChildProcess):
 
     def create_agent_token(self, node_id: str) -> str:
         """A new agent token for ``node_id`` through the REST API, as an operator would create it."""
+        return self.create_token("agent", node_id)
+
+    def create_token(self, role: str, node_id: str | None = None) -> str:
+        """A new token of ``role`` (``node_id``: an agent's node) through the REST API."""
         response = httpx.post(
             f"{self.url}/api/v1/tokens",
-            json={"role": "agent", "node_id": node_id},
+            json={"role": role, "node_id": node_id} if node_id else {"role": role},
             headers={"Authorization": f"Bearer {self.admin_token}"},
             timeout=10.0,
         )
