@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,10 +105,16 @@ def _duration(seconds: float) -> str:
 
 
 def scrape_config(
-    target: str | Sequence[str], *, job: str, scrape_interval_s: float, remote_write: RemoteWrite | None = None
+    target: str | Sequence[str],
+    *,
+    job: str,
+    scrape_interval_s: float,
+    remote_write: RemoteWrite | None = None,
+    target_labels: Mapping[str, str] | None = None,
 ) -> str:
     """A minimal prometheus.yml scraping ``target`` (host:port, or several) at ``/metrics``, remote-writing to
-    ``remote_write`` when given."""
+    ``remote_write`` when given; ``target_labels`` are added to every series of the targets (a static config's
+    ``labels``: how a team names the node of an exporter, ``node: gpu-node-a``)."""
     targets = [target] if isinstance(target, str) else list(target)
     interval = f"{scrape_interval_s:g}s"
     config = (
@@ -122,6 +128,8 @@ def scrape_config(
         "    static_configs:\n"
         f"      - targets: {json.dumps(targets)}\n"
     )
+    if target_labels:
+        config += f"        labels: {json.dumps(dict(target_labels))}\n"
     return config + (remote_write.config() if remote_write is not None else "")
 
 
@@ -139,6 +147,7 @@ class PrometheusProcess(ChildProcess):
     job: str = "fleetpilot"
     scrape_interval_s: float = 1.0
     remote_write: RemoteWrite | None = None
+    target_labels: Mapping[str, str] | None = None
     # how long a stopping Prometheus keeps trying to flush unsent samples (its default, 1 min, outlasts ``stop()``)
     remote_flush_deadline_s: float = 1.0
     port: int = field(default_factory=free_port)
@@ -149,7 +158,11 @@ class PrometheusProcess(ChildProcess):
         self.cwd = self.workdir
         self.config_path.write_text(
             scrape_config(
-                self.target, job=self.job, scrape_interval_s=self.scrape_interval_s, remote_write=self.remote_write
+                self.target,
+                job=self.job,
+                scrape_interval_s=self.scrape_interval_s,
+                remote_write=self.remote_write,
+                target_labels=self.target_labels,
             )
         )
 
