@@ -11,6 +11,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
     ExportMetricsServiceResponse,
 )
+from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality
 from sqlalchemy import Engine, func, select
 
 from collector.remote.mapping import parse_mapping
@@ -280,3 +281,26 @@ def test_otlp_refuses_json_and_garbage(client: TestClient, auth: Auth, content_t
         headers={**auth("remote_write"), "Content-Type": content_type},
     )
     assert answer.status_code == status
+
+
+def otlp_dynamo_requests(total: float, ts: float) -> bytes:
+    """NVIDIA Dynamo's frontend request counter as an OpenTelemetry Collector forwards it (a cumulative sum)."""
+    request = ExportMetricsServiceRequest()
+    resource = request.resource_metrics.add()
+    for key, text in (("service.name", "dynamo-frontend"), ("k8s.node.name", "gpu-3")):
+        resource.resource.attributes.add(key=key, value={"string_value": text})
+    metric = resource.scope_metrics.add().metrics.add(name="dynamo_frontend_requests_total")
+    metric.sum.is_monotonic = True
+    metric.sum.aggregation_temporality = AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
+    point = metric.sum.data_points.add(as_double=total, time_unix_nano=int(ts * 1e9))
+    point.attributes.add(key="model", value={"string_value": "qwen3-32b"})
+    return request.SerializeToString()
+
+
+def test_otlp_counters_become_rates_across_exports(client: TestClient, auth: Auth, engine: Engine) -> None:
+    headers = {**auth("remote_write"), "Content-Type": "application/x-protobuf"}
+    for total, ts in ((100.0, T0), (250.0, T0 + 15)):
+        assert client.post(
+            "/api/v1/otlp/v1/metrics", content=otlp_dynamo_requests(total, ts), headers=headers
+        ).is_success
+    assert stored(engine, "request_rate_per_second") == [(T0 + 15, -1, "qwen3-32b", pytest.approx(10.0))]

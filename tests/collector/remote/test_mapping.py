@@ -130,3 +130,16 @@ def test_a_bad_mapping_is_refused_naming_what_is_wrong(text: str, names: str) ->
 def test_a_missing_mapping_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(MappingError, match=r"nowhere\.yaml: cannot be read"):
         load_mapping(tmp_path / "nowhere.yaml")
+
+
+def test_otlp_resource_labels_and_dynamo_names_are_placed() -> None:
+    labels = {
+        "__name__": "dynamo_frontend_requests_total",
+        "model": "qwen3-32b",
+        "k8s_node_name": "gpu-node-3",
+        "instance": "dynamo-frontend-7d9f",
+        "job": "dynamo/dynamo-frontend",
+    }
+    found = DEFAULTS.source_of(labels)
+    assert found is not None
+    assert found[0].place(labels) == SeriesPlace("dynamo", "gpu-node-3", None, "qwen3-32b")
