@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
@@ -29,7 +29,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from collector.catalog import METRIC_NAMES
 from collector.database import insert_for
 from collector.errors import StorageUnavailable
-from collector.remote.derive import SeriesInfo, derive_at, families
+from collector.remote.derive import SeriesInfo, derive_at, families, interval_at
 from collector.remote.mapping import SeriesMapping, family_of
 from collector.remote.series import RemoteSeries
 from collector.remote.staging import Dropped, StagedSeries, stable_id, stage
@@ -205,27 +205,28 @@ class RemoteWriter:
         received_at: float,
         kind: str,
     ) -> int:
-        """Derive again each touched group's samples at its new times (and at the later times that read them)."""
+        """Derive again each touched group's samples at its new times (and at the later times that read them).
+
+        Two reads: the group's scrape times around the new ones (the index alone), then the points of just the
+        scrapes a derivation reads — its own, the one before and the window's oldest — not every staged one.
+        """
         gap = self._limits.max_gap_seconds
-        lo = min(min(ts) for ts in touched.values()) - gap
-        hi = max(max(ts) for ts in touched.values()) + gap
-        p = remote_points.c
-        points: dict[int, dict[float, list[tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
-        for group, sid, ts, value in conn.execute(
-            select(p.group_id, p.series_id, p.ts, p.value).where(p.group_id.in_(list(touched)), p.ts.between(lo, hi))
-        ):
-            points[group][ts].append((sid, value))
-        self._learn_series(conn, {sid for by_ts in points.values() for pts in by_ts.values() for sid, _ in pts})
+        times = self._scrape_times(conn, touched, gap)
+        wanted: dict[int, list[float]] = {g: _to_derive(times[g], new, gap) for g, new in touched.items()}
+        read: dict[int, set[float]] = defaultdict(set)
+        for group, targets in wanted.items():
+            for ts in targets:
+                previous, window = interval_at(ts, times[group], max_gap_seconds=gap)
+                read[group] |= {t for t in (ts, previous, window) if t is not None}
+        points = self._points(conn, read)
         place_of = {s.group_id: s.place for s in staged}
         rows, resolutions = [], []
-        for group, new_times in touched.items():
-            by_ts = points[group]
-            times = sorted(by_ts)
+        for group, targets in wanted.items():
             place = place_of[group]
             table = self._mapping.by_name[place.source].table
-            scrapes = {ts: families(by_ts[ts], self._info) for ts in times}
-            for ts in _to_derive(times, new_times, gap):
-                derived, resolution = derive_at(table, ts, scrapes, times, max_gap_seconds=gap)
+            scrapes = {ts: families(points[group][ts], self._info) for ts in sorted(read[group])}
+            for ts in targets:
+                derived, resolution = derive_at(table, ts, scrapes, times[group], max_gap_seconds=gap)
                 extra: dict[str, Any] = {"source": kind, **derived.extra}
                 if resolution is not None:
                     extra["resolution_seconds"] = round(resolution, 3)
@@ -248,6 +249,32 @@ class RemoteWriter:
             self._store_devices(conn, staged, received_at)
             self._mark_late(conn, written, received_at)
         return len(written)
+
+    def _scrape_times(self, conn: Connection, touched: dict[int, set[float]], gap: float) -> dict[int, list[float]]:
+        """Each touched group's staged scrape times within ``gap`` before its first new one to ``gap`` after its
+        last (the later ones a late point changes)."""
+        p = remote_points.c
+        lo = min(min(ts) for ts in touched.values()) - gap
+        hi = max(max(ts) for ts in touched.values()) + gap
+        times: dict[int, list[float]] = defaultdict(list)
+        for groups in _chunks(list(touched)):
+            query = select(p.group_id, p.ts).where(p.group_id.in_(groups), p.ts.between(lo, hi)).distinct()
+            for group, ts in conn.execute(query):
+                times[group].append(ts)
+        return {group: sorted(found) for group, found in times.items()}
+
+    def _points(self, conn: Connection, read: dict[int, set[float]]) -> dict[int, dict[float, list[tuple[int, float]]]]:
+        """The staged points of the (group, time) scrapes in ``read``, and the series they belong to learnt."""
+        p = remote_points.c
+        points: dict[int, dict[float, list[tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
+        for groups in _chunks(list(read)):
+            every_ts = sorted({ts for group in groups for ts in read[group]})
+            query = select(p.group_id, p.series_id, p.ts, p.value).where(p.group_id.in_(groups), p.ts.in_(every_ts))
+            for group, sid, ts, value in conn.execute(query):
+                if ts in read[group]:
+                    points[group][ts].append((sid, value))
+        self._learn_series(conn, {sid for by_ts in points.values() for pts in by_ts.values() for sid, _ in pts})
+        return points
 
     def _learn_series(self, conn: Connection, ids: set[int]) -> None:
         """Series another process registered: their names and labels, read once."""
@@ -367,6 +394,12 @@ class RemoteWriter:
                 ),
                 [{"node_id": node, "bucket": bucket} for node, bucket in sorted(late)],
             )
+
+
+def _chunks(items: list[int], size: int = 2000) -> Iterator[list[int]]:
+    """``items`` in lists of ``size``: a statement's bound parameters stay under SQLite's limit (32,766)."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 def _to_derive(times: list[float], new_times: set[float], gap: float) -> list[float]:

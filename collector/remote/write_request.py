@@ -15,7 +15,6 @@ from google.protobuf.message import DecodeError
 
 from collector.errors import CollectorError
 from collector.remote.prompb.remote_pb2 import WriteRequest
-from collector.remote.prompb.types_pb2 import Label
 from collector.remote.series import RemoteSeries
 
 MAX_LABELS_PER_SERIES = 64  # as Prometheus' own default label_limit would refuse past; a series of more is a bug
@@ -31,16 +30,7 @@ def decode_write_request(body: bytes, *, max_decoded_bytes: int) -> tuple[list[R
     Raises ``InvalidWriteRequest`` naming the fault: not snappy, larger than ``max_decoded_bytes`` uncompressed, not
     a WriteRequest, or a series without ``__name__``, with a duplicated or empty label name, or too many labels.
     """
-    try:
-        length = cramjam.snappy.decompress_raw_len(body)  # the block's own header: refuse a bomb before inflating it
-    except cramjam.DecompressionError:
-        raise InvalidWriteRequest("body: not snappy-compressed (block format, as remote write sends)") from None
-    if length > max_decoded_bytes:
-        raise InvalidWriteRequest(f"body: {length} bytes uncompressed, over the {max_decoded_bytes}-byte limit")
-    try:
-        raw = bytes(cramjam.snappy.decompress_raw(body))
-    except cramjam.DecompressionError as exc:
-        raise InvalidWriteRequest(f"body: not snappy-compressed, or a corrupt block ({exc})") from None
+    raw = snappy_decompressed(body, max_decoded_bytes)
     request = WriteRequest()
     try:
         request.ParseFromString(raw)
@@ -49,21 +39,38 @@ def decode_write_request(body: bytes, *, max_decoded_bytes: int) -> tuple[list[R
     found: list[RemoteSeries] = []
     histograms = 0
     for index, series in enumerate(request.timeseries):
-        labels = _labels(index, series.labels)
+        labels = label_set(index, ((pair.name, pair.value) for pair in series.labels))
         histograms += len(series.histograms)
         if series.samples:
             found.append(RemoteSeries(labels, tuple((s.timestamp / 1000.0, s.value) for s in series.samples)))
     return found, histograms
 
 
-def _labels(index: int, pairs: Iterable[Label]) -> dict[str, str]:
+def snappy_decompressed(body: bytes, max_decoded_bytes: int) -> bytes:
+    """The snappy block ``body`` inflated, refused by its own length header past ``max_decoded_bytes`` (a bomb is
+    never inflated); ``InvalidWriteRequest`` naming the fault."""
+    try:
+        length = cramjam.snappy.decompress_raw_len(body)
+    except cramjam.DecompressionError:
+        raise InvalidWriteRequest("body: not snappy-compressed (block format, as remote write sends)") from None
+    if length > max_decoded_bytes:
+        raise InvalidWriteRequest(f"body: {length} bytes uncompressed, over the {max_decoded_bytes}-byte limit")
+    try:
+        return bytes(cramjam.snappy.decompress_raw(body))
+    except cramjam.DecompressionError as exc:
+        raise InvalidWriteRequest(f"body: not snappy-compressed, or a corrupt block ({exc})") from None
+
+
+def label_set(index: int, pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """A series' labels by name, as the protocol allows them (both versions): every name non-empty and once, at most
+    ``MAX_LABELS_PER_SERIES``, a ``__name__``; ``index`` names the series in the error."""
     labels: dict[str, str] = {}
-    for pair in pairs:
-        if not pair.name:
+    for name, value in pairs:
+        if not name:
             raise InvalidWriteRequest(f"timeseries[{index}]: a label with an empty name")
-        if pair.name in labels:
-            raise InvalidWriteRequest(f"timeseries[{index}]: label {pair.name!r} appears twice")
-        labels[pair.name] = pair.value
+        if name in labels:
+            raise InvalidWriteRequest(f"timeseries[{index}]: label {name!r} appears twice")
+        labels[name] = value
     if len(labels) > MAX_LABELS_PER_SERIES:
         raise InvalidWriteRequest(f"timeseries[{index}]: {len(labels)} labels, over {MAX_LABELS_PER_SERIES}")
     if not labels.get("__name__"):

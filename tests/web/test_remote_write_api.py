@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import cramjam
 import pytest
 from fastapi.testclient import TestClient
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
@@ -15,14 +16,17 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality
 from sqlalchemy import Engine, func, select
 
 from collector.remote.mapping import parse_mapping
+from collector.remote.prompb.write_v2_pb2 import Request as WriteRequestV2
 from collector.remote.receiver import RemoteWriter
 from collector.remote.tables import remote_points, remote_series
+from collector.remote.write_request_v2 import CONTENT_TYPE as WRITE_V2_CONTENT_TYPE
 from collector.tables import samples
 from tests.support.clock import FakeClock
 from tests.support.remote_write import REMOTE_WRITE_HEADERS, Series, named, write_request
 from web.services import AppServices
 
 Auth = Callable[..., dict[str, str]]
+Writer = Callable[[Sequence[Series]], tuple[int, str]]
 T0 = FakeClock().now - 60
 GPU = {"gpu": "0", "Hostname": "gpu-1", "UUID": "GPU-5fd4", "modelName": "NVIDIA H100 80GB HBM3", "job": "dcgm"}
 VLLM = {"model_name": "llama-8b", "engine": "0", "instance": "10.0.0.1:8000", "node": "gpu-1", "job": "vllm"}
@@ -30,7 +34,7 @@ BOUNDS = ("0.5", "1.0", "2.5", "+Inf")
 
 
 @pytest.fixture
-def writer(client: TestClient, auth: Auth) -> Callable[[Sequence[Series]], tuple[int, str]]:
+def writer(client: TestClient, auth: Auth) -> Writer:
     headers = {**auth("remote_write"), **REMOTE_WRITE_HEADERS}
 
     def send(series: Sequence[Series]) -> tuple[int, str]:
@@ -55,7 +59,7 @@ def histogram(counts: Sequence[float], ts: float) -> list[Series]:
 
 
 def test_dcgm_gauges_become_the_gpu_metrics_in_catalog_units(
-    writer: Callable, engine: Engine, client: TestClient, auth: Auth
+    writer: Writer, engine: Engine, client: TestClient, auth: Auth
 ) -> None:
     status, text = writer(
         [
@@ -82,7 +86,7 @@ def test_dcgm_gauges_become_the_gpu_metrics_in_catalog_units(
     assert node["series"][0]["extra"] == {"source": "remote_write", "resolution_seconds": 15.0}
 
 
-def test_a_resent_request_stores_nothing_twice(writer: Callable, engine: Engine, services: AppServices) -> None:
+def test_a_resent_request_stores_nothing_twice(writer: Writer, engine: Engine, services: AppServices) -> None:
     series = [(named("DCGM_FI_DEV_GPU_TEMP", **GPU), [(T0, 61.0), (T0 + 15, 62.0)])]
     assert writer(series)[0] == 204
     before = stored(engine, "gpu_temperature_celsius")
@@ -94,7 +98,7 @@ def test_a_resent_request_stores_nothing_twice(writer: Callable, engine: Engine,
     assert points.labels("remote_write", "duplicate")._value.get() == 2
 
 
-def test_vllm_counters_and_histogram_become_rates_and_a_p99(writer: Callable, engine: Engine) -> None:
+def test_vllm_counters_and_histogram_become_rates_and_a_p99(writer: Writer, engine: Engine) -> None:
     tokens = named("vllm:generation_tokens_total", **VLLM)
     writer(
         [
@@ -117,7 +121,7 @@ def test_vllm_counters_and_histogram_become_rates_and_a_p99(writer: Callable, en
     ]
 
 
-def test_a_scrape_split_over_requests_converges_to_the_whole(writer: Callable, engine: Engine) -> None:
+def test_a_scrape_split_over_requests_converges_to_the_whole(writer: Writer, engine: Engine) -> None:
     """Prometheus shards series over parallel requests: a histogram's buckets arrive apart, in any order."""
     writer(histogram([0, 0, 0, 0], T0))
     whole = histogram([36, 42, 42, 42], T0 + 15)
@@ -130,7 +134,7 @@ def test_a_scrape_split_over_requests_converges_to_the_whole(writer: Callable, e
         assert conn.scalar(select(func.count()).select_from(samples).where(samples.c.ts == T0 + 15)) == 1
 
 
-def test_a_late_point_derives_the_later_scrape_again(writer: Callable, engine: Engine) -> None:
+def test_a_late_point_derives_the_later_scrape_again(writer: Writer, engine: Engine) -> None:
     tokens = named("vllm:generation_tokens_total", **VLLM)
     writer([(tokens, [(T0, 1000.0), (T0 + 30, 4000.0)])])  # T0 + 15 is late (another shard, a retry)
     assert stored(engine, "token_throughput_per_second")[-1][-1] == pytest.approx(100.0)
@@ -138,7 +142,7 @@ def test_a_late_point_derives_the_later_scrape_again(writer: Callable, engine: E
     assert [r[-1] for r in stored(engine, "token_throughput_per_second")] == [pytest.approx(100.0)] * 2
 
 
-def test_unmapped_series_are_counted_and_never_stored(writer: Callable, engine: Engine, services: AppServices) -> None:
+def test_unmapped_series_are_counted_and_never_stored(writer: Writer, engine: Engine, services: AppServices) -> None:
     assert writer([(named("go_goroutines", job="dcgm", instance="a:9400"), [(T0, 12.0), (T0 + 15, 13.0)])])[0] == 204
     with engine.connect() as conn:
         assert conn.scalar(select(func.count()).select_from(remote_series)) == 0
@@ -147,7 +151,7 @@ def test_unmapped_series_are_counted_and_never_stored(writer: Callable, engine: 
     assert services.remote_telemetry.points.labels("remote_write", "unmapped")._value.get() == 2
 
 
-def test_another_value_for_a_stored_time_is_refused_and_the_rest_kept(writer: Callable, engine: Engine) -> None:
+def test_another_value_for_a_stored_time_is_refused_and_the_rest_kept(writer: Writer, engine: Engine) -> None:
     writer([(named("DCGM_FI_DEV_GPU_TEMP", **GPU), [(T0, 61.0)])])
     status, text = writer(
         [(named("DCGM_FI_DEV_GPU_TEMP", **GPU), [(T0, 70.0)]), (named("DCGM_FI_DEV_GPU_UTIL", **GPU), [(T0, 50.0)])]
@@ -156,15 +160,13 @@ def test_another_value_for_a_stored_time_is_refused_and_the_rest_kept(writer: Ca
     assert stored(engine, "gpu_temperature_celsius", "gpu_utilization_ratio") == [(T0, 0, "", 61.0, 0.5)]
 
 
-def test_a_point_older_than_the_window_is_refused(writer: Callable, services: AppServices) -> None:
+def test_a_point_older_than_the_window_is_refused(writer: Writer, services: AppServices) -> None:
     old = services.clock() - services.remote.limits.window_seconds - 1
     status, text = writer([(named("DCGM_FI_DEV_GPU_TEMP", **GPU), [(old, 61.0)])])
     assert status == 400 and "1 too_old" in text
 
 
-def test_a_source_past_its_series_limit_drops_new_series(
-    writer: Callable, services: AppServices, engine: Engine
-) -> None:
+def test_a_source_past_its_series_limit_drops_new_series(writer: Writer, services: AppServices, engine: Engine) -> None:
     mapping = parse_mapping(
         "sources:\n- {name: dcgm, node: [Hostname], device: gpu, max_series: 2,"
         " metrics: {gpu_temperature_celsius: {gauge: DCGM_FI_DEV_GPU_TEMP}}}"
@@ -183,7 +185,7 @@ def test_a_source_past_its_series_limit_drops_new_series(
     [
         (b"not snappy", REMOTE_WRITE_HEADERS, 400, "not snappy-compressed"),
         (
-            bytes(__import__("cramjam").snappy.compress_raw(b"\xff\xff\xff")),
+            bytes(cramjam.snappy.compress_raw(b"\xff\xff\xff")),
             REMOTE_WRITE_HEADERS,
             400,
             "not a protobuf",
@@ -198,7 +200,7 @@ def test_a_bad_body_is_400_naming_the_fault(
     assert answer.status_code == status and says in answer.json()["error"]["message"]
 
 
-def test_a_series_without_a_name_is_400(writer: Callable) -> None:
+def test_a_series_without_a_name_is_400(writer: Writer) -> None:
     status, text = writer([({"job": "x"}, [(T0, 1.0)])])
     assert status == 400 and "timeseries[0]: no __name__ label" in text
 
@@ -211,7 +213,7 @@ def test_an_agent_token_may_not_remote_write(client: TestClient, auth: Auth) -> 
 
 
 def test_overload_is_503_with_retry_after(
-    writer: Callable, services: AppServices, client: TestClient, auth: Auth
+    writer: Writer, services: AppServices, client: TestClient, auth: Auth
 ) -> None:
     services.ingest_gate.enter = _shed  # type: ignore[method-assign]
     answer = client.post(
@@ -227,7 +229,7 @@ def _shed() -> float:
 
 
 def test_a_scraped_node_stays_up_for_three_of_its_intervals(
-    writer: Callable, client: TestClient, auth: Auth, clock: FakeClock
+    writer: Writer, client: TestClient, auth: Auth, clock: FakeClock
 ) -> None:
     writer([(named("DCGM_FI_DEV_GPU_TEMP", **GPU), [(T0, 61.0), (T0 + 15, 62.0)])])
     clock.advance(40)  # an agent's node would be down after 3 s; a 15 s scrape misses one or two
@@ -245,7 +247,8 @@ def otlp_gauge(name: str, value: float, ts: float, **attributes: str) -> bytes:
     point = metric.gauge.data_points.add(as_double=value, time_unix_nano=int(ts * 1e9))
     for key, text in attributes.items():
         point.attributes.add(key=key, value={"string_value": text})
-    return request.SerializeToString()
+    body: bytes = request.SerializeToString()
+    return body
 
 
 def test_otlp_metrics_take_the_same_mapping(client: TestClient, auth: Auth, engine: Engine) -> None:
@@ -294,7 +297,8 @@ def otlp_dynamo_requests(total: float, ts: float) -> bytes:
     metric.sum.aggregation_temporality = AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
     point = metric.sum.data_points.add(as_double=total, time_unix_nano=int(ts * 1e9))
     point.attributes.add(key="model", value={"string_value": "qwen3-32b"})
-    return request.SerializeToString()
+    body: bytes = request.SerializeToString()
+    return body
 
 
 def test_otlp_counters_become_rates_across_exports(client: TestClient, auth: Auth, engine: Engine) -> None:
@@ -304,3 +308,27 @@ def test_otlp_counters_become_rates_across_exports(client: TestClient, auth: Aut
             "/api/v1/otlp/v1/metrics", content=otlp_dynamo_requests(total, ts), headers=headers
         ).is_success
     assert stored(engine, "request_rate_per_second") == [(T0 + 15, -1, "qwen3-32b", pytest.approx(10.0))]
+
+
+def test_remote_write_2_0_is_taken_by_its_content_type_and_says_what_it_wrote(
+    client: TestClient, auth: Auth, engine: Engine
+) -> None:
+    request = WriteRequestV2(symbols=["", "__name__", "DCGM_FI_DEV_GPU_TEMP", "gpu", "0", "Hostname", "gpu-1"])
+    series = request.timeseries.add(labels_refs=[1, 2, 3, 4, 5, 6])
+    series.samples.add(value=64.0, timestamp=round(T0 * 1000))
+    body = bytes(cramjam.snappy.compress_raw(request.SerializeToString()))
+    headers = {**auth("remote_write"), **REMOTE_WRITE_HEADERS, "Content-Type": WRITE_V2_CONTENT_TYPE}
+    answer = client.post("/api/v1/write", content=body, headers=headers)
+    assert answer.status_code == 204
+    assert answer.headers["X-Prometheus-Remote-Write-Samples-Written"] == "1"
+    assert answer.headers["X-Prometheus-Remote-Write-Histograms-Written"] == "0"
+    assert stored(engine, "gpu_temperature_celsius") == [(T0, 0, "", 64.0)]
+    again = client.post("/api/v1/write", content=body, headers=headers)  # a resend: written, as a duplicate
+    assert again.headers["X-Prometheus-Remote-Write-Samples-Written"] == "1"
+    assert stored(engine, "gpu_temperature_celsius") == [(T0, 0, "", 64.0)]
+
+
+def test_an_unknown_remote_write_proto_is_415(client: TestClient, auth: Auth) -> None:
+    headers = {**auth("remote_write"), **REMOTE_WRITE_HEADERS, "Content-Type": "application/x-protobuf;proto=v3"}
+    answer = client.post("/api/v1/write", content=write_request([]), headers=headers)
+    assert answer.status_code == 415 and "io.prometheus.write.v2.Request" in answer.json()["error"]["message"]

@@ -24,6 +24,8 @@ from collector.remote.receiver import WriteOutcome
 from collector.remote.series import RemoteSeries
 from collector.remote.staging import Dropped
 from collector.remote.write_request import InvalidWriteRequest, decode_write_request
+from collector.remote.write_request_v2 import CONTENT_TYPE as WRITE_V2_CONTENT_TYPE
+from collector.remote.write_request_v2 import decode_write_request_v2
 from web.auth import ServicesDep, authenticate_on_loop, documented_agent_auth
 from web.body import read_body, read_raw_body
 from web.errors import ERROR_RESPONSES, ApiError, error_responses
@@ -49,28 +51,64 @@ Decode = Callable[[bytes], tuple[list[RemoteSeries], dict[str, int]]]
     openapi_extra={"requestBody": {"content": {PROTOBUF: {"schema": {"type": "string", "format": "binary"}}}}},
 )
 async def remote_write(request: Request, services: ServicesDep) -> Response:
-    """Prometheus remote write 1.0: a snappy-compressed ``prometheus.WriteRequest``; a resend stores nothing twice."""
+    """Prometheus remote write, a snappy-compressed ``prometheus.WriteRequest`` (1.0) or, by its Content-Type,
+    ``io.prometheus.write.v2.Request`` (2.0); a resend stores nothing twice."""
+    version = _remote_write_version(request.headers.get("content-type", ""))
 
     async def read(limit: int) -> bytes:
         encoding = request.headers.get("content-encoding", "").strip().lower()
         if encoding != "snappy":
             raise ApiError(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE, f"Content-Encoding {encoding!r}: send snappy")
+        if version is None:
+            raise ApiError(
+                status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+                f"Content-Type {request.headers.get('content-type', '')!r}: send {PROTOBUF} (remote write 1.0) or "
+                f"{WRITE_V2_CONTENT_TYPE} (2.0)",
+            )
         return await read_raw_body(request, max_bytes=limit)
 
     def decode(body: bytes) -> tuple[list[RemoteSeries], dict[str, int]]:
-        series, histograms = decode_write_request(body, max_decoded_bytes=4 * services.settings.ingest_max_body_bytes)
+        limit = 4 * services.settings.ingest_max_body_bytes
+        decoder = decode_write_request_v2 if version == 2 else decode_write_request
+        series, histograms = decoder(body, max_decoded_bytes=limit)
         return series, {Dropped.UNCONVERTED.value: histograms} if histograms else {}
 
     outcome = await _receive(request, services, "remote_write", read, decode)
+    # 2.0: what was written, on every answer about the body (a 2xx without them reads as a 1.0 receiver)
+    written = (
+        {
+            "X-Prometheus-Remote-Write-Samples-Written": str(outcome.stored + outcome.duplicates),
+            "X-Prometheus-Remote-Write-Histograms-Written": "0",
+            "X-Prometheus-Remote-Write-Exemplars-Written": "0",
+        }
+        if version == 2
+        else {}
+    )
     refused = sum(outcome.dropped[r] for r in REFUSED)
     if refused:
-        raise ApiError(status.HTTP_400_BAD_REQUEST, _refusal(outcome, refused))
-    return Response(status_code=status.HTTP_204_NO_CONTENT)
+        raise ApiError(status.HTTP_400_BAD_REQUEST, _refusal(outcome, refused), headers=written)
+    return Response(status_code=status.HTTP_204_NO_CONTENT, headers=written)
+
+
+def _remote_write_version(content_type: str) -> int | None:
+    """1 or 2 by the Content-Type's ``proto`` parameter, as the 2.0 specification negotiates; None: neither."""
+    media, *parameters = (part.strip() for part in content_type.split(";"))
+    if media.lower() != PROTOBUF:
+        return None
+    proto = next((p.split("=", 1)[1].strip('"') for p in parameters if p.lower().startswith("proto=")), None)
+    return {None: 1, "prometheus.WriteRequest": 1, "io.prometheus.write.v2.Request": 2}.get(proto)
 
 
 @router.post(
     "/otlp/v1/metrics",
-    responses=error_responses(400, 413, 415),
+    response_class=Response,
+    responses={
+        200: {
+            "description": "an ExportMetricsServiceResponse, with partial_success when points were dropped",
+            "content": {PROTOBUF: {"schema": {"type": "string", "format": "binary"}}},
+        },
+        **error_responses(400, 413, 415),
+    },
     dependencies=[documented_agent_auth(Role.REMOTE_WRITE)],
     openapi_extra={"requestBody": {"content": {PROTOBUF: {"schema": {"type": "string", "format": "binary"}}}}},
 )
