@@ -144,8 +144,11 @@ def _coerce_enums(spec: RuleSpec) -> None:
             object.__setattr__(spec, name, enum(value))
         except ValueError:
             raise FieldError(name, f"{value!r} is not one of {', '.join(e.value for e in enum)}") from None
-    object.__setattr__(spec, "labels", dict(spec.labels))
-    object.__setattr__(spec, "annotations", dict(spec.annotations))
+    for name in ("labels", "annotations"):
+        given = getattr(spec, name)
+        if not isinstance(given, Mapping):  # a PATCH's null: say so, never fail on it
+            raise FieldError(name, f"must be an object of names to strings, got {given!r}")
+        object.__setattr__(spec, name, dict(given))
 
 
 def _non_negative(name: str, value: float | None) -> None:

@@ -68,6 +68,8 @@ def test_a_rule_that_cannot_hold_is_422_naming_the_field_and_nothing_is_stored(c
     created = client.post("/api/v1/alert-rules", json=HOT, headers=operator).json()
     bad_patch = client.patch(f"/api/v1/alert-rules/{created['id']}", json={"group_by": "pool"}, headers=operator)
     assert bad_patch.status_code == 422 and "aggregate" in bad_patch.text
+    null_labels = client.patch(f"/api/v1/alert-rules/{created['id']}", json={"labels": None}, headers=operator)
+    assert null_labels.status_code == 422 and null_labels.json()["error"]["field"] == "labels"
     assert client.get("/api/v1/alert-rules", headers=operator).json()["items"][0]["group_by"] == "series"
 
 
