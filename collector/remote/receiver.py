@@ -4,11 +4,9 @@ Per request (``RemoteWriter.write``): the series are mapped and their points sta
 new series are registered, up to each source's ``max_series``; every point is inserted under its ``(series_id,
 ts)`` key — a resend or a WAL replay hits it (an identical value is a duplicate, another value a conflict); then
 each group that gained a point has its sample at that time derived again from all its staged points
-(``collector.remote.derive``) and written as fleetpilot samples are: ``samples`` (under a negative ``seq`` of its
-own, a hash of group and time, so a node an agent also reports keeps both), the latest values, the node (source
-and resolution: liveness of a scraped node counts its scrape interval), its GPUs from the exporter's labels, and
-the rollup backlog for minutes already rolled up. A scrape split over several requests thus converges to what the
-whole scrape gives, whichever request comes last.
+(``collector.remote.derive``) and written as an agent's samples are (``collector.remote.derived_samples``), under a
+negative ``seq`` of its own (a hash of group and time), so a node an agent also reports keeps both. A scrape split
+over several requests thus converges to what the whole scrape gives, whichever request comes last.
 
 One writer per process; on PostgreSQL a transaction-scoped advisory lock per group keeps two servers from deriving
 one group from each other's half of a scrape.
@@ -17,27 +15,28 @@ one group from each other's half of a scrape.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from statistics import median
 from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, func, or_, select, text, tuple_
+from sqlalchemy import Connection, Engine, func, select, text, tuple_
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from collector.catalog import METRIC_NAMES
 from collector.database import insert_for
 from collector.errors import StorageUnavailable
 from collector.remote.derive import SeriesInfo, derive_at, families, interval_at
+from collector.remote.derived_samples import DerivedSamples
 from collector.remote.mapping import SeriesMapping, family_of
 from collector.remote.series import RemoteSeries
 from collector.remote.staging import Dropped, StagedSeries, stable_id, stage
 from collector.remote.tables import remote_points, remote_series
-from collector.rollups import bucket_start
-from collector.tables import NO_DEVICE, NO_POOL, devices, nodes, rollup_backlog, samples, series_latest
+from collector.tables import NO_DEVICE, NO_POOL
 
 SOURCE_KINDS = ("remote_write", "otlp")
+COUNTS_REREAD_SECONDS = 60.0
 _SEQ_BITS = (1 << 62) - 1
 
 
@@ -80,8 +79,10 @@ class RemoteWriter:
         self._late_after_seconds = late_after_seconds
         self._lock = threading.Lock()
         self._dialect = engine.dialect.name
+        self._out = DerivedSamples(self._dialect, mapping, late_after_seconds=late_after_seconds)
         self._info: dict[int, SeriesInfo] = {}  # every series this process has met: a bounded set (max_series)
-        self._per_source: dict[str, int] | None = None  # series counts, read once, then counted here
+        self._per_source: dict[str, int] = {}  # series per source, as last read (then counted here)
+        self._counted_at = float("-inf")  # when they were read (time.monotonic())
 
     @property
     def limits(self) -> ReceiverLimits:
@@ -154,14 +155,13 @@ class RemoteWriter:
         return kept
 
     def _source_counts(self, conn: Connection) -> dict[str, int]:
-        if self._per_source is None:
+        """Series per source, read at most once a minute: other servers register series too, and the staging job
+        forgets idle ones; in between, this process counts its own."""
+        if time.monotonic() - self._counted_at > COUNTS_REREAD_SECONDS:
             rows = conn.execute(select(remote_series.c.source, func.count()).group_by(remote_series.c.source))
             self._per_source = {source: n for source, n in rows}
+            self._counted_at = time.monotonic()
         return self._per_source
-
-    def forget_counts(self) -> None:
-        """Read the series counts afresh at the next write (after retention removed idle series)."""
-        self._per_source = None
 
     def _insert_points(
         self, conn: Connection, staged: list[StagedSeries], outcome: WriteOutcome
@@ -241,14 +241,8 @@ class RemoteWriter:
                     **{name: derived.metrics.get(name) for name in METRIC_NAMES},
                 }
                 rows.append((row, bool(derived.metrics)))
-        self._store_samples(conn, rows)
-        written = [row for row, has_metrics in rows if has_metrics]
-        if written:
-            self._store_latest(conn, written)
-            self._store_nodes(conn, written, resolutions, received_at=received_at, kind=kind)
-            self._store_devices(conn, staged, received_at)
-            self._mark_late(conn, written, received_at)
-        return len(written)
+        self._out.store(conn, rows, resolutions, staged, received_at=received_at, kind=kind)
+        return sum(has_metrics for _, has_metrics in rows)
 
     def _scrape_times(self, conn: Connection, touched: dict[int, set[float]], gap: float) -> dict[int, list[float]]:
         """Each touched group's staged scrape times within ``gap`` before its first new one to ``gap`` after its
@@ -288,112 +282,6 @@ class RemoteWriter:
                 family = None if known is None else family_of(name, known.families)
                 if family is not None:
                     self._info[sid] = SeriesInfo(family, name, labels)
-
-    def _store_samples(self, conn: Connection, rows: list[tuple[dict[str, Any], bool]]) -> None:
-        """Each row replaces its earlier derivation; a row with no metric (a first scrape of counters) only removes."""
-        c = samples.c
-        keys = [(row["node_id"], row["seq"], row["ts"]) for row, _ in rows]
-        for chunk in range(0, len(keys), 2000):
-            conn.execute(delete(samples).where(tuple_(c.node_id, c.seq, c.ts).in_(keys[chunk : chunk + 2000])))
-        written = [row for row, has_metrics in rows if has_metrics]
-        if written:
-            conn.execute(insert_for(self._dialect, samples), written)
-
-    def _store_latest(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
-        latest: dict[tuple[str, int, str], dict[str, Any]] = {}
-        for row in rows:
-            key = (row["node_id"], row["device"], row["pool"])
-            if key not in latest or row["ts"] >= latest[key]["ts"]:
-                latest[key] = row
-        upsert = insert_for(self._dialect, series_latest)
-        upsert = upsert.on_conflict_do_update(
-            index_elements=["node_id", "device", "pool"],
-            set_={name: upsert.excluded[name] for name in ("ts", *METRIC_NAMES, "extra")},
-            where=series_latest.c.ts <= upsert.excluded.ts,
-        )
-        conn.execute(upsert, [{k: v for k, v in latest[key].items() if k != "seq"} for key in sorted(latest)])
-
-    def _store_nodes(
-        self, conn: Connection, rows: list[dict[str, Any]], resolutions: list[float], *, received_at: float, kind: str
-    ) -> None:
-        """Register or refresh each node; a node an agent reports stays the agent's while it is up (a minute)."""
-        newest: dict[str, float] = {}
-        for row in rows:
-            newest[row["node_id"]] = max(newest.get(row["node_id"], row["ts"]), row["ts"])
-        resolution = round(median(resolutions), 3) if resolutions else None
-        upsert = insert_for(self._dialect, nodes)
-        n = nodes.c
-        upsert = upsert.on_conflict_do_update(
-            index_elements=["id"],
-            set_={
-                "last_seen": upsert.excluded.last_seen,
-                "last_sample_ts": func.coalesce(
-                    func.max(n.last_sample_ts, upsert.excluded.last_sample_ts)
-                    if self._dialect == "sqlite"
-                    else func.greatest(n.last_sample_ts, upsert.excluded.last_sample_ts),
-                    upsert.excluded.last_sample_ts,
-                ),
-                "source": upsert.excluded.source,
-                "resolution_seconds": func.coalesce(upsert.excluded.resolution_seconds, n.resolution_seconds),
-            },
-            where=or_(n.source != "agent", n.last_seen < received_at - 60.0),
-        )
-        conn.execute(
-            upsert,
-            [
-                {
-                    "id": node,
-                    "first_seen": received_at,
-                    "last_seen": received_at,
-                    "last_sample_ts": ts,
-                    "source": kind,
-                    "resolution_seconds": resolution,
-                }
-                for node, ts in sorted(newest.items())
-            ],
-        )
-
-    def _store_devices(self, conn: Connection, staged: list[StagedSeries], received_at: float) -> None:
-        """A GPU's model, UUID and driver from the labels its exporter puts on every series (dcgm-exporter's)."""
-        found: dict[tuple[str, int], dict[str, str | None]] = {}
-        for s in staged:
-            wanted = self._mapping.by_name[s.place.source].spec.device_labels
-            if s.place.device is None or not wanted or (s.place.node_id, s.place.device) in found:
-                continue
-            described: dict[str, str | None] = {field: s.labels.get(label) for field, label in wanted.items()}
-            if any(described.values()):
-                found[(s.place.node_id, s.place.device)] = described
-        if not found:
-            return
-        upsert = insert_for(self._dialect, devices)
-        upsert = upsert.on_conflict_do_update(
-            index_elements=["node_id", "index"],
-            set_={c: func.coalesce(upsert.excluded[c], devices.c[c]) for c in ("name", "uuid", "driver_version")}
-            | {"updated_at": upsert.excluded.updated_at},
-        )
-        conn.execute(
-            upsert,
-            [
-                {"node_id": node, "index": index, "memory_total_bytes": None, "updated_at": received_at}
-                | {k: (v[:128] if v else None) for k, v in d.items()}
-                for (node, index), d in sorted(found.items())
-            ],
-        )
-
-    def _mark_late(self, conn: Connection, rows: list[dict[str, Any]], received_at: float) -> None:
-        late = {
-            (row["node_id"], bucket_start(row["ts"]))
-            for row in rows
-            if row["ts"] < received_at - self._late_after_seconds
-        }
-        if late:
-            backlog = insert_for(self._dialect, rollup_backlog)
-            conn.execute(
-                backlog.on_conflict_do_update(
-                    index_elements=["node_id", "bucket"], set_={"bucket": backlog.excluded.bucket}
-                ),
-                [{"node_id": node, "bucket": bucket} for node, bucket in sorted(late)],
-            )
 
 
 def _chunks(items: list[int], size: int = 2000) -> Iterator[list[int]]:

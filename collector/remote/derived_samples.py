@@ -1,0 +1,151 @@
+"""The samples derived from remote-write and OTLP points, written as ingest writes an agent's: ``samples``, the
+latest value of each series, the node (its source and resolution), its GPUs from the exporter's labels, and the
+rollup backlog for minutes the rollup job has passed."""
+
+from __future__ import annotations
+
+from statistics import median
+from typing import Any
+
+from sqlalchemy import Connection, delete, func, or_, tuple_
+
+from collector.catalog import METRIC_NAMES
+from collector.database import insert_for
+from collector.remote.mapping import SeriesMapping
+from collector.remote.staging import StagedSeries
+from collector.rollups import bucket_start
+from collector.tables import devices, nodes, rollup_backlog, samples, series_latest
+
+AGENT_TAKES_OVER_SECONDS = 60.0  # a node an agent reports stays the agent's until it has been silent this long
+
+
+class DerivedSamples:
+    def __init__(self, dialect: str, mapping: SeriesMapping, *, late_after_seconds: float) -> None:
+        self._dialect = dialect
+        self._mapping = mapping
+        self._late_after_seconds = late_after_seconds
+
+    def store(
+        self,
+        conn: Connection,
+        rows: list[tuple[dict[str, Any], bool]],
+        resolutions: list[float],
+        staged: list[StagedSeries],
+        *,
+        received_at: float,
+        kind: str,
+    ) -> None:
+        """Write ``rows`` (each with whether it holds a metric; one without only removes its earlier derivation)."""
+        self._samples(conn, rows)
+        written = [row for row, has_metrics in rows if has_metrics]
+        if written:
+            self._latest(conn, written)
+            self._nodes(conn, written, resolutions, received_at=received_at, kind=kind)
+            self._devices(conn, staged, received_at)
+            self._backlog(conn, written, received_at)
+
+    def _samples(self, conn: Connection, rows: list[tuple[dict[str, Any], bool]]) -> None:
+        """Each row replaces its earlier derivation; a row with no metric (a first scrape of counters) only removes."""
+        c = samples.c
+        keys = [(row["node_id"], row["seq"], row["ts"]) for row, _ in rows]
+        for chunk in range(0, len(keys), 2000):
+            conn.execute(delete(samples).where(tuple_(c.node_id, c.seq, c.ts).in_(keys[chunk : chunk + 2000])))
+        written = [row for row, has_metrics in rows if has_metrics]
+        if written:
+            conn.execute(insert_for(self._dialect, samples), written)
+
+    def _latest(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
+        latest: dict[tuple[str, int, str], dict[str, Any]] = {}
+        for row in rows:
+            key = (row["node_id"], row["device"], row["pool"])
+            if key not in latest or row["ts"] >= latest[key]["ts"]:
+                latest[key] = row
+        upsert = insert_for(self._dialect, series_latest)
+        upsert = upsert.on_conflict_do_update(
+            index_elements=["node_id", "device", "pool"],
+            set_={name: upsert.excluded[name] for name in ("ts", *METRIC_NAMES, "extra")},
+            where=series_latest.c.ts <= upsert.excluded.ts,
+        )
+        conn.execute(upsert, [{k: v for k, v in latest[key].items() if k != "seq"} for key in sorted(latest)])
+
+    def _nodes(
+        self, conn: Connection, rows: list[dict[str, Any]], resolutions: list[float], *, received_at: float, kind: str
+    ) -> None:
+        """Register or refresh each node; a node an agent reports stays the agent's while it is up (a minute)."""
+        newest: dict[str, float] = {}
+        for row in rows:
+            newest[row["node_id"]] = max(newest.get(row["node_id"], row["ts"]), row["ts"])
+        resolution = round(median(resolutions), 3) if resolutions else None
+        upsert = insert_for(self._dialect, nodes)
+        n = nodes.c
+        upsert = upsert.on_conflict_do_update(
+            index_elements=["id"],
+            set_={
+                "last_seen": upsert.excluded.last_seen,
+                "last_sample_ts": func.coalesce(
+                    func.max(n.last_sample_ts, upsert.excluded.last_sample_ts)
+                    if self._dialect == "sqlite"
+                    else func.greatest(n.last_sample_ts, upsert.excluded.last_sample_ts),
+                    upsert.excluded.last_sample_ts,
+                ),
+                "source": upsert.excluded.source,
+                "resolution_seconds": func.coalesce(upsert.excluded.resolution_seconds, n.resolution_seconds),
+            },
+            where=or_(n.source != "agent", n.last_seen < received_at - AGENT_TAKES_OVER_SECONDS),
+        )
+        conn.execute(
+            upsert,
+            [
+                {
+                    "id": node,
+                    "first_seen": received_at,
+                    "last_seen": received_at,
+                    "last_sample_ts": ts,
+                    "source": kind,
+                    "resolution_seconds": resolution,
+                }
+                for node, ts in sorted(newest.items())
+            ],
+        )
+
+    def _devices(self, conn: Connection, staged: list[StagedSeries], received_at: float) -> None:
+        """A GPU's model, UUID and driver from the labels its exporter puts on every series (dcgm-exporter's)."""
+        found: dict[tuple[str, int], dict[str, str | None]] = {}
+        for s in staged:
+            wanted = self._mapping.by_name[s.place.source].spec.device_labels
+            if s.place.device is None or not wanted or (s.place.node_id, s.place.device) in found:
+                continue
+            described: dict[str, str | None] = {field: s.labels.get(label) for field, label in wanted.items()}
+            if any(described.values()):
+                found[(s.place.node_id, s.place.device)] = described
+        if not found:
+            return
+        upsert = insert_for(self._dialect, devices)
+        upsert = upsert.on_conflict_do_update(
+            index_elements=["node_id", "index"],
+            set_={c: func.coalesce(upsert.excluded[c], devices.c[c]) for c in ("name", "uuid", "driver_version")}
+            | {"updated_at": upsert.excluded.updated_at},
+        )
+        conn.execute(
+            upsert,
+            [
+                {"node_id": node, "index": index, "memory_total_bytes": None, "updated_at": received_at}
+                | {k: (v[:128] if v else None) for k, v in d.items()}
+                for (node, index), d in sorted(found.items())
+            ],
+        )
+
+    def _backlog(self, conn: Connection, rows: list[dict[str, Any]], received_at: float) -> None:
+        late = {
+            (row["node_id"], bucket_start(row["ts"]))
+            for row in rows
+            if row["ts"] < received_at - self._late_after_seconds
+        }
+        if late:
+            backlog = insert_for(self._dialect, rollup_backlog)
+            conn.execute(
+                backlog.on_conflict_do_update(
+                    index_elements=["node_id", "bucket"], set_={"bucket": backlog.excluded.bucket}
+                ),
+                [{"node_id": node, "bucket": bucket} for node, bucket in sorted(late)],
+            )
