@@ -31,12 +31,14 @@ from collector.remote.derive import SeriesInfo, derive_at, families, interval_at
 from collector.remote.derived_samples import DerivedSamples
 from collector.remote.mapping import SeriesMapping, family_of
 from collector.remote.series import RemoteSeries
-from collector.remote.staging import Dropped, StagedSeries, stable_id, stage
+from collector.remote.staging import Dropped, Placements, StagedSeries, stable_id, stage
 from collector.remote.tables import remote_points, remote_series
 from collector.tables import NO_DEVICE, NO_POOL
 
 SOURCE_KINDS = ("remote_write", "otlp")
 COUNTS_REREAD_SECONDS = 60.0
+SERIES_RECHECK_SECONDS = 60.0  # how long a series known stored is taken as stored without a look
+MAX_CONFIRMED = 200_000
 _SEQ_BITS = (1 << 62) - 1
 
 
@@ -75,12 +77,14 @@ class RemoteWriter:
     ) -> None:
         self._engine = engine
         self._mapping = mapping
+        self._placements = Placements(mapping)
         self._limits = limits or ReceiverLimits()
         self._late_after_seconds = late_after_seconds
         self._lock = threading.Lock()
         self._dialect = engine.dialect.name
         self._out = DerivedSamples(self._dialect, mapping, late_after_seconds=late_after_seconds)
-        self._info: dict[int, SeriesInfo] = {}  # every series this process has met: a bounded set (max_series)
+        self._info: dict[int, SeriesInfo] = {}  # every series this process has met (bounded: max_series)
+        self._confirmed: dict[int, float] = {}  # series id → when this process last knew it stored
         self._per_source: dict[str, int] = {}  # series per source, as last read (then counted here)
         self._counted_at = float("-inf")  # when they were read (time.monotonic())
 
@@ -93,7 +97,7 @@ class RemoteWriter:
         limits = self._limits
         staged = stage(
             series,
-            self._mapping,
+            self._placements,
             now=received_at,
             oldest=received_at - limits.window_seconds,
             max_future_seconds=limits.max_future_seconds,
@@ -126,32 +130,38 @@ class RemoteWriter:
     def _register(
         self, conn: Connection, staged: list[StagedSeries], outcome: WriteOutcome, received_at: float
     ) -> list[StagedSeries]:
-        """Known series, and new ones while their source has room; the rest dropped (``series_limit``)."""
+        """Known series, and new ones while their source has room; the rest dropped (``series_limit``).
+
+        A series this process registered or saw stored within ``SERIES_RECHECK_SECONDS`` is taken as stored; the
+        others are looked up, the new ones inserted and the stored ones' ``last_seen`` moved on (what the staging
+        job's forgetting of idle series reads): once a minute per series, not once a request.
+        """
+        fresh_after = received_at - SERIES_RECHECK_SECONDS
+        unsure = [s.series_id for s in staged if self._confirmed.get(s.series_id, float("-inf")) <= fresh_after]
+        stored: set[int] = set()
+        for ids in _chunks(unsure):
+            stored.update(conn.scalars(select(remote_series.c.id).where(remote_series.c.id.in_(ids))))
         counts = self._source_counts(conn)
-        known = set(
-            conn.scalars(select(remote_series.c.id).where(remote_series.c.id.in_([s.series_id for s in staged])))
-        )
+        unsure_set = set(unsure)
         kept, new_rows = [], []
         for s in staged:
-            if s.series_id not in known:
+            if s.series_id in unsure_set and s.series_id not in stored:
                 source = self._mapping.by_name[s.place.source]
                 if counts.get(source.name, 0) >= source.spec.max_series:
                     outcome.dropped[Dropped.SERIES_LIMIT] += len(s.points)
                     continue
                 counts[source.name] = counts.get(source.name, 0) + 1
-                known.add(s.series_id)
+                stored.add(s.series_id)
                 new_rows.append(_series_row(s, received_at))
             self._info[s.series_id] = SeriesInfo(s.family, s.name, s.labels)
             kept.append(s)
         if new_rows:
             conn.execute(insert_for(self._dialect, remote_series).on_conflict_do_nothing(), new_rows)
-        seen = [s.series_id for s in kept]
-        for chunk in range(0, len(seen), 5000):
-            conn.execute(
-                remote_series.update()
-                .where(remote_series.c.id.in_(seen[chunk : chunk + 5000]), remote_series.c.last_seen < received_at - 60)
-                .values(last_seen=received_at)
-            )
+        for ids in _chunks(sorted(stored)):
+            conn.execute(remote_series.update().where(remote_series.c.id.in_(ids)).values(last_seen=received_at))
+        if len(self._confirmed) > MAX_CONFIRMED:
+            self._confirmed.clear()
+        self._confirmed.update(dict.fromkeys(stored, received_at))
         return kept
 
     def _source_counts(self, conn: Connection) -> dict[str, int]:

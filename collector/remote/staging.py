@@ -73,9 +73,51 @@ def group_id(place: SeriesPlace) -> int:
     return stable_id(place.source, place.node_id, device, place.pool or "")
 
 
+@dataclass(frozen=True)
+class _Placed:
+    series_id: int
+    group_id: int
+    place: SeriesPlace
+    family: str
+    name: str
+    labels: Mapping[str, str]  # without __name__
+
+
+class Placements:
+    """Where each series lands, worked out once per label set: the same series come back every scrape, and the
+    mapping, the place and two hashes cost more than storing their points. Bounded: forgotten whole past
+    ``max_entries`` (a rare rebuild beats unbounded growth under cardinality churn)."""
+
+    def __init__(self, mapping: SeriesMapping, *, max_entries: int = 200_000) -> None:
+        self.mapping = mapping
+        self._max_entries = max_entries
+        self._known: dict[tuple[tuple[str, str], ...], _Placed | str] = {}
+
+    def of(self, labels: Mapping[str, str]) -> _Placed | str:
+        """The series' placing, or why it has none (a ``Dropped`` value)."""
+        key = tuple(labels.items())
+        found = self._known.get(key)
+        if found is None:
+            if len(self._known) >= self._max_entries:
+                self._known.clear()
+            found = self._known[key] = self._place(labels)
+        return found
+
+    def _place(self, labels: Mapping[str, str]) -> _Placed | str:
+        found = self.mapping.source_of(labels)
+        if found is None:
+            return Dropped.UNMAPPED
+        source, family = found
+        place = source.place(labels)
+        if isinstance(place, str):
+            return place
+        others = {k: v for k, v in labels.items() if k != "__name__"}
+        return _Placed(series_id(labels), group_id(place), place, family, labels["__name__"], others)
+
+
 def stage(
     series: Sequence[RemoteSeries],
-    mapping: SeriesMapping,
+    placements: Placements,
     *,
     now: float,
     oldest: float,
@@ -85,14 +127,9 @@ def stage(
     staged = Staged()
     newest = now + max_future_seconds
     for one in series:
-        found = mapping.source_of(one.labels)
-        if found is None:
-            staged.dropped[Dropped.UNMAPPED] += len(one.samples)
-            continue
-        source, family = found
-        place = source.place(one.labels)
-        if isinstance(place, str):
-            staged.dropped[place] += len(one.samples)
+        placed = placements.of(one.labels)
+        if isinstance(placed, str):
+            staged.dropped[placed] += len(one.samples)
             continue
         points = []
         for ts, value in one.samples:
@@ -102,10 +139,15 @@ def stage(
             else:
                 staged.dropped[reason] += 1
         if points:
-            labels = {k: v for k, v in one.labels.items() if k != "__name__"}
             staged.series.append(
                 StagedSeries(
-                    series_id(one.labels), group_id(place), place, family, one.labels["__name__"], labels, tuple(points)
+                    placed.series_id,
+                    placed.group_id,
+                    placed.place,
+                    placed.family,
+                    placed.name,
+                    placed.labels,
+                    tuple(points),
                 )
             )
     return staged

@@ -11,7 +11,7 @@ import pytest
 from collector.remote.derive import SeriesInfo, derive_at, families, interval_at
 from collector.remote.mapping import load_mapping
 from collector.remote.series import RemoteSeries
-from collector.remote.staging import Dropped, group_id, series_id, stage
+from collector.remote.staging import Dropped, Placements, group_id, series_id, stage
 from collector.scrape.engines import TGI, VLLM
 
 STALE_NAN = struct.unpack(">d", struct.pack(">Q", 0x7FF0000000000002))[0]
@@ -75,7 +75,7 @@ def test_stage_keeps_mapped_points_and_counts_every_other_one_by_reason() -> Non
         RemoteSeries({"__name__": "go_goroutines", "instance": "a:1"}, ((NOW, 5.0), (NOW - 15, 5.0))),
         RemoteSeries({"__name__": "DCGM_FI_DEV_GPU_TEMP", "gpu": "0"}, ((NOW, 60.0),)),
     ]
-    staged = stage(series, load_mapping(), now=NOW, oldest=NOW - 600, max_future_seconds=300)
+    staged = stage(series, Placements(load_mapping()), now=NOW, oldest=NOW - 600, max_future_seconds=300)
     assert [(s.name, s.points) for s in staged.series] == [("DCGM_FI_DEV_GPU_UTIL", ((NOW - 30, 50.0),))]
     assert dict(staged.dropped) == {
         Dropped.STALE_MARKER: 1,
