@@ -18,6 +18,7 @@ from fleet.scaling_events import ScalingEvent
 from isolation.tenant_keys import TenantKeyStore
 from isolation.tenants import QuotaSpec, SloClass, TenantStore
 from tests.support.clock import FakeClock
+from tests.support.remote_write import REMOTE_WRITE_HEADERS, named, write_request
 from tests.web.dashboard.conftest import csrf_of, push
 from tests.web.dashboard.test_audit import everything_logged
 from web.services import AppServices
@@ -74,6 +75,23 @@ def test_node_detail_and_its_live_stream(browser: Browser, services: AppServices
     assert len(events) == 2
     assert events[0]["status"] == "up" and events[0]["values"]["gpu-0"]["gpu_temperature_celsius"] == "60 °C"
     assert client.get("/nodes/ghost").status_code == 404
+
+
+def test_a_node_seen_through_remote_write_says_so_with_its_interval(
+    browser: Browser, services: AppServices, clock: FakeClock, token: Callable[..., str]
+) -> None:
+    client = browser("viewer")
+    push(services, client, "node-a", clock)
+    gpu = {"gpu": "0", "Hostname": "gpu-7", "modelName": "NVIDIA H100 80GB HBM3"}
+    body = write_request([(named("DCGM_FI_DEV_GPU_TEMP", **gpu), [(clock() - 15, 61.0), (clock(), 62.0)])])
+    headers = {"Authorization": f"Bearer {token('remote_write')}", **REMOTE_WRITE_HEADERS}
+    assert client.post("/api/v1/write", content=body, headers=headers).status_code == 204
+    overview = client.get("/").text
+    assert re.search(r'data-node="gpu-7".*?Prometheus remote write every 15\.0 s', overview, re.S)
+    assert re.search(r'data-node="node-a".*?agent every 500 ms', overview, re.S)
+    node = client.get("/nodes/gpu-7").text
+    assert "Prometheus remote write every 15.0 s" in node and "live every 15.0 s" in node
+    assert "live every 500 ms" in client.get("/nodes/node-a").text
 
 
 def test_pool_page_scales_by_hand_and_switches_dry_run(
