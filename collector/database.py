@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, Table, create_engine, event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine.interfaces import DBAPIConnection
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from collector.errors import DatabaseCorrupt
+from collector.errors import DatabaseCorrupt, StorageUnavailable
 
 # WAL lets readers (queries, /metrics) run beside the writer; NORMAL skips an fsync per commit, which WAL makes safe
 # against application crashes (a power loss can lose the last commits, never corrupt the file).
@@ -88,3 +91,17 @@ def insert_for(engine_or_dialect: Engine | str, table: Table) -> sqlite.Insert |
     if name == "postgresql":
         return postgresql.insert(table)
     raise ValueError(f"unsupported database dialect {name!r}: use sqlite or postgresql")
+
+
+@contextmanager
+def storage_errors() -> Iterator[None]:
+    """The database away, or its connection lost, raised as ``StorageUnavailable`` (answered 503 with
+    ``Retry-After``); any other database error as it is."""
+    try:
+        yield
+    except OperationalError as exc:
+        raise StorageUnavailable(f"database unavailable: {exc.orig}") from exc
+    except DBAPIError as exc:
+        if exc.connection_invalidated:
+            raise StorageUnavailable(f"database connection lost: {exc.orig}") from exc
+        raise

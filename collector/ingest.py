@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, Engine, case, func, select, text
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError
 
 from collector.catalog import METRIC_NAMES
 from collector.control import NodeReport
-from collector.database import insert_for
-from collector.errors import FieldProblem, Overloaded, StorageUnavailable, TooManyPools
+from collector.database import insert_for, storage_errors
+from collector.errors import FieldProblem, Overloaded, TooManyPools
 from collector.rollups import bucket_start
 from collector.tables import (
     NO_DEVICE,
@@ -273,16 +273,9 @@ class SampleWriter:
     def _commit(self, group: list[_Queued]) -> None:
         """One transaction for ``group``; on a constraint error with several batches, each alone."""
         try:
-            try:
-                with self._engine.begin() as conn:
-                    members = self._admitted(conn, group)
-                    results = self._write(conn, members)
-            except OperationalError as exc:
-                raise StorageUnavailable(f"database unavailable: {exc.orig}") from exc
-            except DBAPIError as exc:
-                if exc.connection_invalidated:
-                    raise StorageUnavailable(f"database connection lost: {exc.orig}") from exc
-                raise
+            with storage_errors(), self._engine.begin() as conn:
+                members = self._admitted(conn, group)
+                results = self._write(conn, members)
         except DBAPIError:
             if len(group) == 1:
                 raise

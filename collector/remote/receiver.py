@@ -22,11 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, Engine, func, select, text, tuple_
-from sqlalchemy.exc import DBAPIError, OperationalError
 
 from collector.catalog import METRIC_NAMES
-from collector.database import insert_for
-from collector.errors import StorageUnavailable
+from collector.database import insert_for, storage_errors
 from collector.remote.derive import SeriesInfo, derive_at, families, interval_at
 from collector.remote.derived_samples import DerivedSamples
 from collector.remote.mapping import SeriesMapping, family_of
@@ -105,15 +103,8 @@ class RemoteWriter:
         outcome = WriteOutcome(dropped=staged.dropped)
         if not staged.series:
             return outcome
-        try:
-            with self._lock, self._engine.begin() as conn:
-                self._write(conn, staged.series, outcome, received_at=received_at, kind=kind)
-        except OperationalError as exc:
-            raise StorageUnavailable(f"database unavailable: {exc.orig}") from exc
-        except DBAPIError as exc:
-            if exc.connection_invalidated:
-                raise StorageUnavailable(f"database connection lost: {exc.orig}") from exc
-            raise
+        with storage_errors(), self._lock, self._engine.begin() as conn:
+            self._write(conn, staged.series, outcome, received_at=received_at, kind=kind)
         return outcome
 
     def _write(

@@ -39,8 +39,8 @@ class Dropped(StrEnum):
 
 
 @dataclass(frozen=True)
-class StagedSeries:
-    """One series of a request that is kept: its identity, place and the points to store."""
+class Placed:
+    """Where one series lands and what it is: its ids, place, family, own name and labels."""
 
     series_id: int
     group_id: int
@@ -48,6 +48,12 @@ class StagedSeries:
     family: str
     name: str
     labels: Mapping[str, str]  # without __name__
+
+
+@dataclass(frozen=True)
+class StagedSeries(Placed):
+    """One series of a request that is kept: where it lands and the points to store."""
+
     points: tuple[tuple[float, float], ...]
 
 
@@ -73,16 +79,6 @@ def group_id(place: SeriesPlace) -> int:
     return stable_id(place.source, place.node_id, device, place.pool or "")
 
 
-@dataclass(frozen=True)
-class _Placed:
-    series_id: int
-    group_id: int
-    place: SeriesPlace
-    family: str
-    name: str
-    labels: Mapping[str, str]  # without __name__
-
-
 class Placements:
     """Where each series lands, worked out once per label set: the same series come back every scrape, and the
     mapping, the place and two hashes cost more than storing their points. Bounded: forgotten whole past
@@ -91,9 +87,9 @@ class Placements:
     def __init__(self, mapping: SeriesMapping, *, max_entries: int = 200_000) -> None:
         self.mapping = mapping
         self._max_entries = max_entries
-        self._known: dict[tuple[tuple[str, str], ...], _Placed | str] = {}
+        self._known: dict[tuple[tuple[str, str], ...], Placed | str] = {}
 
-    def of(self, labels: Mapping[str, str]) -> _Placed | str:
+    def of(self, labels: Mapping[str, str]) -> Placed | str:
         """The series' placing, or why it has none (a ``Dropped`` value)."""
         key = tuple(labels.items())
         found = self._known.get(key)
@@ -103,7 +99,7 @@ class Placements:
             found = self._known[key] = self._place(labels)
         return found
 
-    def _place(self, labels: Mapping[str, str]) -> _Placed | str:
+    def _place(self, labels: Mapping[str, str]) -> Placed | str:
         found = self.mapping.source_of(labels)
         if found is None:
             return Dropped.UNMAPPED
@@ -112,7 +108,7 @@ class Placements:
         if isinstance(place, str):
             return place
         others = {k: v for k, v in labels.items() if k != "__name__"}
-        return _Placed(series_id(labels), group_id(place), place, family, labels["__name__"], others)
+        return Placed(series_id(labels), group_id(place), place, family, labels["__name__"], others)
 
 
 def stage(
@@ -139,17 +135,7 @@ def stage(
             else:
                 staged.dropped[reason] += 1
         if points:
-            staged.series.append(
-                StagedSeries(
-                    placed.series_id,
-                    placed.group_id,
-                    placed.place,
-                    placed.family,
-                    placed.name,
-                    placed.labels,
-                    tuple(points),
-                )
-            )
+            staged.series.append(StagedSeries(**vars(placed), points=tuple(points)))
     return staged
 
 
