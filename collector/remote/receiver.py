@@ -36,7 +36,7 @@ from collector.tables import NO_DEVICE, NO_POOL
 SOURCE_KINDS = ("remote_write", "otlp")
 COUNTS_REREAD_SECONDS = 60.0
 SERIES_RECHECK_SECONDS = 60.0  # how long a series known stored is taken as stored without a look
-MAX_CONFIRMED = 200_000
+MAX_KNOWN = 200_000
 _SEQ_BITS = (1 << 62) - 1
 
 
@@ -59,10 +59,6 @@ class WriteOutcome:
     samples: int = 0  # fleetpilot samples derived (written or rewritten)
     dropped: Counter[str] = field(default_factory=Counter)
 
-    @property
-    def conflicts(self) -> int:
-        return self.dropped[Dropped.CONFLICT]
-
 
 def remote_seq(group: int, ts: float) -> int:
     """The ``samples.seq`` of a group's sample at ``ts``: negative, so it never meets an agent's (they count up)."""
@@ -77,11 +73,10 @@ class RemoteWriter:
         self._mapping = mapping
         self._placements = Placements(mapping)
         self._limits = limits or ReceiverLimits()
-        self._late_after_seconds = late_after_seconds
         self._lock = threading.Lock()
         self._dialect = engine.dialect.name
         self._out = DerivedSamples(self._dialect, mapping, late_after_seconds=late_after_seconds)
-        self._info: dict[int, SeriesInfo] = {}  # every series this process has met (bounded: max_series)
+        self._info: dict[int, SeriesInfo] = {}  # the series this process has met (forgotten past MAX_KNOWN)
         self._confirmed: dict[int, float] = {}  # series id → when this process last knew it stored
         self._per_source: dict[str, int] = {}  # series per source, as last read (then counted here)
         self._counted_at = float("-inf")  # when they were read (time.monotonic())
@@ -150,8 +145,9 @@ class RemoteWriter:
             conn.execute(insert_for(self._dialect, remote_series).on_conflict_do_nothing(), new_rows)
         for ids in _chunks(sorted(stored)):
             conn.execute(remote_series.update().where(remote_series.c.id.in_(ids)).values(last_seen=received_at))
-        if len(self._confirmed) > MAX_CONFIRMED:
+        if len(self._confirmed) > MAX_KNOWN:  # series come and go with pods: forget, re-read what is needed
             self._confirmed.clear()
+            self._info = {s.series_id: SeriesInfo(s.family, s.name, s.labels) for s in kept}
         self._confirmed.update(dict.fromkeys(stored, received_at))
         return kept
 
