@@ -14,6 +14,13 @@ the local volatility at their origin (a smoothed absolute one-step change) and b
 scores whose 5 % and 95 % conformal quantiles set the lower and upper half-widths. A calm hour gets a narrow band
 and a turbulent one a wide band: residuals 10 at volatility 5 and 40 at volatility 20 are both a score of 2.
 
+Warm-up: a series with fewer than :func:`warmup_observations` values (30, or twice the horizon when that is
+longer) is forecast as its last value with a random-walk band as wide as its largest one-step change so far (at least
+10 % of the last value) × √k — not a trend. Below that, the drift's smoothed change (an SES of α 0.1) still leans on
+its first few changes (at 30 values 95 % of its weight is on the last 29), and fewer scored origins than the horizon
+leave the far steps' errors unmeasured: three rising points made a drift candidate win and a 15-step forecast of
+2.4× the last value with a band lying above it.
+
 Gaps hold the last observed value (never zero); targets that fall in a gap are not scored. Everything runs on a
 2-D array (series × steps), so :mod:`predictor.cycle` forecasts a thousand series of one length in one call.
 """
@@ -38,6 +45,8 @@ SCORE_ORIGINS = 240  # recent origins scored per candidate: 4 hours at 1-minute 
 VOLATILITY_ALPHA = 0.1  # the local volatility is an SES of |one-step change| remembering about 10 steps
 DRIFT_ALPHA = 0.1  # the drift is an SES of the one-step change, remembering about 10 steps
 NEAR_BEST = 1.1  # candidates within 10 % of the best recent MAE share the forecast (1 / MAE² weights)
+WARMUP_MIN_OBSERVATIONS = 30  # see the module docstring, "Warm-up"
+WARMUP_BAND_FLOOR = 0.1  # a warm-up band is at least this share of the last value a step
 CHUNK_SERIES = 64  # series forecast together: bounds the (series × origins × steps × days) arrays to a few MB
 
 
@@ -76,20 +85,41 @@ def candidates(length: int, step_seconds: float, horizon: int) -> tuple[Candidat
     return (*flat, Candidate(1.0, drift=True))
 
 
+def warmup_observations(horizon: int) -> int:
+    """How many values a series needs before its forecast may be more than the last value (module docstring)."""
+    return max(WARMUP_MIN_OBSERVATIONS, 2 * horizon)
+
+
 def forecast_batch(values: FloatArray, step_seconds: float, horizon: int) -> BatchForecast:
-    """Forecast each row of ``values`` (series × steps, NaN = missing; the last column is the origin)."""
+    """Forecast each row of ``values`` (series × steps, NaN = missing; the last column is the origin); a row still
+    in its warm-up gets the last value and a wide band (:func:`warmup_forecast`)."""
     if values.ndim != 2 or horizon < 1:
         raise ValueError("values must be series × steps and the horizon at least one step")
     parts = [
         _forecast_chunk(values[start : start + CHUNK_SERIES], step_seconds, horizon)
         for start in range(0, len(values), CHUNK_SERIES)
     ]
-    return BatchForecast(
-        np.concatenate([p.yhat for p in parts]),
-        np.concatenate([p.lo for p in parts]),
-        np.concatenate([p.hi for p in parts]),
-        tuple(name for p in parts for name in p.chosen),
-    )
+    yhat, lo, hi = (np.concatenate([getattr(p, name) for p in parts]) for name in ("yhat", "lo", "hi"))
+    chosen = [name for p in parts for name in p.chosen]
+    warming = np.isfinite(values).sum(axis=1) < warmup_observations(horizon)
+    if warming.any():
+        early = warmup_forecast(values[warming], horizon)
+        yhat[warming], lo[warming], hi[warming] = early.yhat, early.lo, early.hi
+        chosen = [early.chosen[0] if warm else name for warm, name in zip(warming, chosen, strict=True)]
+    return BatchForecast(yhat, lo, hi, tuple(chosen))
+
+
+def warmup_forecast(values: FloatArray, horizon: int) -> BatchForecast:
+    """The last value, banded ± (largest one-step change so far, at least ``WARMUP_BAND_FLOOR`` of the last value)
+    × √k. Worked: 10, 12, 14 → 14 at every step, ± 2 × √k (step 1: 12–16, step 15: 6.3–21.7)."""
+    held = forward_fill(values)
+    last = held[:, -1]
+    change = np.abs(np.diff(held, axis=1))
+    largest = np.nanmax(np.where(np.isfinite(change), change, 0.0), axis=1, initial=0.0)
+    step = np.maximum(largest, WARMUP_BAND_FLOOR * np.abs(last))
+    width = step[:, None] * np.sqrt(np.arange(1, horizon + 1))[None, :]
+    yhat = np.repeat(last[:, None], horizon, axis=1)
+    return BatchForecast(yhat, np.maximum(yhat - width, 0.0), yhat + width, ("warmup",) * len(values))
 
 
 def _forecast_chunk(values: FloatArray, step_seconds: float, horizon: int) -> BatchForecast:
