@@ -46,6 +46,7 @@ from fleet.lease import Lease
 from fleet.pools import Mode, Pool, PoolStore
 from fleet.scaling_events import EventStore, ReasonCode, ScalingEvent
 from fleet.view import FleetReader, FleetView
+from predictor.accuracy import distrusted
 from predictor.store import ForecastStore, StoredForecast, SubjectKind
 
 log = logging.getLogger(__name__)
@@ -345,7 +346,8 @@ def forecast_view(stored: StoredForecast | None, now: float, stale_after_seconds
         return ForecastView(good.origin_ts, points, stale=True, error=stored.error)
     if age > stale_after_seconds:
         return ForecastView(good.origin_ts, points, stale=True, error=f"the last forecast is {age:.0f} s old")
-    return ForecastView(good.origin_ts, points)
+    day = (stored.accuracy or {}).get("24h")
+    return ForecastView(good.origin_ts, points, distrusted=distrusted(day) if day is not None else None)
 
 
 def refused_pools(refusal: DesiredRefusal, reported: set[str], pools: Sequence[Pool]) -> list[Pool]:

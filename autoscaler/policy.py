@@ -74,6 +74,7 @@ class ForecastView:
     points: tuple[tuple[float, float, float, float], ...]
     stale: bool = False
     error: str | None = None
+    distrusted: str | None = None  # why its live accuracy says not to follow it (predictor.accuracy); None: trusted
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,7 @@ def forecast_peak(ctx: PoolContext) -> tuple[float, float, float] | None:
     12:01 covers 12:01 + startup, each in time; counting both twice would provision every step for two steps' peak.
     """
     forecast = ctx.forecast
-    if forecast is None or forecast.stale or not forecast.points:
+    if forecast is None or forecast.stale or forecast.distrusted or not forecast.points:
         return None
     start = ctx.now + ctx.startup_seconds
     end = start + ctx.settings.margin_seconds
@@ -243,7 +244,7 @@ class Predictive:
                 policy=self.name,
                 reason=f"predictive off ({why}); {fallback.reason}",
                 inputs={**fallback.inputs, "predictive": "off", "forecast_problem": why},
-                code=_fallback_code(fallback.code),
+                code=_fallback_code(fallback.code, ctx.forecast),
             )
         upper, start, end = peak
         needed = replicas_for(upper, per_replica)
@@ -266,11 +267,12 @@ class Predictive:
         )
 
 
-def _fallback_code(code: ReasonCode) -> ReasonCode:
-    """Predictive off: the fallback's count, under ForecastStale, unless the fallback could not size at all (no
-    capacity, no demand), which says more."""
+def _fallback_code(code: ReasonCode, forecast: ForecastView | None) -> ReasonCode:
+    """Predictive off: the fallback's count, under ForecastStale (ForecastInaccurate when its live accuracy turned
+    it off), unless the fallback could not size at all (no capacity, no demand), which says more."""
     if code in (ReasonCode.REACTIVE_UTILIZATION, ReasonCode.WITHIN_TOLERANCE):
-        return ReasonCode.FORECAST_STALE
+        distrusted = forecast is not None and not forecast.stale and forecast.distrusted is not None
+        return ReasonCode.FORECAST_INACCURATE if distrusted else ReasonCode.FORECAST_STALE
     return code
 
 
@@ -320,6 +322,8 @@ def forecast_problem(forecast: ForecastView | None) -> str:
         return "no forecast"
     if forecast.stale:
         return f"forecast stale: {forecast.error or 'the last attempt failed'}"
+    if forecast.distrusted:
+        return f"forecast distrusted: {forecast.distrusted}"
     return "forecast has no points"
 
 

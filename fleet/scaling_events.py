@@ -40,6 +40,9 @@ class ReasonCode(StrEnum):
     REACTIVE_UTILIZATION = "ReactiveUtilization"  # demand over current replicas × capacity, against target (HPA)
     FORECAST_PEAK = "ForecastPeak"  # the forecast's upper bound over [startup, startup + margin) at its utilization
     FORECAST_STALE = "ForecastStale"  # no usable forecast (stale, failing or missing): the reactive fallback decided
+    # the live forecast scored worse than naive, or its interval covered too little, over the last 24 h: the
+    # reactive fallback decided until it recovers (predictor.accuracy)
+    FORECAST_INACCURATE = "ForecastInaccurate"
     WITHIN_TOLERANCE = "WithinTolerance"  # the need is within the tolerance of the current count: held
     NO_CAPACITY = "NoCapacity"  # no per-replica capacity configured or learned: nothing to size by, held
     STALE_METRICS = "StaleMetrics"  # demand missing or older than stale_after_seconds: held, never scaled down on it

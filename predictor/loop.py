@@ -31,7 +31,8 @@ from sqlalchemy import Engine
 from collector.skipped_rows import Job, SkippedRows
 from fleet.pools import Pool, PoolSpec, PoolStore
 from fleet.view import FleetReader
-from predictor import inputs
+from predictor import accuracy_store, inputs
+from predictor.accuracy import WINDOWS_SECONDS
 from predictor.backtest import horizon_steps
 from predictor.base import Forecast, ForecastError, History
 from predictor.capacity import LearnedCapacity, learn_capacity
@@ -137,10 +138,26 @@ class ForecastJob:
             (*key, str(results.get(_key_name(key), "no forecast returned"))) for key in subjects if key not in forecasts
         ]
         self.store.save(good)
+        self._score(subjects, good, now)
         self.store.mark_failed(failures, attempted_at=now)
         report = CycleReport(len(good), len(failures), time.monotonic() - started)
         self._export(good, failures, report, now)
         return report
+
+    def _score(self, subjects: Mapping[Key, Subject], good: list[GoodForecast], now: float) -> None:
+        """Keep the pools' new forecasts, score the kept ones whose targets have come against the histories just
+        read, and store each pool's windows of accuracy (``predictor.accuracy_store``)."""
+        pools = [g for g in good if g.kind is SubjectKind.POOL]
+        histories = {(k.value, name, m): s.history for (k, name, m), s in subjects.items() if k is SubjectKind.POOL}
+        if not pools:
+            return
+        with self.engine.begin() as conn:
+            accuracy_store.keep(conn, pools)
+            accuracy_store.score_due(conn, histories)
+            for g in pools:
+                scored = accuracy_store.accuracy(conn, (g.kind.value, g.subject, g.metric), now=now)
+                self.store.set_accuracy(conn, g.kind, g.subject, g.metric, scored)
+            accuracy_store.forget_before(conn, now - max(WINDOWS_SECONDS.values()) - self.settings.horizon_seconds)
 
     def gather(self, now: float) -> dict[Key, Subject]:
         """Every subject with its history and capacity, read in one connection."""

@@ -8,14 +8,15 @@ autoscaler) can tell, because :class:`StoredForecast` says so instead of silentl
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, Column, Double, Engine, String, Table, and_, select
+from sqlalchemy import JSON, Column, Connection, Double, Engine, String, Table, and_, select
 
 from collector.database import insert_for
 from collector.tables import metadata
+from predictor.accuracy import WindowAccuracy
 
 LEARNED_SOURCES = frozenset({"measured", "lower_bound"})  # predictor.capacity's sources (not "configured")
 
@@ -43,6 +44,8 @@ forecasts = Table(
     Column("points", JSON, nullable=True),  # [[ts, yhat, lo, hi], ...]
     Column("saturation", JSON, nullable=True),
     Column("error", String(1000), nullable=True),  # set by a failed attempt after the last good one
+    # a pool's live accuracy over each window ({"24h": {...}, "7d": {...}}, predictor.accuracy), after each cycle
+    Column("accuracy", JSON, nullable=True),
 )
 
 
@@ -80,6 +83,7 @@ class StoredForecast:
     attempted_at: float
     error: str | None
     good: GoodForecast | None
+    accuracy: dict[str, WindowAccuracy] | None = None  # a pool's, by window ("24h", "7d"); None: not scored yet
 
     @property
     def stale(self) -> bool:
@@ -131,14 +135,16 @@ def _stored(row: Any) -> StoredForecast:
             points=[ForecastPoint(*p) for p in m["points"]],
             saturation=m["saturation"],
         )
-    return StoredForecast(kind, m["subject"], m["metric"], m["attempted_at"], m["error"], good)
+    scored = m["accuracy"]
+    accuracy = {name: WindowAccuracy(**window) for name, window in scored.items()} if scored else None
+    return StoredForecast(kind, m["subject"], m["metric"], m["attempted_at"], m["error"], good, accuracy)
 
 
 class ForecastStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         upsert = insert_for(engine, forecasts)
-        names = [c.name for c in forecasts.columns if not c.primary_key]
+        names = [c.name for c in forecasts.columns if not c.primary_key and c.name != "accuracy"]
         self._upsert = upsert.on_conflict_do_update(
             index_elements=["kind", "subject", "metric"], set_={n: upsert.excluded[n] for n in names}
         )
@@ -154,6 +160,17 @@ class ForecastStore:
         rows = [{"kind": g.kind.value, "subject": g.subject, "metric": g.metric, **_good_columns(g)} for g in good]
         with self.engine.begin() as conn:
             conn.execute(self._upsert, rows)
+
+    def set_accuracy(
+        self, conn: Connection, kind: SubjectKind, subject: str, metric: str, scored: dict[str, WindowAccuracy]
+    ) -> None:
+        """Record a subject's windows of live accuracy (in the caller's transaction)."""
+        c = forecasts.c
+        conn.execute(
+            forecasts.update()
+            .where(c.kind == kind.value, c.subject == subject, c.metric == metric)
+            .values(accuracy={name: asdict(window) for name, window in scored.items()})
+        )
 
     def mark_failed(self, failures: Sequence[tuple[SubjectKind, str, str, str]], *, attempted_at: float) -> None:
         """Record (kind, subject, metric, error) failures; the last good points, if any, stay and turn stale."""

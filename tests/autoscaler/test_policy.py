@@ -38,10 +38,13 @@ def ctx(**changes: object) -> PoolContext:
     return replace(base, **changes)  # type: ignore[arg-type]
 
 
-def forecast(upper: float, *, stale: bool = False) -> ForecastView:
+WORSE = "its forecasts scored worse than naive over the last 24h (MASE 1.30)"
+
+
+def forecast(upper: float, *, stale: bool = False, distrusted: str | None = None) -> ForecastView:
     """Points every 60 s for 15 minutes with ``hi`` = upper (yhat a little below)."""
     points = tuple((NOW + 60 * k, upper * 0.8, upper * 0.6, upper) for k in range(1, 16))
-    return ForecastView(NOW, points, stale=stale, error="diverged" if stale else None)
+    return ForecastView(NOW, points, stale=stale, error="diverged" if stale else None, distrusted=distrusted)
 
 
 def test_reactive_follows_hpa_utilization_math() -> None:
@@ -172,6 +175,13 @@ UP_BY_4 = PolicySettings(scale_up_rules=(("Pods", 4.0, 15.0),))
         (Predictive(), ctx(forecast=forecast(80.0)), 10, ReasonCode.WITHIN_TOLERANCE),
         (Predictive(), ctx(demand=140.0, forecast=forecast(1000.0, stale=True)), 20, ReasonCode.FORECAST_STALE),
         (Predictive(), ctx(demand=140.0), 20, ReasonCode.FORECAST_STALE),  # no forecast at all
+        (
+            Predictive(),
+            ctx(demand=140.0, forecast=forecast(1000.0, distrusted=WORSE)),
+            20,
+            ReasonCode.FORECAST_INACCURATE,
+        ),
+        (Hybrid(), ctx(demand=70.0, forecast=forecast(150.0, distrusted=WORSE)), 10, ReasonCode.FORECAST_INACCURATE),
         (Hybrid(), ctx(demand=70.0, forecast=forecast(150.0)), 17, ReasonCode.FORECAST_PEAK),
         (Hybrid(), ctx(demand=140.0, forecast=forecast(90.0)), 20, ReasonCode.REACTIVE_UTILIZATION),
         (Hybrid(), ctx(demand=140.0, forecast=forecast(90.0, stale=True)), 20, ReasonCode.FORECAST_STALE),
