@@ -73,7 +73,7 @@ def test_precision_and_recall_over_a_window() -> None:
 
     scores = [s(True, True), s(True, True), s(True, False), s(False, True), s(False, False)]
     found = window_accuracy("7d", scores)
-    assert (found.saturation_precision, found.saturation_recall) == (pytest.approx(2 / 3), pytest.approx(2 / 3))
+    assert found.saturation_precision == pytest.approx(2 / 3) and found.saturation_recall == pytest.approx(2 / 3)
     assert window_accuracy("7d", [s(False, False)]).saturation_precision is None  # no warning: nothing to be right
 
 
@@ -135,4 +135,4 @@ def test_the_stored_scores_equal_a_replay_of_the_loops_own_forecasts(engine: Eng
     assert day.forecasts == expected.forecasts == len(made) - 10  # the last 10 still wait for their targets
     assert day.points == expected.points
     assert day.mase == pytest.approx(expected.mase) and day.coverage90 == pytest.approx(expected.coverage90)
-    assert 0 < day.mase < 1.5 and stored.accuracy["7d"].points == day.points
+    assert day.mase is not None and 0 < day.mase < 1.5 and stored.accuracy["7d"].points == day.points
