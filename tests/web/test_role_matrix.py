@@ -34,6 +34,7 @@ ROLES: dict[tuple[str, str], Role | str] = {
     ("DELETE", "/api/v1/pools/{name}"): ADMIN,
     ("POST", "/api/v1/pools/{name}/scale"): OPERATOR,
     ("GET", "/api/v1/pools/{name}/forecast"): VIEWER,
+    ("GET", "/api/v1/pools/{name}/forecast-accuracy"): VIEWER,
     ("GET", "/api/v1/capacity-plan"): VIEWER,
     ("GET", "/api/v1/scaling-events"): VIEWER,
     ("GET", "/api/v1/routing/weights"): VIEWER,

@@ -1,4 +1,5 @@
-"""``GET /api/v1/pools/{name}/forecast`` and ``GET /api/v1/nodes/{id}/forecast``: the forecast loop's latest output.
+"""``GET /api/v1/pools/{name}/forecast``, ``/pools/{name}/forecast-accuracy`` and ``GET /api/v1/nodes/{id}/forecast``:
+the forecast loop's latest output, and how the pool's forecasts have scored.
 
 A forecast whose last attempt failed is still served, with ``stale: true`` and the ``error``: the autoscaler and the
 dashboard must be able to tell old numbers from new ones. No forecast yet answers 404 (the loop needs rolled-up
@@ -7,11 +8,13 @@ minutes first); only failures so far answer 503 with the reason.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, status
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from predictor.accuracy import distrusted
 from predictor.store import StoredForecast, SubjectKind
 from web.auth import ServicesDep, ViewerToken
 from web.errors import ERROR_RESPONSES, ApiError, error_responses, not_found
@@ -110,3 +113,35 @@ def node_forecasts(node_id: str, services: ServicesDep, _token: ViewerToken) -> 
     if not stored:
         raise not_found(f"no forecasts for node {node_id!r} yet")
     return NodeForecastsOut(node=node_id, items=[_out(s) for s in stored])
+
+
+class WindowAccuracyOut(BaseModel):
+    window: str = Field(description="24h or 7d, by forecast origin")
+    forecasts: int = Field(description="forecasts scored (all their targets have come)")
+    points: int = Field(description="(origin, target) pairs scored")
+    mase: float | None = Field(description="absolute error over the naive forecast's on the same pairs; < 1 is better")
+    coverage90: float | None = Field(description="share of targets inside the 90 % interval; 0.90 is calibrated")
+    saturation_precision: float | None = Field(description="saturation warnings (probability ≥ 0.5) that came true")
+    saturation_recall: float | None = Field(description="saturations that were warned of")
+
+
+class ForecastAccuracyOut(BaseModel):
+    pool: str
+    metric: str
+    distrusted: str | None = Field(description="why the autoscaler does not follow the forecast now; null: it does")
+    windows: list[WindowAccuracyOut]
+
+
+@router.get("/pools/{name}/forecast-accuracy", responses=error_responses(404))
+def pool_forecast_accuracy(name: str, services: ServicesDep, _token: ViewerToken) -> ForecastAccuracyOut:
+    """How the pool's live forecasts have done against the demand that came, over the last 24 h and 7 days."""
+    stored = services.forecasts.get(SubjectKind.POOL, name)
+    if stored is None or stored.accuracy is None:
+        raise not_found(f"no scored forecast for pool {name!r} yet: a forecast is scored once its horizon has passed")
+    day = stored.accuracy.get("24h")
+    return ForecastAccuracyOut(
+        pool=name,
+        metric=stored.metric,
+        distrusted=distrusted(day) if day is not None else None,
+        windows=[WindowAccuracyOut(**asdict(w)) for w in stored.accuracy.values()],
+    )
