@@ -15,6 +15,7 @@ from collector.fleet_health import FleetFigures, failover_seconds, figures_from_
 from collector.registry import NodeStatus, node_gpus, read_latest
 from collector.series import pool_replica_history, window_stats
 from fleet.pools import Pool
+from predictor.store import SubjectKind
 from web.services import AppServices
 
 WINDOW_SECONDS = 900.0
@@ -29,8 +30,7 @@ NOT_MEASURED = {
     "load_spread_ratio": "needs GPU utilization from at least two nodes",
     "kv_fragmentation_ratio": "no replica reports KV fragmentation (engines without a paged KV cache do not)",
     "failover_seconds": "no node holding placed replicas went down in the last hour",
-    "forecast_mase": "not measured live: the forecast loop keeps only its latest forecast; "
-    "run `fleetpilot backtest` on the pool's series",
+    "forecast_mase": "no pool forecast scored yet: one is scored once its 15-minute horizon has passed",
 }
 
 
@@ -91,6 +91,20 @@ def _failover(services: AppServices, now: float) -> tuple[float | None, str]:
     )
 
 
+def _forecast_mase(services: AppServices) -> tuple[float | None, str]:
+    """The worst pool's live MASE over the last 24 h (its forecasts against the naive ones on the same targets)."""
+    scored = [
+        (s.subject, day)
+        for s in services.forecasts.list(SubjectKind.POOL)
+        if s.accuracy is not None and (day := s.accuracy.get("24h")) is not None and day.mase is not None
+    ]
+    if not scored:
+        return None, NOT_MEASURED["forecast_mase"]
+    pool, day = max(scored, key=lambda found: found[1].mase or 0.0)
+    coverage = f", 90 % interval covering {100 * day.coverage90:.0f} %" if day.coverage90 is not None else ""
+    return day.mase, f"worst of {len(scored)} pools over 24 h: {pool}, {day.points} points{coverage}"
+
+
 def gather(services: AppServices) -> GatheredHealth:
     now = services.clock()
     slo = {p.name: p.spec.slo_p99_seconds for p in services.pools.list()}
@@ -104,10 +118,16 @@ def gather(services: AppServices) -> GatheredHealth:
         fragmentation = _fragmentation(conn, up)
         scale_up, scale_note = _scale_up(conn, services, services.pools.list(), now)
     failover, failover_note = _failover(services, now)
+    mase, mase_note = _forecast_mase(services)
     measured = replace(
-        current, kv_fragmentation_ratio=fragmentation, scale_up_over_planned=scale_up, failover_seconds=failover
+        current,
+        kv_fragmentation_ratio=fragmentation,
+        scale_up_over_planned=scale_up,
+        failover_seconds=failover,
+        forecast_mase=mase,
     )
     notes = {k: v for k, v in NOT_MEASURED.items() if getattr(measured, k) is None}
     notes["scale_up_over_planned"] = scale_note
     notes["failover_seconds"] = failover_note
+    notes["forecast_mase"] = mase_note
     return GatheredHealth(sum(len(g) for g in gpus.values()), replace(measured, notes=notes), earlier)

@@ -17,10 +17,13 @@ from fleet.pools import Mode, PoolSpec
 from fleet.scaling_events import ScalingEvent
 from isolation.tenant_keys import TenantKeyStore
 from isolation.tenants import QuotaSpec, SloClass, TenantStore
+from predictor.accuracy import WindowAccuracy
+from predictor.store import ForecastPoint, GoodForecast, SubjectKind
 from tests.support.clock import FakeClock
 from tests.support.remote_write import REMOTE_WRITE_HEADERS, named, write_request
 from tests.web.dashboard.conftest import csrf_of, push
 from tests.web.dashboard.test_audit import everything_logged
+from web.dashboard.health_figures import gather
 from web.services import AppServices
 
 Browser = Callable[[str], TestClient]
@@ -92,6 +95,26 @@ def test_a_node_seen_through_remote_write_says_so_with_its_interval(
     node = client.get("/nodes/gpu-7").text
     assert "Prometheus remote write every 15.0 s" in node and "live every 15.0 s" in node
     assert "live every 500 ms" in client.get("/nodes/node-a").text
+
+
+def test_the_pool_page_shows_its_forecasts_live_accuracy_and_when_it_is_not_followed(
+    browser: Browser, services: AppServices, clock: FakeClock
+) -> None:
+    _pool(services, clock)
+    client = browser("viewer")
+    assert "Forecast accuracy: not scored yet" in client.get("/pools/chat").text
+    points = [ForecastPoint(clock() + 60 * k, 50.0, 40.0, 60.0) for k in range(1, 16)]
+    good = GoodForecast(
+        SubjectKind.POOL, "chat", "request_rate_per_second", clock(), "auto", clock(), 60.0, 900.0,
+        clock() - 3600, clock(), points, None,
+    )  # fmt: skip
+    services.forecasts.save([good])
+    day = WindowAccuracy("24h", 1200, 18_000, 1.25, 0.88, 0.5, 1.0)
+    with services.engine.begin() as conn:
+        services.forecasts.set_accuracy(conn, SubjectKind.POOL, "chat", "request_rate_per_second", {"24h": day})
+    page = client.get("/pools/chat").text
+    assert "last 24h: MASE 1.25" in page and "covering 88 %" in page and "1200 forecasts scored" in page
+    assert "not following this pool's forecast: its forecasts scored worse than naive" in page
 
 
 def test_pool_page_scales_by_hand_and_switches_dry_run(
@@ -218,6 +241,26 @@ def test_health_report_says_not_measured_rather_than_inventing(
     assert page.status_code == 200 and "1–8 GPUs" in page.text
     assert "not measured" in page.text and "no rolled-up minute of GPU memory in the window" in page.text
     assert "pass" not in re.sub(r"<[^>]+>", " ", page.text).split("Notes", 1)[1].split()
+
+
+def test_health_figures_take_the_worst_pools_live_forecast(services: AppServices, clock: FakeClock) -> None:
+    """(The check itself shows from the large size class on: a small fleet's page says it comes later.)"""
+    assert gather(services).now.notes["forecast_mase"].startswith("no pool forecast scored yet")
+    _pool(services, clock)
+    points = [ForecastPoint(clock() + 60 * k, 50.0, 40.0, 60.0) for k in range(1, 16)]
+    good = GoodForecast(
+        SubjectKind.POOL, "chat", "request_rate_per_second", clock(), "auto", clock(), 60.0, 900.0,
+        clock() - 3600, clock(), points, None,
+    )  # fmt: skip
+    services.forecasts.save([good])
+    day = WindowAccuracy("24h", 1200, 18_000, 0.82, 0.9, None, None)
+    with services.engine.begin() as conn:
+        services.forecasts.set_accuracy(conn, SubjectKind.POOL, "chat", "request_rate_per_second", {"24h": day})
+    figures = gather(services).now
+    assert figures.forecast_mase == 0.82
+    assert (
+        figures.notes["forecast_mase"] == "worst of 1 pools over 24 h: chat, 18000 points, 90 % interval covering 90 %"
+    )
 
 
 def test_settings_create_shows_a_token_once_and_revokes(browser: Browser, services: AppServices) -> None:

@@ -14,6 +14,7 @@ from starlette.datastructures import FormData
 
 from collector.series import SeriesQuery, pool_replica_history, query_series
 from fleet.pools import Pool
+from predictor.accuracy import distrusted
 from predictor.store import StoredForecast, SubjectKind
 from web.audit import AuditorDep
 from web.auth import ServicesDep
@@ -57,6 +58,12 @@ def _replica_chart(services: AppServices, pool: Pool, now: float) -> dict[str, A
         "running": {"x": [_ms(t) for t, _r, _s in history], "y": [r + s for _t, r, s in history]},
         "desired": {"x": [x for x, _ in desired], "y": [y for _, y in desired]},
     }
+
+
+def _distrusted(forecast: StoredForecast | None) -> str | None:
+    """Why the autoscaler does not follow this pool's forecast (its live accuracy), or None."""
+    day = (forecast.accuracy or {}).get("24h") if forecast is not None else None
+    return distrusted(day) if day is not None else None
 
 
 def per_replica_capacity(pool: Pool, forecast: StoredForecast | None) -> float | None:
@@ -121,6 +128,8 @@ def _pool_page(
         forecast=forecast,
         saturation=(forecast.good.saturation or {}) if forecast is not None and forecast.good is not None else {},
         capacity=per_replica_capacity(pool, forecast),
+        accuracy=list((forecast.accuracy or {}).values()) if forecast is not None else [],
+        distrusted=_distrusted(forecast),
         events=services.events.list(pool=name, limit=50),
         charts_json=script_json(charts),
         errors=errors or {},
