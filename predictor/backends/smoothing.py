@@ -15,11 +15,13 @@ scores whose 5 % and 95 % conformal quantiles set the lower and upper half-width
 and a turbulent one a wide band: residuals 10 at volatility 5 and 40 at volatility 20 are both a score of 2.
 
 Warm-up: a series with fewer than :func:`warmup_observations` values (30, or twice the horizon when that is
-longer) is forecast as its last value with a random-walk band as wide as its largest one-step change so far (at least
-10 % of the last value) × √k — not a trend. Below that, the drift's smoothed change (an SES of α 0.1) still leans on
-its first few changes (at 30 values 95 % of its weight is on the last 29), and fewer scored origins than the horizon
-leave the far steps' errors unmeasured: three rising points made a drift candidate win and a 15-step forecast of
-2.4× the last value with a band lying above it.
+longer) has only the flat candidates (the last value and SES): no trend. Below that, the drift's smoothed change (an
+SES of α 0.1) still leans on its first few changes (at 30 values 95 % of its weight is on the last 29), and fewer
+scored origins than the horizon leave the far steps' errors unmeasured: three rising points made the drift win and a
+15-step forecast of 2.4× the last value. Replacing the warm-up by the last value with a fixed random-walk band (the
+largest change so far × √k) was tried and cost 12–16 % more replica-hours on the 58-minute Azure series at the same
+attainment (``python -m bench.autoscaling``); the flat candidates' own conformal band, whose half-widths are never
+negative, is as wide as their errors have been.
 
 Gaps hold the last observed value (never zero); targets that fall in a gap are not scored. Everything runs on a
 2-D array (series × steps), so :mod:`predictor.cycle` forecasts a thousand series of one length in one call.
@@ -46,7 +48,6 @@ VOLATILITY_ALPHA = 0.1  # the local volatility is an SES of |one-step change| re
 DRIFT_ALPHA = 0.1  # the drift is an SES of the one-step change, remembering about 10 steps
 NEAR_BEST = 1.1  # candidates within 10 % of the best recent MAE share the forecast (1 / MAE² weights)
 WARMUP_MIN_OBSERVATIONS = 30  # see the module docstring, "Warm-up"
-WARMUP_BAND_FLOOR = 0.1  # a warm-up band is at least this share of the last value a step
 CHUNK_SERIES = 64  # series forecast together: bounds the (series × origins × steps × days) arrays to a few MB
 
 
@@ -82,6 +83,8 @@ def candidates(length: int, step_seconds: float, horizon: int) -> tuple[Candidat
     season = daily_period(step_seconds)
     seasonal = (False, True) if season >= 2 and horizon <= season and length >= MIN_SEASONS * season else (False,)
     flat = tuple(Candidate(alpha, with_season) for with_season in seasonal for alpha in ALPHAS)
+    if length < warmup_observations(horizon):
+        return flat  # warm-up: no trend yet (module docstring)
     return (*flat, Candidate(1.0, drift=True))
 
 
@@ -91,35 +94,19 @@ def warmup_observations(horizon: int) -> int:
 
 
 def forecast_batch(values: FloatArray, step_seconds: float, horizon: int) -> BatchForecast:
-    """Forecast each row of ``values`` (series × steps, NaN = missing; the last column is the origin); a row still
-    in its warm-up gets the last value and a wide band (:func:`warmup_forecast`)."""
+    """Forecast each row of ``values`` (series × steps, NaN = missing; the last column is the origin)."""
     if values.ndim != 2 or horizon < 1:
         raise ValueError("values must be series × steps and the horizon at least one step")
     parts = [
         _forecast_chunk(values[start : start + CHUNK_SERIES], step_seconds, horizon)
         for start in range(0, len(values), CHUNK_SERIES)
     ]
-    yhat, lo, hi = (np.concatenate([getattr(p, name) for p in parts]) for name in ("yhat", "lo", "hi"))
-    chosen = [name for p in parts for name in p.chosen]
-    warming = np.isfinite(values).sum(axis=1) < warmup_observations(horizon)
-    if warming.any():
-        early = warmup_forecast(values[warming], horizon)
-        yhat[warming], lo[warming], hi[warming] = early.yhat, early.lo, early.hi
-        chosen = [early.chosen[0] if warm else name for warm, name in zip(warming, chosen, strict=True)]
-    return BatchForecast(yhat, lo, hi, tuple(chosen))
-
-
-def warmup_forecast(values: FloatArray, horizon: int) -> BatchForecast:
-    """The last value, banded ± (largest one-step change so far, at least ``WARMUP_BAND_FLOOR`` of the last value)
-    × √k. Worked: 10, 12, 14 → 14 at every step, ± 2 × √k (step 1: 12–16, step 15: 6.3–21.7)."""
-    held = forward_fill(values)
-    last = held[:, -1]
-    change = np.abs(np.diff(held, axis=1))
-    largest = np.nanmax(np.where(np.isfinite(change), change, 0.0), axis=1, initial=0.0)
-    step = np.maximum(largest, WARMUP_BAND_FLOOR * np.abs(last))
-    width = step[:, None] * np.sqrt(np.arange(1, horizon + 1))[None, :]
-    yhat = np.repeat(last[:, None], horizon, axis=1)
-    return BatchForecast(yhat, np.maximum(yhat - width, 0.0), yhat + width, ("warmup",) * len(values))
+    return BatchForecast(
+        np.concatenate([p.yhat for p in parts]),
+        np.concatenate([p.lo for p in parts]),
+        np.concatenate([p.hi for p in parts]),
+        tuple(name for p in parts for name in p.chosen),
+    )
 
 
 def _forecast_chunk(values: FloatArray, step_seconds: float, horizon: int) -> BatchForecast:
@@ -149,6 +136,8 @@ def _forecast_chunk(values: FloatArray, step_seconds: float, horizon: int) -> Ba
     residuals = np.einsum("cs,csoh->soh", weights, np.where(comparable[None], errors, 0.0))
     volatility = _volatility(held)[:, origins]
     lo, hi = _conformal_band(np.where(comparable, residuals, np.nan), volatility)
+    # a half-width below zero (every residual of one sign, as in a short rising history) puts the band beside yhat
+    lo, hi = np.maximum(lo, 0.0), np.maximum(hi, 0.0)
     return BatchForecast(yhat, yhat - lo, yhat + hi, tuple(pool[b].name for b in np.argmax(weights, axis=0)))
 
 
