@@ -298,6 +298,9 @@ class Hybrid:
         reactive = self.reactive.decide(ctx)
         predictive = self.predictive.decide(ctx)
         chosen = predictive if predictive.replicas > reactive.replicas else reactive
+        leads = _forecast_may_lead_down(ctx, reactive, predictive)
+        if leads is not None:
+            chosen = leads
         # with the forecast off both say the same count: say why the forecast had no part (ForecastStale)
         code = predictive.code if predictive.inputs.get("predictive") == "off" else chosen.code
         inputs = {
@@ -310,10 +313,30 @@ class Hybrid:
         return Decision(
             chosen.replicas,
             self.name,
-            f"hybrid: max of [{reactive.reason}] and [{predictive.reason}]",
+            f"hybrid: {'the forecast leads the scale-down' if leads is not None else 'max'} of [{reactive.reason}] and "
+            f"[{predictive.reason}]",
             inputs,
             code=code,
         )
+
+
+def _forecast_may_lead_down(ctx: PoolContext, reactive: Decision, predictive: Decision) -> Decision | None:
+    """The predictive decision when a usable forecast asks for fewer replicas than reactive while reactive is not
+    scaling up: reactive stays the floor on the way up only. Never below what today's demand needs at the
+    predictive utilization (the forecast may lead a scale-down, not starve the pool now). None: reactive's floor holds.
+
+    Worked: 20 current, reactive holds 20 (demand 126 at 70 % of 10), the forecast's upper bound 150 at 90 % → 17,
+    demand today needs ceil(126 / 9) = 14 → 17.
+    """
+    if predictive.inputs.get("predictive") == "off" or reactive.replicas > ctx.current_replicas:
+        return None
+    if predictive.replicas >= reactive.replicas or ctx.demand is None:
+        return None
+    per_replica = per_replica_target(ctx)
+    if per_replica is None:
+        return None
+    floor = replicas_for(ctx.demand, per_replica)
+    return predictive if predictive.replicas >= floor else replace(predictive, replicas=floor)
 
 
 def forecast_problem(forecast: ForecastView | None) -> str:

@@ -103,6 +103,20 @@ def test_hybrid_is_the_larger_with_reactive_as_the_floor() -> None:
     assert high.replicas == 30 and high.inputs["reactive_replicas"] == 10 and high.inputs["predictive_replicas"] == 30
 
 
+def test_a_forecast_below_reactive_leads_the_scale_down_but_never_below_todays_demand() -> None:
+    # 20 replicas, demand 126 (0.63 of capacity: reactive holds within its tolerance), upper bound 150 → 17
+    held = ctx(ready_replicas=20, demand=126.0, forecast=forecast(150.0))
+    assert Reactive().decide(held).replicas == 20
+    led = Hybrid().decide(held)
+    assert led.replicas == 17 and "the forecast leads the scale-down" in led.reason
+    # an upper bound under today's demand: the floor is today's demand at 90 % per replica, ceil(126 / 9)
+    assert Hybrid().decide(ctx(ready_replicas=20, demand=126.0, forecast=forecast(40.0))).replicas == 14
+    # reactive scaling up: it is the floor, whatever the forecast says
+    assert Hybrid().decide(ctx(demand=140.0, forecast=forecast(40.0))).replicas == 20
+    # no usable forecast: reactive alone
+    assert Hybrid().decide(ctx(ready_replicas=20, demand=126.0, forecast=forecast(150.0, stale=True))).replicas == 20
+
+
 def test_no_scale_down_on_stale_metrics() -> None:
     decision = guarded(Reactive(), ctx(demand=20.0, demand_age_seconds=120.0))
     assert decision.replicas == 10 and "stale or missing" in decision.reason
