@@ -103,24 +103,44 @@ def _value_at(actual: History, ts: float, *, hold: bool = True) -> float | None:
     return finite[-1] if finite else None
 
 
+@dataclass(frozen=True)
+class ScoreSums:
+    """What a window's accuracy is made of: sums over its forecasts' scores (a query can add them up)."""
+
+    forecasts: int = 0
+    points: int = 0
+    abs_error: float = 0.0
+    naive_error: float = 0.0
+    covered: int = 0
+    warned: int = 0  # among the forecasts judged for saturation
+    saturated: int = 0
+    warned_and_saturated: int = 0
+
+    def accuracy(self, window: str) -> WindowAccuracy:
+        return WindowAccuracy(
+            window,
+            self.forecasts,
+            self.points,
+            self.abs_error / self.naive_error if self.naive_error > 0 else None,
+            self.covered / self.points if self.points else None,
+            self.warned_and_saturated / self.warned if self.warned else None,
+            self.warned_and_saturated / self.saturated if self.saturated else None,
+        )
+
+
 def window_accuracy(window: str, scores: Sequence[ForecastScore]) -> WindowAccuracy:
     """The accuracy over ``scores`` (the forecasts whose origin lies in the window)."""
-    points = sum(s.points for s in scores)
-    abs_error = math.fsum(s.abs_error for s in scores)
-    naive_error = math.fsum(s.naive_error for s in scores)
     judged = [s for s in scores if s.warned is not None and s.saturated is not None]
-    warned = [s for s in judged if s.warned]
-    saturated = [s for s in judged if s.saturated]
-    hits = sum(1 for s in judged if s.warned and s.saturated)
-    return WindowAccuracy(
-        window,
+    return ScoreSums(
         len(scores),
-        points,
-        abs_error / naive_error if naive_error > 0 else None,
-        sum(s.covered for s in scores) / points if points else None,
-        hits / len(warned) if warned else None,
-        hits / len(saturated) if saturated else None,
-    )
+        sum(s.points for s in scores),
+        math.fsum(s.abs_error for s in scores),
+        math.fsum(s.naive_error for s in scores),
+        sum(s.covered for s in scores),
+        sum(1 for s in judged if s.warned),
+        sum(1 for s in judged if s.saturated),
+        sum(1 for s in judged if s.warned and s.saturated),
+    ).accuracy(window)
 
 
 def distrusted(accuracy: WindowAccuracy) -> str | None:

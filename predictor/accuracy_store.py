@@ -11,10 +11,26 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Column, Connection, Double, Index, Integer, String, Table, delete, select, update
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    Connection,
+    Double,
+    Index,
+    Integer,
+    String,
+    Table,
+    and_,
+    case,
+    delete,
+    func,
+    select,
+    update,
+)
 
 from collector.tables import metadata
-from predictor.accuracy import WINDOWS_SECONDS, ForecastScore, WindowAccuracy, score_forecast, window_accuracy
+from predictor.accuracy import WINDOWS_SECONDS, ForecastScore, ScoreSums, WindowAccuracy, score_forecast
 from predictor.base import History
 from predictor.store import GoodForecast
 
@@ -112,19 +128,33 @@ def _score_columns(found: ForecastScore) -> dict[str, Any]:
 
 
 def accuracy(conn: Connection, key: Key, *, now: float) -> dict[str, WindowAccuracy]:
-    """The subject's accuracy over each window of ``WINDOWS_SECONDS`` ending ``now`` (by forecast origin)."""
+    """The subject's accuracy over each window of ``WINDOWS_SECONDS`` ending ``now`` (by forecast origin), summed in
+    the database: a week of one-a-minute forecasts is 10,080 rows a pool, read as one row."""
     c = forecast_scores.c
-    longest = max(WINDOWS_SECONDS.values())
-    rows = conn.execute(
-        select(c.origin_ts, c.points_scored, c.abs_error, c.naive_error, c.covered, c.warned, c.saturated).where(
-            c.kind == key[0], c.subject == key[1], c.metric == key[2], c.scored.is_(True), c.origin_ts >= now - longest
-        )
-    ).all()
-    scores = [ForecastScore(*row) for row in rows]
-    return {
-        name: window_accuracy(name, [s for s in scores if s.origin_ts >= now - seconds])
-        for name, seconds in WINDOWS_SECONDS.items()
-    }
+    judged = and_(c.warned.is_not(None), c.saturated.is_not(None))
+    sums = (
+        func.count(),
+        func.coalesce(func.sum(c.points_scored), 0),
+        func.coalesce(func.sum(c.abs_error), 0.0),
+        func.coalesce(func.sum(c.naive_error), 0.0),
+        func.coalesce(func.sum(c.covered), 0),
+        func.sum(case((and_(judged, c.warned.is_(True)), 1), else_=0)),
+        func.sum(case((and_(judged, c.saturated.is_(True)), 1), else_=0)),
+        func.sum(case((and_(judged, c.warned.is_(True), c.saturated.is_(True)), 1), else_=0)),
+    )
+    found = {}
+    for name, seconds in WINDOWS_SECONDS.items():
+        row = conn.execute(
+            select(*sums).where(
+                c.kind == key[0],
+                c.subject == key[1],
+                c.metric == key[2],
+                c.scored.is_(True),
+                c.origin_ts >= now - seconds,
+            )
+        ).one()
+        found[name] = ScoreSums(*(v or 0 for v in row)).accuracy(name)
+    return found
 
 
 def forget_before(conn: Connection, before: float) -> int:
