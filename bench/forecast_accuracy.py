@@ -2,10 +2,10 @@
 
 The forecast loop (``predictor.loop.ForecastJob``, the server's own, on SQLite) runs once a simulated minute for 24
 hours (``--quick``: 6) through the injected clock, over a pool whose demand is a ServeGen trace
-(``data/traces/series/servegen_m-large_requests_per_10min.csv``) made minute-level: each 10-minute window's rate,
-linearly interpolated between window midpoints, with Poisson arrivals per minute (ServeGen's per-window Poisson
-model, without its burstiness term). Twelve hours of history come first. The pool's capacity is two replicas of
-0.55× the trace's median rate, so it saturates at the daily peaks.
+(``data/traces/series/servegen_m-large_requests_per_10min.csv``) made minute-level by ``bench.minute_series``
+(each 10-minute window's rate interpolated between window midpoints, Poisson arrivals per minute). Twelve hours of
+history come first. The pool's capacity is two replicas of 0.55× the trace's median rate, so it saturates at the
+daily peaks.
 
 Measured: what the loop stored as the pool's accuracy over the last 24 h (MASE against naive, 90 % coverage,
 saturation precision and recall), against the baseline — the same forecasts, kept as the loop made them, scored
@@ -17,18 +17,17 @@ JSON object.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from sqlalchemy import insert
 
+from bench.minute_series import minute_demand
 from collector.database import make_engine
 from collector.rollups import WATERMARK_NAME
 from collector.tables import (
@@ -50,25 +49,12 @@ from predictor.base import History
 from predictor.loop import ForecastJob, ForecastSettings
 from predictor.store import ForecastStore, SubjectKind
 
-TRACE = Path(__file__).resolve().parent.parent / "data/traces/series/servegen_m-large_requests_per_10min.csv"
 MINUTE = 60.0
 HISTORY_HOURS = 12
 
 
 def progress(message: str) -> None:
     print(f"[bench.forecast_accuracy] {message}", file=sys.stderr, flush=True)
-
-
-def minute_demand(minutes: int, seed: int = 3) -> list[float]:
-    """Requests per second, minute by minute, from the trace's 10-minute counts (module docstring)."""
-    with TRACE.open() as f:
-        counts = [float(row["value"]) for row in csv.DictReader(f)]
-    rates = np.array(counts) / 600.0
-    centres = np.arange(len(rates)) * 10 + 5.0
-    wanted = np.arange(minutes, dtype=float)
-    smooth = np.interp(wanted, centres, rates)
-    arrivals = np.random.default_rng(seed).poisson(smooth * MINUTE)
-    return [float(a) / MINUTE for a in arrivals]
 
 
 def rollup_rows(start: float, demand: list[float]) -> list[dict[str, Any]]:
@@ -84,7 +70,7 @@ def rollup_rows(start: float, demand: list[float]) -> list[dict[str, Any]]:
 
 def run(hours: int) -> dict[str, Any]:
     minutes = (HISTORY_HOURS + hours) * 60
-    demand = minute_demand(minutes)
+    demand = [float(v) for v in minute_demand("servegen_m-large_requests_per_10min", minutes).values]
     per_replica = 0.55 * float(np.median(demand))
     with tempfile.TemporaryDirectory(prefix="bench-accuracy-") as folder:
         engine = make_engine(f"sqlite:///{folder}/bench.db")
