@@ -10,7 +10,9 @@ curve of SLO attainment against replica-hours; the baseline is reactive at 70 % 
 curve's replica-hours at the attainment that baseline reaches, over the baseline's. Scale events are counted, and
 flaps: scale-downs undone at the next decision. The forecaster is ``auto``, refitted at every step on the rows up to
 that step only (its fit is one O(n) pass, 1–3 ms), cached across the sweep since a forecast does not depend on the
-policy. Progress and the tables go to stderr; the last stdout line is JSON.
+policy. With the default trace directory, the two ServeGen series are also run minute-level (``bench.minute_series``:
+two days derived from their 10-minute counts) with cold starts of 2, 5 and 10 minutes. Progress and the tables go to
+stderr; the last stdout line is JSON.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 
 from autoscaler.policy import PolicySettings
 from autoscaler.simulate import ORACLE, SimulationResult, SimulationSettings, simulate, startup_steps
+from bench.minute_series import SERVEGEN, minute_demand
 from predictor.base import Forecast, ForecastError, History
 from predictor.registry import make_forecaster
 from predictor.series_csv import read_series_csv
@@ -39,6 +42,9 @@ BASELINE_TARGET = 0.7
 TARGET_ATTAINMENT = 0.995
 TARGET_SAVING = 0.15
 TARGET_ORACLE_RATIO = 1.35
+DERIVED_MINUTES = 2 * 1440
+DERIVED_QUICK_MINUTES = 1440
+DERIVED_STARTUPS_SECONDS = (120.0, 300.0, 600.0)
 REACTIVE_TARGETS = (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
 PREDICTIVE_UTILIZATIONS = (0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1)
 QUICK_REACTIVE_TARGETS = (0.5, 0.6, 0.7, 0.8, 0.9)
@@ -197,6 +203,7 @@ class SeriesFigures:
 
     capacity: float
     step_seconds: float
+    startup_seconds: float
     steps: int
     forecast_calls: int
     forecast_seconds: float
@@ -217,7 +224,7 @@ class SeriesFigures:
             "steps": self.steps,
             "step_seconds": self.step_seconds,
             "capacity_per_replica": round(self.capacity, 6),
-            "startup_seconds": self.step_seconds,
+            "startup_seconds": self.startup_seconds,
             "forecast_calls": self.forecast_calls,
             "forecast_ms_per_call": round(1000 * self.forecast_seconds / max(self.forecast_calls, 1), 3),
             "defaults": {name: p.row() for name, p in self.defaults.items()},
@@ -228,10 +235,12 @@ class SeriesFigures:
         }
 
 
-def evaluate_series(history: History, quick: bool) -> SeriesFigures:
-    """Default runs of every policy, the oracle, predictive with foresight and the sweeps, for one series."""
+def evaluate_series(history: History, quick: bool, startup_seconds: float | None = None) -> SeriesFigures:
+    """Default runs of every policy, the oracle, predictive with foresight and the sweeps, for one series; a replica
+    starts in ``startup_seconds`` (default: one step)."""
     capacity = capacity_for(history)
-    settings = SimulationSettings(capacity_per_replica=capacity, startup_seconds=history.step_seconds)
+    startup = history.step_seconds if startup_seconds is None else startup_seconds
+    settings = SimulationSettings(capacity_per_replica=capacity, startup_seconds=startup)
     forecast = CachedForecast()
     defaults = {
         name: measure(history, name, settings, forecast, math.nan)
@@ -246,7 +255,15 @@ def evaluate_series(history: History, quick: bool) -> SeriesFigures:
     baseline_settings = replace(settings, policy=_reactive(settings.policy, BASELINE_TARGET))
     baseline = measure(history, "reactive", baseline_settings, forecast, BASELINE_TARGET)
     return SeriesFigures(
-        capacity, history.step_seconds, len(history), forecast.calls, forecast.seconds, defaults, curves, baseline
+        capacity,
+        history.step_seconds,
+        startup,
+        len(history),
+        forecast.calls,
+        forecast.seconds,
+        defaults,
+        curves,
+        baseline,
     )
 
 
@@ -254,9 +271,24 @@ def load_series(directory: Path) -> dict[str, History]:
     return {path.stem: read_series_csv(path).history for path in sorted(directory.glob("*.csv"))}
 
 
+def derived_series(quick: bool) -> dict[str, tuple[History, float]]:
+    """The ServeGen series made minute-level (``bench.minute_series``: two days, one with ``--quick``), each with
+    the cold starts of real replicas — 2, 5 and 10 minutes (2 and 10 with ``--quick``)."""
+    minutes = DERIVED_QUICK_MINUTES if quick else DERIVED_MINUTES
+    startups = (120.0, 600.0) if quick else DERIVED_STARTUPS_SECONDS
+    return {
+        f"{name.removesuffix('_requests_per_10min')}_req_per_1min_derived_startup_{startup / 60:g}min": (
+            minute_demand(name, minutes),
+            startup,
+        )
+        for name in SERVEGEN
+        for startup in startups
+    }
+
+
 def report(name: str, figures: SeriesFigures) -> None:
     """The series' default runs and ratios on stderr, one line per policy."""
-    progress(f"{name}: capacity {figures.capacity:.6g}/replica, startup {figures.step_seconds:g} s")
+    progress(f"{name}: capacity {figures.capacity:.6g}/replica, startup {figures.startup_seconds:g} s")
     for policy, point in figures.defaults.items():
         warm = "" if point.warm_attainment is None else f" (after warm-up {point.warm_attainment:.4f})"
         progress(
@@ -321,6 +353,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, history in series.items():
         per_series[name] = evaluate_series(history, args.quick)
         report(name, per_series[name])
+    if args.directory is None:  # the trace set's own: its ServeGen series minute-level too, with real cold starts
+        for name, (history, startup) in derived_series(args.quick).items():
+            per_series[name] = evaluate_series(history, args.quick, startup)
+            report(name, per_series[name])
     print(json.dumps(summarise(per_series, time.perf_counter() - started)))
     return 0
 
