@@ -10,15 +10,16 @@ same policies, so what the simulator measures is what the fleet runs.
 - ``predictive``: enough replicas for the forecast's upper bound over the time a replica asked for now will serve:
   from now + ``startup_seconds`` to that + ``margin_seconds``, each replica loaded to ``predictive_utilization``;
   a scale-down within HPA's tolerance is not made (the forecast's noise would otherwise flap the pool).
-- ``hybrid``: the larger of the two, the reactive one as a floor (a forecast that under-shoots cannot starve the
-  pool of what the queue shows it needs now).
+- ``hybrid``: the larger of the two while reactive scales up (a forecast that under-shoots cannot starve the pool of
+  what the queue shows it needs now); otherwise a usable forecast asking for fewer may lead the scale-down, never
+  below what today's demand needs at the predictive utilization.
 
 Safety rails around every policy but ``static`` (:func:`guarded`): min/max and step limits (HPA's per-period
 policies), scale-down only once the stabilization window agrees (HPA's, stretched to the startup time when that is
 longer: :func:`scale_down_window_seconds`) and only while the load per surviving replica stays within target (the
 N/(N−1) check), no scale-down on stale or missing metrics, no further scale-up while replicas are still starting
 unless the need has grown past them, and the predictive part switched off — and said so — when the forecast is
-stale, failing or missing. A rail that changes the policy's count gives the decision its code (StepLimit,
+stale, failing or missing, or distrusted for its live accuracy (``ForecastInaccurate``). A rail that changes the policy's count gives the decision its code (StepLimit,
 ScaleDownStabilized, ...); the prose keeps the policy's reason and says what the rail did.
 """
 
@@ -286,7 +287,8 @@ def _within_tolerance_down(current: int, needed: int, tolerance: float) -> int:
 
 
 class Hybrid:
-    """The larger of reactive and predictive; reactive is the floor."""
+    """The larger of reactive and predictive while reactive scales up; a forecast below reactive leads a scale-down
+    (:func:`_forecast_may_lead_down`)."""
 
     name = "hybrid"
 
