@@ -19,8 +19,9 @@ policies), scale-down only once the stabilization window agrees (HPA's, stretche
 longer: :func:`scale_down_window_seconds`) and only while the load per surviving replica stays within target (the
 N/(N−1) check), no scale-down on stale or missing metrics, no further scale-up while replicas are still starting
 unless the need has grown past them, and the predictive part switched off — and said so — when the forecast is
-stale, failing or missing, or distrusted for its live accuracy (``ForecastInaccurate``). A rail that changes the policy's count gives the decision its code (StepLimit,
-ScaleDownStabilized, ...); the prose keeps the policy's reason and says what the rail did.
+stale, failing or missing, or distrusted for its live accuracy (``ForecastInaccurate``). A rail that changes the
+policy's count gives the decision its code (StepLimit, ScaleDownStabilized, ...); the prose keeps the policy's
+reason and says what the rail did.
 """
 
 from __future__ import annotations
