@@ -113,7 +113,7 @@ def test_the_pool_page_shows_its_forecasts_live_accuracy_and_when_it_is_not_foll
     with services.engine.begin() as conn:
         services.forecasts.set_accuracy(conn, SubjectKind.POOL, "chat", "request_rate_per_second", {"24h": day})
     page = client.get("/pools/chat").text
-    assert "last 24h: MASE 1.25" in page and "covering 88 %" in page and "1200 forecasts scored" in page
+    assert "last 24h: MASE 1.25" in page and "covering 88 %" in page and "(1200 forecasts)" in page
     assert "not following this pool's forecast: its forecasts scored worse than naive" in page
 
 
