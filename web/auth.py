@@ -169,7 +169,7 @@ def require(needed: Role) -> Any:
     return Security(Require(needed), scopes=[needed.value])
 
 
-def documented_agent_auth(role: Role = Role.AGENT) -> Any:
+def documented_machine_auth(role: Role = Role.AGENT) -> Any:
     """Ingest (and remote write) authenticates inside its handler, to count refusals; this names its role in the
     OpenAPI."""
     return Security(BEARER, scopes=[role.value])

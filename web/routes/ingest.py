@@ -15,7 +15,7 @@ from collector.errors import BatchTooLarge, InvalidBatch, Overloaded, StorageUna
 from collector.ingest import PoolBound
 from collector.telemetry import RejectReason
 from collector.wire import parse_batch
-from web.auth import ServicesDep, authenticate_on_loop, documented_agent_auth
+from web.auth import ServicesDep, authenticate_on_loop, documented_machine_auth
 from web.body import read_body
 from web.errors import ERROR_RESPONSES, ApiError, error_responses
 from web.ingest_gate import Shed
@@ -60,7 +60,7 @@ def _reject_reason(code: int) -> RejectReason:
 
 
 @router.post(
-    "/ingest", response_model=IngestAnswer, responses=error_responses(413), dependencies=[documented_agent_auth()]
+    "/ingest", response_model=IngestAnswer, responses=error_responses(413), dependencies=[documented_machine_auth()]
 )
 async def ingest(request: Request, services: ServicesDep) -> Response:
     """Store one batch of samples from an agent; a resent ``(node_id, seq)`` counts as a duplicate."""

@@ -26,7 +26,7 @@ from collector.remote.staging import Dropped
 from collector.remote.write_request import InvalidWriteRequest, decode_write_request
 from collector.remote.write_request_v2 import CONTENT_TYPE as WRITE_V2_CONTENT_TYPE
 from collector.remote.write_request_v2 import decode_write_request_v2
-from web.auth import ServicesDep, authenticate_on_loop, documented_agent_auth
+from web.auth import ServicesDep, authenticate_on_loop, documented_machine_auth
 from web.body import read_body, read_raw_body
 from web.errors import ERROR_RESPONSES, ApiError, error_responses
 from web.ingest_gate import Shed
@@ -47,7 +47,7 @@ Decode = Callable[[bytes], tuple[list[RemoteSeries], dict[str, int]]]
     "/write",
     status_code=status.HTTP_204_NO_CONTENT,
     responses=error_responses(400, 413, 415),
-    dependencies=[documented_agent_auth(Role.REMOTE_WRITE)],
+    dependencies=[documented_machine_auth(Role.REMOTE_WRITE)],
     openapi_extra={"requestBody": {"content": {PROTOBUF: {"schema": {"type": "string", "format": "binary"}}}}},
 )
 async def remote_write(request: Request, services: ServicesDep) -> Response:
@@ -109,7 +109,7 @@ def _remote_write_version(content_type: str) -> int | None:
         },
         **error_responses(400, 413, 415),
     },
-    dependencies=[documented_agent_auth(Role.REMOTE_WRITE)],
+    dependencies=[documented_machine_auth(Role.REMOTE_WRITE)],
     openapi_extra={"requestBody": {"content": {PROTOBUF: {"schema": {"type": "string", "format": "binary"}}}}},
 )
 async def otlp_metrics(request: Request, services: ServicesDep) -> Response:
