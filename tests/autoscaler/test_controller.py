@@ -24,6 +24,7 @@ from fleet.view import FleetReader, FleetView
 from predictor.accuracy import WindowAccuracy
 from predictor.store import ForecastPoint, ForecastStore, GoodForecast, SubjectKind
 from tests.support.clock import FakeClock
+from tests.support.forecasts import store_scored_forecast
 
 
 @dataclass
@@ -198,15 +199,8 @@ def test_a_forecast_worse_than_naive_over_a_day_hands_the_pool_to_reactive_and_s
     chat(engine, clock, policy=Policy.HYBRID)
     report(engine, clock, "node-a", "chat", demand=14.0, ready=2)  # 0.7 of 2 replicas × 10/s: on target
     store = ForecastStore(engine)
-    points = [ForecastPoint(clock() + 60 * k, 500.0, 400.0, 600.0) for k in range(1, 16)]
-    good = GoodForecast(
-        SubjectKind.POOL, "chat", "request_rate_per_second", clock(), "auto", clock(), 60.0, 900.0,
-        clock() - 7200, clock(), points, None,
-    )  # fmt: skip
-    store.save([good])
     poor = WindowAccuracy("24h", 300, 4500, 1.4, 0.82, None, None)
-    with engine.begin() as conn:
-        store.set_accuracy(conn, SubjectKind.POOL, "chat", "request_rate_per_second", {"24h": poor, "7d": poor})
+    store_scored_forecast(store, clock(), {"24h": poor, "7d": poor}, hi=600.0)
     decision = controller(engine, RecordingActuator()).run(clock())["chat"]
     assert decision.code is ReasonCode.FORECAST_INACCURATE
     assert "forecast distrusted: its forecasts scored worse than naive over the last 24h (MASE 1.40)" in decision.reason

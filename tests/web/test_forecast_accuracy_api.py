@@ -8,31 +8,18 @@ from collections.abc import Callable
 from fastapi.testclient import TestClient
 
 from predictor.accuracy import WindowAccuracy
-from predictor.store import ForecastPoint, GoodForecast, SubjectKind
 from tests.support.clock import FakeClock
+from tests.support.forecasts import store_scored_forecast
 from web.services import AppServices
 
 Auth = Callable[..., dict[str, str]]
-
-
-def scored(services: AppServices, clock: FakeClock, day: WindowAccuracy, week: WindowAccuracy) -> None:
-    points = [ForecastPoint(clock() + 60 * k, 50.0, 40.0, 60.0) for k in range(1, 16)]
-    good = GoodForecast(
-        SubjectKind.POOL, "chat", "request_rate_per_second", clock(), "auto", clock(), 60.0, 900.0,
-        clock() - 3600, clock(), points, None,
-    )  # fmt: skip
-    services.forecasts.save([good])
-    with services.engine.begin() as conn:
-        services.forecasts.set_accuracy(
-            conn, SubjectKind.POOL, "chat", "request_rate_per_second", {"24h": day, "7d": week}
-        )
 
 
 def test_the_windows_and_the_verdict(client: TestClient, auth: Auth, services: AppServices, clock: FakeClock) -> None:
     assert client.get("/api/v1/pools/chat/forecast-accuracy", headers=auth("viewer")).status_code == 404
     day = WindowAccuracy("24h", 1200, 18_000, 1.25, 0.88, 0.5, 1.0)
     week = WindowAccuracy("7d", 9000, 135_000, 0.71, 0.9, None, None)
-    scored(services, clock, day, week)
+    store_scored_forecast(services.forecasts, clock(), {"24h": day, "7d": week})
     answer = client.get("/api/v1/pools/chat/forecast-accuracy", headers=auth("viewer"))
     assert answer.status_code == 200
     body = answer.json()

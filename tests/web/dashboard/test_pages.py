@@ -18,8 +18,8 @@ from fleet.scaling_events import ScalingEvent
 from isolation.tenant_keys import TenantKeyStore
 from isolation.tenants import QuotaSpec, SloClass, TenantStore
 from predictor.accuracy import WindowAccuracy
-from predictor.store import ForecastPoint, GoodForecast, SubjectKind
 from tests.support.clock import FakeClock
+from tests.support.forecasts import store_scored_forecast
 from tests.support.remote_write import REMOTE_WRITE_HEADERS, named, write_request
 from tests.web.dashboard.conftest import csrf_of, push
 from tests.web.dashboard.test_audit import everything_logged
@@ -103,15 +103,8 @@ def test_the_pool_page_shows_its_forecasts_live_accuracy_and_when_it_is_not_foll
     _pool(services, clock)
     client = browser("viewer")
     assert "Forecast accuracy: not scored yet" in client.get("/pools/chat").text
-    points = [ForecastPoint(clock() + 60 * k, 50.0, 40.0, 60.0) for k in range(1, 16)]
-    good = GoodForecast(
-        SubjectKind.POOL, "chat", "request_rate_per_second", clock(), "auto", clock(), 60.0, 900.0,
-        clock() - 3600, clock(), points, None,
-    )  # fmt: skip
-    services.forecasts.save([good])
     day = WindowAccuracy("24h", 1200, 18_000, 1.25, 0.88, 0.5, 1.0)
-    with services.engine.begin() as conn:
-        services.forecasts.set_accuracy(conn, SubjectKind.POOL, "chat", "request_rate_per_second", {"24h": day})
+    store_scored_forecast(services.forecasts, clock(), {"24h": day})
     page = client.get("/pools/chat").text
     assert "last 24h: MASE 1.25" in page and "covering 88 %" in page and "(1200 forecasts)" in page
     assert "not following this pool's forecast: its forecasts scored worse than naive" in page
@@ -247,15 +240,8 @@ def test_health_figures_take_the_worst_pools_live_forecast(services: AppServices
     """(The check itself shows from the large size class on: a small fleet's page says it comes later.)"""
     assert gather(services).now.notes["forecast_mase"].startswith("no pool forecast scored yet")
     _pool(services, clock)
-    points = [ForecastPoint(clock() + 60 * k, 50.0, 40.0, 60.0) for k in range(1, 16)]
-    good = GoodForecast(
-        SubjectKind.POOL, "chat", "request_rate_per_second", clock(), "auto", clock(), 60.0, 900.0,
-        clock() - 3600, clock(), points, None,
-    )  # fmt: skip
-    services.forecasts.save([good])
     day = WindowAccuracy("24h", 1200, 18_000, 0.82, 0.9, None, None)
-    with services.engine.begin() as conn:
-        services.forecasts.set_accuracy(conn, SubjectKind.POOL, "chat", "request_rate_per_second", {"24h": day})
+    store_scored_forecast(services.forecasts, clock(), {"24h": day})
     figures = gather(services).now
     assert figures.forecast_mase == 0.82
     assert (
