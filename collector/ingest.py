@@ -27,7 +27,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, Engine, case, func, select, text
+from sqlalchemy import ColumnElement, Connection, Engine, Insert, case, func, select, text
 from sqlalchemy.exc import DBAPIError
 
 from collector.catalog import METRIC_NAMES
@@ -195,37 +195,21 @@ class SampleWriter:
         self._queue: list[_Queued] = []
         self._queue_lock = threading.Lock()
         self._pools_seen = PoolsSeen()
-        latest = insert_for(dialect, series_latest)
-        self._upsert_latest = latest.on_conflict_do_update(
-            index_elements=["node_id", "device", "pool"],
-            set_={name: latest.excluded[name] for name in ("ts", *METRIC_NAMES, "extra")},
-            where=series_latest.c.ts <= latest.excluded.ts,
-        )
+        self._upsert_latest = latest_upsert(dialect)
         node = insert_for(dialect, nodes)
         self._upsert_node = node.on_conflict_do_update(
             index_elements=["id"],
             set_={
                 "last_seen": node.excluded.last_seen,
-                "last_sample_ts": func.coalesce(
-                    case(
-                        (node.excluded.last_sample_ts > nodes.c.last_sample_ts, node.excluded.last_sample_ts),
-                        else_=nodes.c.last_sample_ts,
-                    ),
-                    node.excluded.last_sample_ts,
-                ),
-                "last_seq": func.coalesce(
-                    case((node.excluded.last_seq > nodes.c.last_seq, node.excluded.last_seq), else_=nodes.c.last_seq),
-                    node.excluded.last_seq,
-                ),
+                "last_sample_ts": later_of(nodes.c.last_sample_ts, node.excluded.last_sample_ts),
+                "last_seq": later_of(nodes.c.last_seq, node.excluded.last_seq),
+                # an agent's batch makes the node the agent's, one a Prometheus reported until now included
+                "source": "agent",
+                "resolution_seconds": None,
             },
         )
         self._register_node = insert_for(dialect, nodes).on_conflict_do_nothing(index_elements=["id"])
-        backlog = insert_for(dialect, rollup_backlog)
-        # DO UPDATE (not DO NOTHING) takes the row lock on PostgreSQL, so this commit cannot slip between the rollup
-        # job deleting a backlog row and reading that minute's samples.
-        self._mark_backlog = backlog.on_conflict_do_update(
-            index_elements=["node_id", "bucket"], set_={"bucket": backlog.excluded.bucket}
-        )
+        self._mark_backlog = backlog_upsert(dialect)
         self._store_report = ReportStatements(dialect)
         device = insert_for(dialect, devices)
         self._upsert_devices = device.on_conflict_do_update(
@@ -342,12 +326,12 @@ class SampleWriter:
             results.append(IngestResult(accepted=accepted, duplicates=len(batch_rows) - accepted))
             if accepted:
                 written.extend(batch_rows)
-                late = _late_buckets(batch_rows, queued.received_at - self._late_after_seconds)
+                late = late_buckets(batch_rows, queued.received_at - self._late_after_seconds)
                 if late:
                     node_id = queued.batch.node_id
                     conn.execute(self._mark_backlog, [{"node_id": node_id, "bucket": b} for b in sorted(late)])
         if written:
-            conn.execute(self._upsert_latest, _latest_per_series(written))
+            conn.execute(self._upsert_latest, latest_per_series(written))
         return results
 
     def _write_inventory(self, conn: Connection, node_id: str, inventory: WireInventory, now: float) -> None:
@@ -372,6 +356,28 @@ class SampleWriter:
                 self._upsert_devices,
                 [{"node_id": node_id, **gpu.model_dump(), "updated_at": now} for gpu in inventory.gpus],
             )
+
+
+def latest_upsert(dialect: str) -> Insert:
+    """Each series' latest values, replaced only by a row at least as new (a replayed spool never goes back)."""
+    latest = insert_for(dialect, series_latest)
+    return latest.on_conflict_do_update(
+        index_elements=["node_id", "device", "pool"],
+        set_={name: latest.excluded[name] for name in ("ts", *METRIC_NAMES, "extra")},
+        where=series_latest.c.ts <= latest.excluded.ts,
+    )
+
+
+def backlog_upsert(dialect: str) -> Insert:
+    """A (node, minute) the rollup job must roll again. DO UPDATE (not DO NOTHING) takes the row lock on PostgreSQL,
+    so this commit cannot slip between the rollup job deleting a backlog row and reading that minute's samples."""
+    backlog = insert_for(dialect, rollup_backlog)
+    return backlog.on_conflict_do_update(index_elements=["node_id", "bucket"], set_={"bucket": backlog.excluded.bucket})
+
+
+def later_of(stored: ColumnElement[Any], incoming: ColumnElement[Any]) -> ColumnElement[Any]:
+    """In an upsert, the larger of the stored and the incoming value, the incoming one where none is stored."""
+    return func.coalesce(case((incoming > stored, incoming), else_=stored), incoming)
 
 
 class ReportStatements:
@@ -487,7 +493,7 @@ def _node_rows(group: list[_Queued], rows_of: list[list[dict[str, Any]]]) -> lis
     return [by_node[n] for n in sorted(by_node)]
 
 
-def _latest_per_series(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def latest_per_series(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The newest row of each (node, device, pool) series, in key order so concurrent upserts lock rows alike."""
     latest: dict[tuple[str, int, str], dict[str, Any]] = {}
     for row in rows:
@@ -498,5 +504,6 @@ def _latest_per_series(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in latest[key].items() if k != "seq"} for key in sorted(latest)]
 
 
-def _late_buckets(rows: list[dict[str, Any]], late_before: float) -> set[float]:
+def late_buckets(rows: list[dict[str, Any]], late_before: float) -> set[float]:
+    """The node's minutes (bucket starts) of ``rows`` older than ``late_before``: those the rollup job has passed."""
     return {bucket_start(row["ts"]) for row in rows if row["ts"] < late_before}

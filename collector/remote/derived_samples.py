@@ -9,12 +9,11 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, func, or_, tuple_
 
-from collector.catalog import METRIC_NAMES
 from collector.database import insert_for
+from collector.ingest import backlog_upsert, late_buckets, later_of, latest_per_series, latest_upsert
 from collector.remote.mapping import SeriesMapping
 from collector.remote.staging import StagedSeries
-from collector.rollups import bucket_start
-from collector.tables import devices, nodes, rollup_backlog, samples, series_latest
+from collector.tables import devices, nodes, samples
 
 AGENT_TAKES_OVER_SECONDS = 60.0  # a node an agent reports stays the agent's until it has been silent this long
 
@@ -29,7 +28,6 @@ class DerivedSamples:
         self,
         conn: Connection,
         rows: list[tuple[dict[str, Any], bool]],
-        resolutions: list[float],
         staged: list[StagedSeries],
         *,
         received_at: float,
@@ -40,7 +38,7 @@ class DerivedSamples:
         written = [row for row, has_metrics in rows if has_metrics]
         if written:
             self._latest(conn, written)
-            self._nodes(conn, written, resolutions, received_at=received_at, kind=kind)
+            self._nodes(conn, written, received_at=received_at, kind=kind)
             self._devices(conn, staged, received_at)
             self._backlog(conn, written, received_at)
 
@@ -55,39 +53,18 @@ class DerivedSamples:
             conn.execute(insert_for(self._dialect, samples), written)
 
     def _latest(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
-        latest: dict[tuple[str, int, str], dict[str, Any]] = {}
-        for row in rows:
-            key = (row["node_id"], row["device"], row["pool"])
-            if key not in latest or row["ts"] >= latest[key]["ts"]:
-                latest[key] = row
-        upsert = insert_for(self._dialect, series_latest)
-        upsert = upsert.on_conflict_do_update(
-            index_elements=["node_id", "device", "pool"],
-            set_={name: upsert.excluded[name] for name in ("ts", *METRIC_NAMES, "extra")},
-            where=series_latest.c.ts <= upsert.excluded.ts,
-        )
-        conn.execute(upsert, [{k: v for k, v in latest[key].items() if k != "seq"} for key in sorted(latest)])
+        conn.execute(latest_upsert(self._dialect), latest_per_series(rows))
 
-    def _nodes(
-        self, conn: Connection, rows: list[dict[str, Any]], resolutions: list[float], *, received_at: float, kind: str
-    ) -> None:
-        """Register or refresh each node; a node an agent reports stays the agent's while it is up (a minute)."""
-        newest: dict[str, float] = {}
-        for row in rows:
-            newest[row["node_id"]] = max(newest.get(row["node_id"], row["ts"]), row["ts"])
-        resolution = round(median(resolutions), 3) if resolutions else None
+    def _nodes(self, conn: Connection, rows: list[dict[str, Any]], *, received_at: float, kind: str) -> None:
+        """Register or refresh each node, with the median interval between its scrapes in these rows; a node an
+        agent reports stays the agent's while it is up (``AGENT_TAKES_OVER_SECONDS``)."""
         upsert = insert_for(self._dialect, nodes)
         n = nodes.c
         upsert = upsert.on_conflict_do_update(
             index_elements=["id"],
             set_={
                 "last_seen": upsert.excluded.last_seen,
-                "last_sample_ts": func.coalesce(
-                    func.max(n.last_sample_ts, upsert.excluded.last_sample_ts)
-                    if self._dialect == "sqlite"
-                    else func.greatest(n.last_sample_ts, upsert.excluded.last_sample_ts),
-                    upsert.excluded.last_sample_ts,
-                ),
+                "last_sample_ts": later_of(n.last_sample_ts, upsert.excluded.last_sample_ts),
                 "source": upsert.excluded.source,
                 "resolution_seconds": func.coalesce(upsert.excluded.resolution_seconds, n.resolution_seconds),
             },
@@ -95,17 +72,7 @@ class DerivedSamples:
         )
         conn.execute(
             upsert,
-            [
-                {
-                    "id": node,
-                    "first_seen": received_at,
-                    "last_seen": received_at,
-                    "last_sample_ts": ts,
-                    "source": kind,
-                    "resolution_seconds": resolution,
-                }
-                for node, ts in sorted(newest.items())
-            ],
+            [_node_row(node, node_rows, received_at, kind) for node, node_rows in sorted(_by_node(rows).items())],
         )
 
     def _devices(self, conn: Connection, staged: list[StagedSeries], received_at: float) -> None:
@@ -136,16 +103,27 @@ class DerivedSamples:
         )
 
     def _backlog(self, conn: Connection, rows: list[dict[str, Any]], received_at: float) -> None:
-        late = {
-            (row["node_id"], bucket_start(row["ts"]))
-            for row in rows
-            if row["ts"] < received_at - self._late_after_seconds
-        }
+        late: set[tuple[str, float]] = set()
+        for node, node_rows in _by_node(rows).items():
+            late |= {(node, b) for b in late_buckets(node_rows, received_at - self._late_after_seconds)}
         if late:
-            backlog = insert_for(self._dialect, rollup_backlog)
-            conn.execute(
-                backlog.on_conflict_do_update(
-                    index_elements=["node_id", "bucket"], set_={"bucket": backlog.excluded.bucket}
-                ),
-                [{"node_id": node, "bucket": bucket} for node, bucket in sorted(late)],
-            )
+            conn.execute(backlog_upsert(self._dialect), [{"node_id": n, "bucket": b} for n, b in sorted(late)])
+
+
+def _node_row(node: str, rows: list[dict[str, Any]], received_at: float, kind: str) -> dict[str, Any]:
+    intervals = [r["extra"]["resolution_seconds"] for r in rows if "resolution_seconds" in (r["extra"] or {})]
+    return {
+        "id": node,
+        "first_seen": received_at,
+        "last_seen": received_at,
+        "last_sample_ts": max(r["ts"] for r in rows),
+        "source": kind,
+        "resolution_seconds": round(median(intervals), 3) if intervals else None,
+    }
+
+
+def _by_node(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    found: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        found.setdefault(row["node_id"], []).append(row)
+    return found

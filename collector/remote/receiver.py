@@ -217,7 +217,7 @@ class RemoteWriter:
                 read[group] |= {t for t in (ts, previous, window) if t is not None}
         points = self._points(conn, read)
         place_of = {s.group_id: s.place for s in staged}
-        rows, resolutions = [], []
+        rows = []
         for group, targets in wanted.items():
             place = place_of[group]
             table = self._mapping.by_name[place.source].table
@@ -227,7 +227,6 @@ class RemoteWriter:
                 extra: dict[str, Any] = {"source": kind, **derived.extra}
                 if resolution is not None:
                     extra["resolution_seconds"] = round(resolution, 3)
-                    resolutions.append(resolution)
                 row = {
                     "node_id": place.node_id,
                     "seq": remote_seq(group, ts),
@@ -238,7 +237,7 @@ class RemoteWriter:
                     **{name: derived.metrics.get(name) for name in METRIC_NAMES},
                 }
                 rows.append((row, bool(derived.metrics)))
-        self._out.store(conn, rows, resolutions, staged, received_at=received_at, kind=kind)
+        self._out.store(conn, rows, staged, received_at=received_at, kind=kind)
         return sum(has_metrics for _, has_metrics in rows)
 
     def _scrape_times(self, conn: Connection, touched: dict[int, set[float]], gap: float) -> dict[int, list[float]]:

@@ -21,6 +21,7 @@ from collector.remote.receiver import RemoteWriter
 from collector.remote.tables import remote_points, remote_series
 from collector.remote.write_request_v2 import CONTENT_TYPE as WRITE_V2_CONTENT_TYPE
 from collector.tables import samples
+from tests.conftest import gpu_sample
 from tests.support.clock import FakeClock
 from tests.support.remote_write import REMOTE_WRITE_HEADERS, Series, named, write_request
 from web.services import AppServices
@@ -332,3 +333,32 @@ def test_an_unknown_remote_write_proto_is_415(client: TestClient, auth: Auth) ->
     headers = {**auth("remote_write"), **REMOTE_WRITE_HEADERS, "Content-Type": "application/x-protobuf;proto=v3"}
     answer = client.post("/api/v1/write", content=write_request([]), headers=headers)
     assert answer.status_code == 415 and "io.prometheus.write.v2.Request" in answer.json()["error"]["message"]
+
+
+def test_each_node_has_its_own_scrape_interval(writer: Writer, client: TestClient, auth: Auth) -> None:
+    other = GPU | {"Hostname": "gpu-2"}
+    writer(
+        [
+            (named("DCGM_FI_DEV_GPU_TEMP", **GPU), [(T0, 60.0), (T0 + 15, 61.0)]),
+            (named("DCGM_FI_DEV_GPU_TEMP", **other), [(T0, 60.0), (T0 + 60, 61.0)]),
+        ]
+    )
+    viewer = auth("viewer")
+    assert client.get("/api/v1/nodes/gpu-1", headers=viewer).json()["resolution_seconds"] == 15.0
+    assert client.get("/api/v1/nodes/gpu-2", headers=viewer).json()["resolution_seconds"] == 60.0
+
+
+def test_an_agent_that_starts_reporting_a_node_makes_it_the_agents(
+    writer: Writer, client: TestClient, auth: Auth
+) -> None:
+    writer([(named("DCGM_FI_DEV_GPU_TEMP", **GPU), [(T0, 60.0), (T0 + 15, 61.0)])])
+    pushed = client.post(
+        "/api/v1/ingest",
+        json={"node_id": "gpu-1", "samples": [gpu_sample(1, T0 + 30)]},
+        headers=auth("agent", node_id="gpu-1"),
+    )
+    assert pushed.status_code == 200
+    node = client.get("/api/v1/nodes/gpu-1", headers=auth("viewer")).json()
+    assert (node["source"], node["resolution_seconds"]) == ("agent", None)
+    writer([(named("DCGM_FI_DEV_GPU_TEMP", **GPU), [(T0 + 30, 62.0)])])  # its Prometheus goes on: the agent's still
+    assert client.get("/api/v1/nodes/gpu-1", headers=auth("viewer")).json()["source"] == "agent"
