@@ -12,6 +12,7 @@ from sqlalchemy import Connection, delete, func, or_, tuple_
 from collector.database import insert_for
 from collector.ingest import backlog_upsert, late_buckets, later_of, latest_per_series, latest_upsert
 from collector.remote.mapping import SeriesMapping
+from collector.remote.series import SourceKind
 from collector.remote.staging import StagedSeries
 from collector.tables import devices, nodes, samples
 
@@ -31,7 +32,7 @@ class DerivedSamples:
         staged: list[StagedSeries],
         *,
         received_at: float,
-        kind: str,
+        kind: SourceKind,
     ) -> None:
         """Write ``rows`` (each with whether it holds a metric; one without only removes its earlier derivation)."""
         self._samples(conn, rows)
@@ -55,7 +56,7 @@ class DerivedSamples:
     def _latest(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
         conn.execute(latest_upsert(self._dialect), latest_per_series(rows))
 
-    def _nodes(self, conn: Connection, rows: list[dict[str, Any]], *, received_at: float, kind: str) -> None:
+    def _nodes(self, conn: Connection, rows: list[dict[str, Any]], *, received_at: float, kind: SourceKind) -> None:
         """Register or refresh each node, with the median interval between its scrapes in these rows; a node an
         agent reports stays the agent's while it is up (``AGENT_TAKES_OVER_SECONDS``)."""
         upsert = insert_for(self._dialect, nodes)
@@ -110,7 +111,7 @@ class DerivedSamples:
             conn.execute(backlog_upsert(self._dialect), [{"node_id": n, "bucket": b} for n, b in sorted(late)])
 
 
-def _node_row(node: str, rows: list[dict[str, Any]], received_at: float, kind: str) -> dict[str, Any]:
+def _node_row(node: str, rows: list[dict[str, Any]], received_at: float, kind: SourceKind) -> dict[str, Any]:
     intervals = [r["extra"]["resolution_seconds"] for r in rows if "resolution_seconds" in (r["extra"] or {})]
     return {
         "id": node,

@@ -28,12 +28,11 @@ from collector.database import insert_for, storage_errors
 from collector.remote.derive import SeriesInfo, derive_at, families, interval_at
 from collector.remote.derived_samples import DerivedSamples
 from collector.remote.mapping import SeriesMapping, family_of
-from collector.remote.series import RemoteSeries
+from collector.remote.series import RemoteSeries, SourceKind
 from collector.remote.staging import Dropped, Placements, StagedSeries, stable_id, stage
 from collector.remote.tables import remote_points, remote_series
 from collector.tables import NO_DEVICE, NO_POOL
 
-SOURCE_KINDS = ("remote_write", "otlp")
 COUNTS_REREAD_SECONDS = 60.0
 SERIES_RECHECK_SECONDS = 60.0  # how long a series known stored is taken as stored without a look
 MAX_KNOWN = 200_000
@@ -85,8 +84,8 @@ class RemoteWriter:
     def limits(self) -> ReceiverLimits:
         return self._limits
 
-    def write(self, series: Sequence[RemoteSeries], *, received_at: float, kind: str) -> WriteOutcome:
-        """Store one request's ``series`` (sent by a ``kind`` of ``SOURCE_KINDS``), committed before this returns."""
+    def write(self, series: Sequence[RemoteSeries], *, received_at: float, kind: SourceKind) -> WriteOutcome:
+        """Store one request's ``series`` (sent by ``kind``), committed before this returns."""
         limits = self._limits
         staged = stage(
             series,
@@ -103,7 +102,13 @@ class RemoteWriter:
         return outcome
 
     def _write(
-        self, conn: Connection, staged: list[StagedSeries], outcome: WriteOutcome, *, received_at: float, kind: str
+        self,
+        conn: Connection,
+        staged: list[StagedSeries],
+        outcome: WriteOutcome,
+        *,
+        received_at: float,
+        kind: SourceKind,
     ) -> None:
         if self._dialect == "postgresql":
             for group in sorted({s.group_id for s in staged}):
@@ -200,7 +205,7 @@ class RemoteWriter:
         staged: list[StagedSeries],
         *,
         received_at: float,
-        kind: str,
+        kind: SourceKind,
     ) -> int:
         """Derive again each touched group's samples at its new times (and at the later times that read them).
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
+
+SourceKind = Literal["remote_write", "otlp"]  # the wire a node's samples came by (``nodes.source``)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from collector.errors import BatchTooLarge, StorageUnavailable
 from collector.remote.otlp import InvalidOtlpBody, otlp_series, parse_otlp
 from collector.remote.receiver import WriteOutcome
-from collector.remote.series import RemoteSeries
+from collector.remote.series import RemoteSeries, SourceKind
 from collector.remote.staging import Dropped
 from collector.remote.write_request import InvalidWriteRequest, decode_write_request
 from collector.remote.write_request_v2 import CONTENT_TYPE as WRITE_V2_CONTENT_TYPE
@@ -134,7 +134,9 @@ async def otlp_metrics(request: Request, services: ServicesDep) -> Response:
     return Response(answer.SerializeToString(), media_type=PROTOBUF)
 
 
-async def _receive(request: Request, services: AppServices, protocol: str, read: Read, decode: Decode) -> WriteOutcome:
+async def _receive(
+    request: Request, services: AppServices, protocol: SourceKind, read: Read, decode: Decode
+) -> WriteOutcome:
     """Authenticate, pass the door, read, decode and store: the steps both protocols share, each counted."""
     telemetry = services.remote_telemetry
     code = status.HTTP_200_OK
@@ -175,7 +177,7 @@ async def _receive(request: Request, services: AppServices, protocol: str, read:
     return outcome
 
 
-def _store(services: AppServices, protocol: str, decode: Decode, body: bytes) -> WriteOutcome:
+def _store(services: AppServices, protocol: SourceKind, decode: Decode, body: bytes) -> WriteOutcome:
     series, unconverted = decode(body)
     limit = services.remote.limits.max_series_per_request
     if len(series) > limit:
