@@ -9,7 +9,8 @@ A tick (``Controller.run(now)``, every ``interval_seconds`` from the server's sc
    builds the :class:`PoolContext`: ready and starting replicas and the summed demand from the up nodes, the
    per-replica capacity (configured, else learned by the forecast loop), the latest demand forecast (stale when its
    last attempt failed or it is older than ``forecast_stale_after_seconds``) and the pool's recent recommendations
-   for the stabilization window;
+   for the stabilization window, and the band scale of the pool's predictive bound (adapted after every tick to
+   whether the ready replicas carried the demand: :func:`autoscaler.policy.adapted_band_scale`);
 3. decides: a manual scale still in force wins; otherwise the pool's policy through the safety rails;
 4. stores the desired replicas, applies them through the actuator with the tick's fleet view (every tick, so a
    node that went down has its replicas placed elsewhere), and records a scaling event whenever the desired count
@@ -35,6 +36,7 @@ from autoscaler.policy import (
     ForecastView,
     PolicySettings,
     PoolContext,
+    adapted_band_scale,
     guarded,
     make_policy,
     rules_per_interval,
@@ -55,6 +57,7 @@ LEASE_NAME = "autoscaler"
 # Outcomes whose note is recorded once per distinct note: a failure, or a target another autoscaler scales
 # ("external": an HPA or KEDA ScaledObject owns it; decided and recorded, not patched).
 NOTED_OUTCOMES = frozenset({"failed", "external"})
+FORECAST_POLICIES = frozenset({"predictive", "hybrid"})  # the policies whose bound's band scale is adapted
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,14 @@ class AutoscalerTelemetry:
             ["pool", "policy", "outcome", "reason"],
             registry=registry,
         )
+        self.band_scale = Gauge(
+            "fleetpilot_autoscaler_band_scale",
+            "The predictive bound's scale on the forecast band's upper half-width, adapted toward the attainment "
+            "target, by pool.",
+            ["pool"],
+            registry=registry,
+            multiprocess_mode="livemostrecent",
+        )
         self.leader = Gauge(
             "fleetpilot_autoscaler_leader",
             "1 while this server holds the autoscaler lease.",
@@ -112,6 +123,9 @@ class Controller:
         self.settings = settings
         self.actuator = actuator
         self.telemetry = telemetry
+        # pool → the predictive bound's band scale (:func:`adapted_band_scale`), adapted every tick; a new leader
+        # starts from the target's own scale and adapts again
+        self._band_scale: dict[str, float] = {}
         self.skipped = skipped if skipped is not None else SkippedRows(Job.AUTOSCALER)
         self.engine = engine
         self.fleet = fleet
@@ -174,7 +188,22 @@ class Controller:
             forecast_stale_after_seconds=self.settings.forecast_stale_after_seconds,
             recent_recommendations=tuple((r, now - at) for r, at in recent),
             settings=settings,
+            band_scale=self._band_scale.get(pool.name),
         )
+
+    def _adapt_band_scale(self, pool: Pool, ctx: PoolContext) -> None:
+        """After a tick of a predictive or hybrid pool: the band scale one interval on, from whether the ready
+        replicas carried the fresh demand (no fresh demand or no capacity: nothing was measured, nothing moves)."""
+        if pool.spec.policy.value not in FORECAST_POLICIES:
+            self._band_scale.pop(pool.name, None)
+            return
+        if not ctx.demand_is_fresh or ctx.demand is None or ctx.per_replica_capacity is None:
+            return
+        missed = ctx.demand > ctx.ready_replicas * ctx.per_replica_capacity
+        scale = adapted_band_scale(ctx.provisioning_scale, missed, ctx.settings, self.settings.interval_seconds)
+        self._band_scale[pool.name] = scale
+        if self.telemetry is not None:
+            self.telemetry.band_scale.labels(pool.name).set(scale)
 
     def _tick(self, pool: Pool, fleet: FleetView, now: float) -> Decision:
         ctx = self.context(pool, fleet, now)
@@ -190,6 +219,7 @@ class Controller:
             )
         else:
             decision = guarded(make_policy(pool.spec.policy.value), ctx)
+        self._adapt_band_scale(pool, ctx)
         self._recent[pool.name].append((decision.recommendation, now))
         before = pool.desired_replicas if pool.desired_replicas is not None else self._running(pool, ctx, fleet)
         outcome, note, code = self._actuate(pool, decision, fleet)
@@ -311,6 +341,7 @@ def pool_context(
     forecast_stale_after_seconds: float,
     recent_recommendations: tuple[tuple[int, float], ...] = (),
     settings: PolicySettings | None = None,
+    band_scale: float | None = None,
 ) -> PoolContext:
     """The pool's context at ``now``: live replicas and demand from the fleet view, the per-replica capacity
     (configured, else learned), the stored demand forecast; the controller and the KEDA scaler both decide on it."""
@@ -331,6 +362,7 @@ def pool_context(
         forecast=forecast_view(stored, now, forecast_stale_after_seconds),
         recent_recommendations=recent_recommendations,
         settings=settings or PolicySettings(),
+        band_scale=band_scale,
     )
 
 

@@ -7,9 +7,13 @@ same policies, so what the simulator measures is what the fleet runs.
 - ``static``: a fixed count (``min_replicas`` unless told otherwise).
 - ``reactive``: the Kubernetes HPA on utilization of per-replica capacity (:mod:`autoscaler.hpa`): demand over ready
   replicas × capacity against ``target_utilization``, with HPA's tolerance.
-- ``predictive``: enough replicas for the forecast's upper bound over the time a replica asked for now will serve:
-  from now + ``startup_seconds`` to that + ``margin_seconds``, each replica loaded to ``predictive_utilization``;
-  a scale-down within HPA's tolerance is not made (the forecast's noise would otherwise flap the pool).
+- ``predictive``: enough replicas for the forecast's bound over the time a replica asked for now will serve: from
+  now + ``startup_seconds`` to that + ``margin_seconds``. The bound is yhat plus a scale times the band's upper
+  half-width, the scale adapted after every decision to the attainment actually reached (:func:`adapted_band_scale`,
+  quantile tracking toward ``attainment_target``), so the headroom is what the pool's SLO needs on this demand, not
+  a fixed utilization; each replica is loaded to ``predictive_utilization`` of its capacity (1: the bound carries
+  the headroom). A scale-down within HPA's tolerance is not made (the forecast's noise would otherwise flap the
+  pool).
 - ``hybrid``: the larger of the two while reactive scales up (a forecast that under-shoots cannot starve the pool of
   what the queue shows it needs now); otherwise a usable forecast asking for fewer may lead the scale-down, never
   below what today's demand needs at the predictive utilization.
@@ -29,6 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from statistics import NormalDist
 from typing import Protocol
 
 from autoscaler.hpa import (
@@ -41,6 +46,7 @@ from autoscaler.hpa import (
     stabilized,
 )
 from fleet.scaling_events import ReasonCode
+from predictor.base import INTERVAL_COVERAGE
 
 InputValue = float | int | str | bool | None
 
@@ -50,7 +56,7 @@ class PolicySettings:
     """The knobs of every policy; the defaults are what a pool gets unless its operator says otherwise."""
 
     target_utilization: float = 0.7  # reactive: HPA target, demand per ready replica over its capacity
-    predictive_utilization: float = 0.9  # predictive: how full the forecast's upper bound may make each replica
+    predictive_utilization: float = 1.0  # predictive: how full the forecast's bound may make each replica
     margin_seconds: float = 60.0  # predictive: cover [startup, startup + margin) ahead (one decision interval or more)
     tolerance: float = 0.1
     stabilization_window_seconds: float = KUBERNETES_SCALE_DOWN_WINDOW_S
@@ -58,12 +64,20 @@ class PolicySettings:
     scale_up_rules: tuple[ScalingRule, ...] = KUBERNETES_SCALE_UP_POLICIES  # HPA's defaults
     scale_down_rules: tuple[ScalingRule, ...] = KUBERNETES_SCALE_DOWN_POLICIES
     static_replicas: int | None = None  # static: this count (default min_replicas)
+    # predictive: the share of time the ready replicas should carry the demand; the forecast's bound is scaled toward
+    # it (:func:`adapted_band_scale`). None: the forecast's 95 % upper bound, fixed.
+    attainment_target: float | None = 0.999
+    quantile_rate: float = 0.02  # how fast the band scale follows misses and hits (quantile tracking's eta), per minute
 
     def __post_init__(self) -> None:
         for name in ("target_utilization", "predictive_utilization"):
             value = getattr(self, name)
             if not (0 < value <= 1.5):
                 raise ValueError(f"{name}: must be in (0, 1.5], got {value}")
+        if self.attainment_target is not None and not (0.5 <= self.attainment_target < 1):
+            raise ValueError(f"attainment_target: must be in [0.5, 1), got {self.attainment_target}")
+        if not (0 <= self.quantile_rate <= 10):
+            raise ValueError(f"quantile_rate: must be in [0, 10], got {self.quantile_rate}")
         if self.margin_seconds < 0 or self.stabilization_window_seconds < 0 or self.stale_after_seconds <= 0:
             raise ValueError("margin_seconds and stabilization_window_seconds must be >= 0, stale_after_seconds > 0")
 
@@ -95,6 +109,12 @@ class PoolContext:
     forecast: ForecastView | None = None
     recent_recommendations: tuple[tuple[int, float], ...] = ()  # (replicas, age_s) of earlier decisions
     settings: PolicySettings = field(default_factory=PolicySettings)
+    band_scale: float | None = None  # what :func:`adapted_band_scale` reached; None: where it starts
+
+    @property
+    def provisioning_scale(self) -> float:
+        """How many of the forecast band's upper half-widths above yhat the predictive policy provisions for."""
+        return self.band_scale if self.band_scale is not None else initial_band_scale(self.settings)
 
     @property
     def current_replicas(self) -> int:
@@ -186,8 +206,37 @@ class Reactive:
         )
 
 
+UPPER_LEVEL = 0.5 + INTERVAL_COVERAGE / 2  # the forecast band's hi is its 0.95 quantile
+_UPPER_Z = NormalDist().inv_cdf(UPPER_LEVEL)
+MIN_BAND_SCALE = 1e-3  # a scale that has shrunk to nothing can still grow again
+
+
+def initial_band_scale(settings: PolicySettings) -> float:
+    """Where the band scale starts: the target's normal quantile over the band's (0.999 → 3.090 / 1.645 = 1.879);
+    1 (the band's own upper bound) without a target."""
+    target = settings.attainment_target
+    return 1.0 if target is None else NormalDist().inv_cdf(target) / _UPPER_Z
+
+
+def adapted_band_scale(scale: float, missed: bool, settings: PolicySettings, elapsed_seconds: float) -> float:
+    """The band scale after one decision interval, by quantile tracking on its logarithm (Angelopoulos, Candès and
+    Tibshirani, "Conformal PID control", 2023; adaptive conformal inference on the bound itself rather than on its
+    level): × exp(η (1 − α)) when the demand outran the ready replicas' capacity, × exp(−η α) otherwise, α = 1 −
+    ``attainment_target``, η = ``quantile_rate`` per minute of the interval. Misses then come at rate α in the long
+    run whatever the forecast's calibration, utilization or lag: each miss takes what 1/α − 1 hits give back; on the
+    logarithm, a band ten times too narrow is made good in about a hundred misses, whatever its width. Target 0.999,
+    η 0.02, one minute: a miss widens the bound's excess over yhat by 2.0 %, a hit narrows it by 0.002 %."""
+    target = settings.attainment_target
+    if target is None:
+        return scale
+    eta = settings.quantile_rate * elapsed_seconds / 60.0
+    alpha = 1 - target
+    return max(scale, MIN_BAND_SCALE) * math.exp(eta * ((1.0 if missed else 0.0) - alpha))
+
+
 def forecast_peak(ctx: PoolContext) -> tuple[float, float, float] | None:
-    """(upper bound, from, to): the forecast's largest ``hi`` over [now + startup, now + startup + margin); with no
+    """(bound, from, to): the forecast's largest bound, yhat + the band scale × (hi − yhat) (:attr:`PoolContext.
+    provisioning_scale`), over [now + startup, now + startup + margin); with no
     point inside, the first point at or after its start, else the horizon's last point. None when there is no usable
     forecast.
 
@@ -200,16 +249,18 @@ def forecast_peak(ctx: PoolContext) -> tuple[float, float, float] | None:
         return None
     start = ctx.now + ctx.startup_seconds
     end = start + ctx.settings.margin_seconds
-    window = [hi for ts, _y, _lo, hi in forecast.points if start <= ts < end]
+    scale = ctx.provisioning_scale
+    window = [p for p in forecast.points if start <= p[0] < end]
     if not window:
-        after = [hi for ts, _y, _lo, hi in forecast.points if ts >= start]
-        window = after[:1] or [forecast.points[-1][3]]  # horizon ends before the window: its last point
-    return max(window), start, end
+        after = [p for p in forecast.points if p[0] >= start]
+        window = after[:1] or [forecast.points[-1]]  # horizon ends before the window: its last point
+    return max(yhat + scale * (hi - yhat) for _ts, yhat, _lo, hi in window), start, end
 
 
 def per_replica_target(ctx: PoolContext) -> float | None:
     """The demand the predictive policy gives one replica: its capacity at ``predictive_utilization`` (100 req/s at
-    0.9 → 90); None when no capacity is known. The KEDA scaler serves it as its per-replica target."""
+    0.9 → 90, at the default 1 → 100); None when no capacity is known. The KEDA scaler serves it as its per-replica
+    target."""
     if ctx.per_replica_capacity is None:
         return None
     return ctx.settings.predictive_utilization * ctx.per_replica_capacity
@@ -221,7 +272,7 @@ def replicas_for(demand: float, per_replica: float) -> int:
 
 
 class Predictive:
-    """Replicas for the forecast's upper bound at now + startup (+ margin), each at ``predictive_utilization``."""
+    """Replicas for the forecast's adapted bound at now + startup (+ margin), each at ``predictive_utilization``."""
 
     name = "predictive"
 
@@ -255,18 +306,26 @@ class Predictive:
         return Decision(
             wanted,
             self.name,
-            f"predictive: forecast upper bound {upper:.4g} between +{start - ctx.now:.0f} s and +{end - ctx.now:.0f} s "
-            f"needs {needed} replicas at {ctx.settings.predictive_utilization:.2f} of {ctx.per_replica_capacity:.4g}"
-            f"{held}",
+            f"predictive: forecast bound {upper:.4g} ({_bound_words(ctx)}) between +{start - ctx.now:.0f} s and "
+            f"+{end - ctx.now:.0f} s needs {needed} replicas at {ctx.settings.predictive_utilization:.2f} of "
+            f"{ctx.per_replica_capacity:.4g}{held}",
             {
                 "recommended": wanted,
                 "forecast_replicas": needed,
                 "forecast_upper": upper,
+                "band_scale": round(ctx.provisioning_scale, 4),
                 "demand": ctx.demand,
                 "target_utilization": ctx.settings.predictive_utilization,
             },
             code=ReasonCode.FORECAST_PEAK if wanted == needed else ReasonCode.WITHIN_TOLERANCE,
         )
+
+
+def _bound_words(ctx: PoolContext) -> str:
+    """What the bound is, for the reason: "yhat + 1.57 × the band, toward 99.5 % attainment"."""
+    target = ctx.settings.attainment_target
+    toward = "the band's own upper bound" if target is None else f"toward {target:.1%} attainment"
+    return f"yhat + {ctx.provisioning_scale:.3g} × the band, {toward}"
 
 
 def _fallback_code(code: ReasonCode, forecast: ForecastView | None) -> ReasonCode:

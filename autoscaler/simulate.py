@@ -27,6 +27,7 @@ from autoscaler.policy import (
     PolicySettings,
     PoolContext,
     ScalingPolicy,
+    adapted_band_scale,
     deciding_target,
     guarded,
     make_policy,
@@ -161,6 +162,7 @@ def simulate(
     fleet: _Fleet | None = None
     recent: list[tuple[int, float]] = []
     last_seen: tuple[float, float] | None = None  # (ts, value) of the last observed demand
+    band_scale: float | None = None  # the predictive bound's band scale, adapted after every scored step
     steps: list[Step] = []
     for t, ts in _timestamps(history):
         if math.isfinite(values[t]):
@@ -182,6 +184,7 @@ def simulate(
             forecast=_forecast_view(history, t, horizon, forecast) if wants_forecast and forecast else None,
             recent_recommendations=tuple((r, ts - at) for r, at in recent),
             settings=policy_settings,
+            band_scale=band_scale,
         )
         decision = _decide(policy, ctx, first=fleet is None)
         if fleet is None:
@@ -191,6 +194,9 @@ def simulate(
         recent = [(r, at) for r, at in recent if ts - at <= window_s]
         recent.append((decision.recommendation, ts))
         steps.append(Step(ts, float(values[t]), decision.replicas, fleet.ready, decision.reason))
+        if wants_forecast and math.isfinite(values[t]):
+            missed = values[t] > fleet.ready * settings.capacity_per_replica + EPSILON
+            band_scale = adapted_band_scale(ctx.provisioning_scale, missed, policy_settings, step_s)
     return SimulationResult(policy_name, step_s, tuple(steps))
 
 

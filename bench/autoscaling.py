@@ -5,14 +5,15 @@ goes through :func:`autoscaler.simulate.simulate` with static-peak, reactive, pr
 hybrid and the oracle, plus predictive fed the trace's own future (a perfect forecast: what the policy and the startup
 cost by themselves). Per series, one replica serves the series' median demand / 20 (so the median needs 20 replicas
 and the peaks tens more) and a replica starts in one step. Each policy's headroom knob is swept — reactive's target
-utilization, predictive's and hybrid's predictive utilization (hybrid's reactive floor moves with it) — giving a
-curve of SLO attainment against replica-hours; the baseline is reactive at 70 % target, and the ratio is the hybrid
-curve's replica-hours at the attainment that baseline reaches, over the baseline's. Scale events are counted, and
-flaps: scale-downs undone at the next decision. The forecaster is ``auto``, refitted at every step on the rows up to
-that step only (its fit is one O(n) pass, 1–3 ms), cached across the sweep since a forecast does not depend on the
-policy. With the default trace directory, the two ServeGen series are also run minute-level (``bench.minute_series``:
-two days derived from their 10-minute counts) with cold starts of 2, 5 and 10 minutes. Progress and the tables go to
-stderr; the last stdout line is JSON.
+utilization, predictive's and hybrid's attainment target (the level their adapted bound aims at) — giving a front of
+SLO attainment against replica-hours (``--plot FILE`` draws them as SVG). The baseline is the reactive HPA: at each
+default point of predictive and hybrid, the replica-hours reactive's front needs for that same attainment; ``ratio``
+is the better of the two's default replica-hours over that, where it reaches at least reactive-70 %'s attainment,
+geometric mean over series. Scale events are counted, and flaps: scale-downs undone at the next decision. The
+forecaster is ``auto``, refitted at every step on the rows up to that step only (its fit is one O(n) pass, 1–3 ms),
+cached across the sweep since a forecast does not depend on the policy. With the default trace directory, the two
+ServeGen series are also run minute-level (``bench.minute_series``: two days derived from their 10-minute counts)
+with cold starts of 2, 5 and 10 minutes. Progress and the tables go to stderr; the last stdout line is JSON.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import numpy as np
 
 from autoscaler.policy import PolicySettings
 from autoscaler.simulate import ORACLE, SimulationResult, SimulationSettings, simulate, startup_steps
+from bench.front_plot import Panel, fronts_svg
 from bench.minute_series import SERVEGEN, minute_demand
 from predictor.base import Forecast, ForecastError, History
 from predictor.registry import make_forecaster
@@ -39,16 +41,16 @@ REPO_SERIES = Path(__file__).resolve().parents[1] / "data" / "traces" / "series"
 MODEL = "auto"
 REPLICAS_AT_MEDIAN = 20
 BASELINE_TARGET = 0.7
-TARGET_ATTAINMENT = 0.995
 TARGET_SAVING = 0.15
 TARGET_ORACLE_RATIO = 1.35
 DERIVED_MINUTES = 2 * 1440
 DERIVED_QUICK_MINUTES = 1440
 DERIVED_STARTUPS_SECONDS = (120.0, 300.0, 600.0)
 REACTIVE_TARGETS = (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
-PREDICTIVE_UTILIZATIONS = (0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1)
+ATTAINMENT_TARGETS = (0.9, 0.95, 0.97, 0.98, 0.99, 0.995, 0.998, 0.999)
 QUICK_REACTIVE_TARGETS = (0.5, 0.6, 0.7, 0.8, 0.9)
-QUICK_PREDICTIVE_UTILIZATIONS = (0.7, 0.8, 0.9, 1.0, 1.1)
+QUICK_ATTAINMENT_TARGETS = (0.95, 0.98, 0.995, 0.999)
+FORECAST_POLICIES = ("predictive", "hybrid")
 
 Knob = Callable[[PolicySettings, float], PolicySettings]
 
@@ -167,26 +169,36 @@ def replica_hours_at(curve: Sequence[Point], attainment: float) -> float | None:
     return lower.replica_hours + share * (upper.replica_hours - lower.replica_hours)
 
 
+def attainment_at(curve: Sequence[Point], replica_hours: float) -> float | None:
+    """The front's attainment at ``replica_hours``: the best attainment among points costing at most that, or the
+    straight line toward the next dearer point; None when every point costs more. Points (0.97, 100) and (0.99, 120)
+    → 0.98 at 110."""
+    cheaper = [p for p in curve if p.replica_hours <= replica_hours + 1e-12]
+    if not cheaper:
+        return None
+    lower = max(cheaper, key=lambda p: (p.attainment, -p.replica_hours))
+    dearer = [p for p in curve if p.replica_hours > replica_hours and p.attainment > lower.attainment]
+    if not dearer:
+        return round(lower.attainment, 4)
+    upper = min(dearer, key=lambda p: (p.replica_hours, -p.attainment))
+    share = (replica_hours - lower.replica_hours) / (upper.replica_hours - lower.replica_hours)
+    return round(lower.attainment + share * (upper.attainment - lower.attainment), 4)
+
+
 def _reactive(settings: PolicySettings, value: float) -> PolicySettings:
     return replace(settings, target_utilization=value)
 
 
-def _predictive(settings: PolicySettings, value: float) -> PolicySettings:
-    return replace(settings, predictive_utilization=value)
-
-
-def _hybrid(settings: PolicySettings, value: float) -> PolicySettings:
-    """Hybrid's headroom is both parts': the reactive floor is kept as far below the predictive utilization as the
-    defaults put it (0.7 against 0.9 → 0.78×), so a sweep can go below reactive-70's cost at all."""
-    defaults = PolicySettings()
-    floor = defaults.target_utilization / defaults.predictive_utilization * value
-    return replace(settings, predictive_utilization=value, target_utilization=min(floor, 1.5))
+def _attainment(settings: PolicySettings, value: float) -> PolicySettings:
+    """Predictive's and hybrid's knob: the attainment their bound's band scale is adapted toward (hybrid's reactive
+    floor stays at its default target: what a user who only sets the SLO runs)."""
+    return replace(settings, attainment_target=value)
 
 
 def sweeps(quick: bool) -> dict[str, tuple[Knob, tuple[float, ...]]]:
     reactive = QUICK_REACTIVE_TARGETS if quick else REACTIVE_TARGETS
-    predictive = QUICK_PREDICTIVE_UTILIZATIONS if quick else PREDICTIVE_UTILIZATIONS
-    return {"reactive": (_reactive, reactive), "predictive": (_predictive, predictive), "hybrid": (_hybrid, predictive)}
+    targets = QUICK_ATTAINMENT_TARGETS if quick else ATTAINMENT_TARGETS
+    return {"reactive": (_reactive, reactive), "predictive": (_attainment, targets), "hybrid": (_attainment, targets)}
 
 
 def capacity_for(history: History) -> float:
@@ -219,6 +231,29 @@ class SeriesFigures:
     def ratio_to_oracle(self, policy: str) -> float:
         return round(self.defaults[policy].replica_hours / self.defaults[ORACLE].replica_hours, 4)
 
+    def ratio_to_reactive_front(self, policy: str) -> float | None:
+        """The policy's default replica-hours over what reactive's front needs for the attainment it reached (None:
+        no reactive target in the sweep reaches it)."""
+        point = self.defaults[policy]
+        matched = replica_hours_at(self.curves["reactive"], point.attainment)
+        return None if matched is None else round(point.replica_hours / matched, 4)
+
+    def better(self) -> str | None:
+        """Predictive or hybrid, whichever reaches reactive-70's attainment at its defaults for fewer replica-hours
+        against reactive's front (None: neither reaches it)."""
+        reaching = [
+            (ratio, name)
+            for name in FORECAST_POLICIES
+            if self.defaults[name].attainment >= self.baseline.attainment - 1e-12
+            and (ratio := self.ratio_to_reactive_front(name)) is not None
+        ]
+        return min(reaching)[1] if reaching else None
+
+    def attainment_at_baseline_cost(self, policy: str) -> float | None:
+        """The attainment the policy's front reaches at reactive-70's replica-hours: what predicting buys at the
+        HPA's cost, where bursts outrun the cold start."""
+        return attainment_at(self.curves[policy], self.baseline.replica_hours)
+
     def to_json(self) -> dict[str, object]:
         return {
             "steps": self.steps,
@@ -230,8 +265,14 @@ class SeriesFigures:
             "defaults": {name: p.row() for name, p in self.defaults.items()},
             "baseline": self.baseline.row(),
             "curves": {name: [p.row() for p in curve] for name, curve in self.curves.items()},
-            **{f"{name}_ratio_to_reactive70": self.ratio_to_reactive70(name) for name in ("predictive", "hybrid")},
-            **{f"{name}_ratio_to_oracle": self.ratio_to_oracle(name) for name in ("predictive", "hybrid")},
+            **{f"{name}_ratio_to_reactive70": self.ratio_to_reactive70(name) for name in FORECAST_POLICIES},
+            **{f"{name}_ratio_to_reactive_front": self.ratio_to_reactive_front(name) for name in FORECAST_POLICIES},
+            **{f"{name}_ratio_to_oracle": self.ratio_to_oracle(name) for name in FORECAST_POLICIES},
+            **{
+                f"{name}_attainment_at_reactive70_cost": self.attainment_at_baseline_cost(name)
+                for name in FORECAST_POLICIES
+            },
+            "better": self.better(),
         }
 
 
@@ -246,7 +287,7 @@ def evaluate_series(history: History, quick: bool, startup_seconds: float | None
         name: measure(history, name, settings, forecast, math.nan)
         for name in ("static", "reactive", "predictive", "hybrid", ORACLE)
     }
-    perfect = replace(settings, policy=_predictive(settings.policy, 1.0))
+    perfect = replace(settings, policy=replace(settings.policy, predictive_utilization=1.0))
     defaults["foresight"] = measure(history, "predictive", perfect, foresight(history), 1.0)
     curves = {
         name: [measure(history, name, replace(settings, policy=knob(settings.policy, v)), forecast, v) for v in values]
@@ -295,43 +336,43 @@ def report(name: str, figures: SeriesFigures) -> None:
             f"  {policy:<11} attainment {point.attainment:.4f}  replica-hours {point.replica_hours:>10.2f}  "
             f"events {point.scale_events:>5}  flaps {point.flaps:>4}{warm}"
         )
-    progress(
-        f"  at reactive-70's attainment: hybrid {figures.ratio_to_reactive70('hybrid')}, predictive "
-        f"{figures.ratio_to_reactive70('predictive')} of its replica-hours; "
-        f"hybrid/oracle {figures.ratio_to_oracle('hybrid')}"
-    )
+    for policy in FORECAST_POLICIES:
+        progress(
+            f"  {policy}: × reactive's front at its attainment {figures.ratio_to_reactive_front(policy)}, "
+            f"× oracle {figures.ratio_to_oracle(policy)}, attainment at reactive-70's cost "
+            f"{figures.attainment_at_baseline_cost(policy)}"
+        )
 
 
 def summarise(per_series: dict[str, SeriesFigures], seconds: float) -> dict[str, object]:
-    """The last line: per-series figures and the targets, hybrid being the flagship (fleetpilot simulate's default);
-    ``ratio`` is the geometric mean over series of hybrid's replica-hours at reactive-70's attainment over reactive-70's
-    (a series where hybrid never reaches that attainment has no ratio and fails the target)."""
-    hybrid = {name: f.defaults["hybrid"] for name, f in per_series.items()}
-    ratios = {name: f.ratio_to_reactive70("hybrid") for name, f in per_series.items()}
-    oracle = {name: f.ratio_to_oracle("hybrid") for name, f in per_series.items()}
+    """The last line: per series, the better of predictive and hybrid at their defaults (:meth:`SeriesFigures.better`)
+    against reactive's front at the same attainment; ``ratio`` is its geometric mean over series (a series where
+    neither reaches reactive-70's attainment has no ratio and fails the target)."""
+    better = {name: f.better() for name, f in per_series.items()}
+    ratios = {name: None if b is None else per_series[name].ratio_to_reactive_front(b) for name, b in better.items()}
+    oracle = {name: None if b is None else per_series[name].ratio_to_oracle(b) for name, b in better.items()}
     matched = [r for r in ratios.values() if r is not None]
     return {
         "bench": "autoscaling",
         "series": len(per_series),
-        "policy": "hybrid",
         "model": MODEL,
-        "baseline": f"reactive at {BASELINE_TARGET:.0%} target utilization",
+        "baseline": "the reactive HPA's front over its target utilization, at the same attainment",
         "baseline_replica_hours": round(sum(f.baseline.replica_hours for f in per_series.values()), 2),
         "ratio": round(float(np.exp(np.mean(np.log(matched)))), 4) if matched else None,
+        "better_per_series": better,
         "ratio_per_series": ratios,
-        "attainment_per_series": {name: round(p.attainment, 4) for name, p in hybrid.items()},
-        "attainment_after_warmup_per_series": {
-            name: None if p.warm_attainment is None else round(p.warm_attainment, 4) for name, p in hybrid.items()
-        },
         "oracle_ratio_per_series": oracle,
-        "flaps_per_series": {name: p.flaps for name, p in hybrid.items()},
+        "attainment_per_series": {
+            name: {p: round(f.defaults[p].attainment, 4) for p in ("reactive", *FORECAST_POLICIES)}
+            for name, f in per_series.items()
+        },
+        "flaps_per_series": {
+            name: {p: f.defaults[p].flaps for p in FORECAST_POLICIES} for name, f in per_series.items()
+        },
         "targets_met": {
-            "attainment_99_5": all(p.attainment >= TARGET_ATTAINMENT for p in hybrid.values()),
-            "attainment_99_5_after_warmup": all(
-                (p.warm_attainment or 0.0) >= TARGET_ATTAINMENT for p in hybrid.values()
-            ),
+            "reactive70_attainment": all(b is not None for b in better.values()),
             "saving_15_percent": len(matched) == len(ratios) and all(r <= 1 - TARGET_SAVING for r in matched),
-            "oracle_1_35": all(r <= TARGET_ORACLE_RATIO for r in oracle.values()),
+            "oracle_1_35": all(r is not None and r <= TARGET_ORACLE_RATIO for r in oracle.values()),
         },
         "seconds": round(seconds, 1),
         "detail": {name: f.to_json() for name, f in per_series.items()},
@@ -341,7 +382,8 @@ def summarise(per_series: dict[str, SeriesFigures], seconds: float) -> dict[str,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.autoscaling", description=__doc__.splitlines()[0])
     parser.add_argument("directory", nargs="?", type=Path, default=None, help="series CSVs (default: the traces)")
-    parser.add_argument("--quick", action="store_true", help="five knob values per policy instead of 10–11")
+    parser.add_argument("--quick", action="store_true", help="4–5 knob values per policy instead of 8–10")
+    parser.add_argument("--plot", type=Path, default=None, help="draw every series' fronts into this SVG file")
     args = parser.parse_args(argv)
     directory = args.directory or REPO_SERIES
     series = load_series(directory)
@@ -357,8 +399,25 @@ def main(argv: list[str] | None = None) -> int:
         for name, (history, startup) in derived_series(args.quick).items():
             per_series[name] = evaluate_series(history, args.quick, startup)
             report(name, per_series[name])
+    if args.plot is not None:
+        args.plot.write_text(fronts_svg({name: plotted(f) for name, f in per_series.items()}))
+        progress(f"fronts drawn into {args.plot}")
     print(json.dumps(summarise(per_series, time.perf_counter() - started)))
     return 0
+
+
+def plotted(figures: SeriesFigures) -> Panel:
+    """One series' fronts and default points for the plot, replica-hours over the oracle's."""
+    oracle = figures.defaults[ORACLE].replica_hours
+    fronts = {
+        name: [(p.replica_hours / oracle, p.attainment) for p in sorted(curve, key=lambda p: p.replica_hours)]
+        for name, curve in figures.curves.items()
+    }
+    defaults = {
+        name: (figures.defaults[name].replica_hours / oracle, figures.defaults[name].attainment)
+        for name in ("reactive", *FORECAST_POLICIES)
+    }
+    return Panel(fronts, defaults)
 
 
 if __name__ == "__main__":

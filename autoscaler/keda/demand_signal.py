@@ -1,9 +1,11 @@
 """What the KEDA external scaler serves for a pool, pure: the demand the pool must be ready for and what one replica
 takes of it, so that KEDA's HPA, computing ceil(value / target), asks for the replicas the predictive policy would.
 
-- value: the forecast's upper bound over [now + startup, + margin) (:func:`autoscaler.policy.forecast_peak`, the
-  predictive policy's number); with the forecast stale, failing or missing, the live demand the nodes report, said
-  so in ``source`` and ``forecast_problem``; with neither, no value (a metric not measured is absent, not 0).
+- value: the forecast's bound over [now + startup, + margin) (:func:`autoscaler.policy.forecast_peak`, the
+  predictive policy's number at the band scale it starts from: the scaler keeps no state between KEDA's calls);
+  with the forecast stale, failing or missing, the live demand the nodes report scaled to the reactive policy's
+  headroom (demand × predictive / reactive utilization, so KEDA asks what reactive would), said so in ``source``
+  and ``forecast_problem``; with neither, no value (a metric not measured is absent, not 0).
 - target: the per-replica target of the predictive policy (:func:`autoscaler.policy.per_replica_target`).
 - dry-run pools: the value that keeps the current replicas (current × target), the wanted one kept for the record.
 """
@@ -18,7 +20,7 @@ from autoscaler.policy import PoolContext, forecast_peak, forecast_problem, per_
 
 class Source(StrEnum):
     FORECAST = "forecast"  # the forecast's upper bound at now + startup
-    LIVE = "live"  # no usable forecast: the demand the up nodes report now
+    LIVE = "live"  # no usable forecast: the demand the up nodes report now, at the reactive policy's headroom
 
 
 class SignalUnavailable(Exception):
@@ -70,4 +72,5 @@ def demand_signal(ctx: PoolContext, pool: str) -> DemandSignal:
     if not ctx.demand_is_fresh or ctx.demand is None:
         age = "none reported" if ctx.demand_age_seconds is None else f"the latest is {ctx.demand_age_seconds:.0f} s old"
         raise NoDemand(f"pool {pool}: {problem} and no fresh demand sample ({age})")
-    return DemandSignal(ctx.demand, target, Source.LIVE, problem)
+    headroom = ctx.settings.predictive_utilization / ctx.settings.target_utilization
+    return DemandSignal(ctx.demand * headroom, target, Source.LIVE, problem)

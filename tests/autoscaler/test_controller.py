@@ -4,6 +4,7 @@ the pools part it publishes on the desired-state board."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +15,7 @@ from sqlalchemy import Engine, insert
 from autoscaler.actuators.base import ActuationError, Actuator
 from autoscaler.actuators.local import Layout, LocalActuator, pools_part
 from autoscaler.controller import Controller, ControllerSettings
+from autoscaler.policy import PolicySettings, initial_band_scale
 from collector.control import DesiredState, NodeReport, PoolReport
 from collector.registry import NodeStatus, PoolOnNode
 from collector.tables import NO_DEVICE, node_reports, nodes, series_latest
@@ -360,3 +362,39 @@ def test_the_first_event_starts_from_what_the_actuators_target_runs(engine: Engi
     controller(engine, Deployment()).run(clock())
     (event,) = EventStore(engine).list()
     assert event.from_replicas == 7
+
+
+def test_a_tick_the_ready_replicas_fell_short_widens_the_predictive_bound_and_a_met_one_narrows_it(
+    engine: Engine, clock: FakeClock
+) -> None:
+    chat(engine, clock, policy=Policy.PREDICTIVE)
+    store = ForecastStore(engine)
+    store_scored_forecast(store, clock(), {}, hi=60.0)  # yhat 50, hi 60: the bound is 50 + scale × 10
+    loop = controller(engine, RecordingActuator())
+    report(engine, clock, "node-a", "chat", demand=70.0, ready=6)  # 70/s on 6 × 10: the tick missed
+    first = loop.run(clock())["chat"]
+    start = PolicySettings().attainment_target
+    assert start is not None and first.inputs["band_scale"] == round(initial_band_scale(PolicySettings()), 4)
+    clock.advance(5)
+    report(engine, clock, "node-a", "chat", demand=70.0, ready=8)  # carried: 70 <= 80
+    second = loop.run(clock())["chat"]
+    widened = math.exp(0.02 * 5 / 60 * start)  # exp(η × the interval's minutes × (1 − α))
+    assert second.inputs["band_scale"] == round(initial_band_scale(PolicySettings()) * widened, 4)
+    assert f"toward {start:.1%} attainment" in second.reason
+    stored = PoolStore(engine).get("chat")
+    assert stored is not None
+    widest = loop.context(stored, reader(engine).read(clock()), clock()).provisioning_scale
+    clock.advance(5)
+    report(engine, clock, "node-a", "chat", demand=70.0, ready=8)
+    loop.run(clock())
+    assert loop.context(stored, reader(engine).read(clock()), clock()).provisioning_scale < widest
+
+
+def test_a_reactive_pool_keeps_no_band_scale(engine: Engine, clock: FakeClock) -> None:
+    chat(engine, clock)
+    report(engine, clock, "node-a", "chat", demand=70.0, ready=6)
+    loop = controller(engine, RecordingActuator())
+    loop.run(clock())
+    stored = PoolStore(engine).get("chat")
+    assert stored is not None
+    assert loop.context(stored, reader(engine).read(clock()), clock()).band_scale is None

@@ -46,7 +46,7 @@ def test_the_server_process_serves_the_scaler_on_its_keda_port(tmp_path: Path, w
             stub = ExternalScalerStub(channel)  # type: ignore[no-untyped-call]
             ref = pb.ScaledObjectRef(name="chat", namespace="inference", scalerMetadata={"pool": "chat"})
             (spec,) = stub.GetMetricSpec(ref, timeout=10).metricSpecs
-            assert (spec.metricName, spec.targetSizeFloat, spec.targetSize) == ("fleetpilot-chat", 18.0, 18)
+            assert (spec.metricName, spec.targetSizeFloat, spec.targetSize) == ("fleetpilot-chat", 20.0, 20)
             assert stub.IsActive(ref, timeout=10).result is True  # min_replicas 1
             with pytest.raises(grpc.RpcError) as missing:
                 stub.GetMetricSpec(pb.ScaledObjectRef(scalerMetadata={"pool": "ghost"}), timeout=10)

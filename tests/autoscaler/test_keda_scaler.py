@@ -76,8 +76,9 @@ def report(engine: Engine, clock: FakeClock, *, demand: float, ready: int, pool_
 
 
 def forecast(engine: Engine, clock: FakeClock, upper: Any, pool_name: str = "chat") -> None:
-    """A fresh forecast: one point a minute for 15 minutes, the k-th with upper bound ``upper(k)``."""
-    points = [ForecastPoint(clock() + 60 * k, upper(k) * 0.8, upper(k) * 0.6, upper(k)) for k in range(1, 16)]
+    """A fresh forecast: one point a minute for 15 minutes, the k-th ``upper(k)`` with a band of no width, so that
+    the predictive bound is ``upper(k)`` whatever its band scale."""
+    points = [ForecastPoint(clock() + 60 * k, upper(k), upper(k), upper(k)) for k in range(1, 16)]
     now = clock()
     good = GoodForecast(
         SubjectKind.POOL, pool_name, METRIC, now, "auto", now, 60.0, 900.0, now - 3600, now, points, None
@@ -129,8 +130,8 @@ def test_hpa_on_the_served_metric_asks_for_what_the_predictive_policy_wants(
     decision = Predictive().decide(controller.context(stored, fleet_reader(engine).read(clock()), clock()))
 
     value, per_replica = metric_value(stub), target(stub)
-    assert (value, per_replica) == (120.0, 9.0)  # capacity 10 at predictive_utilization 0.9
-    assert math.ceil(value / per_replica) == decision.replicas == 14  # KEDA's HPA: ceil(120 / 9)
+    assert (value, per_replica) == (120.0, 10.0)  # capacity 10 at predictive_utilization 1
+    assert math.ceil(value / per_replica) == decision.replicas == 12  # KEDA's HPA: ceil(120 / 10)
     assert stub.IsActive(ref()).result is True
     assert EventStore(engine).list(pool="chat") == []  # a forecast served as such is no event
 
@@ -139,20 +140,21 @@ def test_a_stale_forecast_falls_back_to_live_demand_with_one_event_per_transitio
     engine: Engine, clock: FakeClock, stub: ExternalScalerStub
 ) -> None:
     pool(engine, clock)
-    report(engine, clock, demand=40.0, ready=2)
+    report(engine, clock, demand=28.0, ready=2)
     forecast(engine, clock, lambda k: 120.0)
     assert metric_value(stub) == 120.0
     forecast_fails(engine, clock)
+    # live demand at reactive's headroom: 28 × 1 / 0.7, so KEDA asks for ceil(40 / 10) = 4 = reactive's count
     assert [metric_value(stub) for _ in range(3)] == [40.0, 40.0, 40.0]
     (event,) = EventStore(engine).list(pool="chat")
     assert event.reason_code is ReasonCode.FORECAST_STALE and event.policy == "keda"
     assert "the model did not converge" in event.reason and "live demand 40" in event.reason
-    assert (event.inputs["source"], event.inputs["value"], event.inputs["target"]) == ("live", 40.0, 9.0)
+    assert (event.inputs["source"], event.inputs["value"], event.inputs["target"]) == ("live", 40.0, 10.0)
 
     forecast(engine, clock, lambda k: 120.0)  # back: the forecast again, no event
     assert metric_value(stub) == 120.0
     clock.advance(STALE_AFTER_S + 1)  # too old now (the demand reported again, fresh)
-    report(engine, clock, demand=50.0, ready=2)
+    report(engine, clock, demand=35.0, ready=2)
     assert metric_value(stub) == 50.0
     assert metric_value(stub) == 50.0
     events = EventStore(engine).list(pool="chat", reason=ReasonCode.FORECAST_STALE)
@@ -165,15 +167,15 @@ def test_a_dry_run_pool_is_served_its_current_replicas_and_what_it_would_get_is_
     pool(engine, clock, mode=Mode.DRY_RUN)
     report(engine, clock, demand=40.0, ready=3)
     forecast(engine, clock, lambda k: 120.0)
-    assert [metric_value(stub) for _ in range(2)] == [27.0, 27.0]  # 3 × 9: KEDA's HPA keeps 3
+    assert [metric_value(stub) for _ in range(2)] == [30.0, 30.0]  # 3 × 10: KEDA's HPA keeps 3
     (event,) = EventStore(engine).list(pool="chat")
-    assert (event.outcome, event.from_replicas, event.to_replicas) == ("dry_run", 3, 14)
-    assert event.inputs["served"] == 27.0 and event.inputs["value"] == 120.0
+    assert (event.outcome, event.from_replicas, event.to_replicas) == ("dry_run", 3, 12)
+    assert event.inputs["served"] == 30.0 and event.inputs["value"] == 120.0
     assert event.reason_code is ReasonCode.FORECAST_PEAK
 
-    forecast(engine, clock, lambda k: 180.0)  # would be 20 now: recorded once more
-    assert metric_value(stub) == 27.0
-    assert [e.to_replicas for e in EventStore(engine).list(pool="chat")] == [20, 14]
+    forecast(engine, clock, lambda k: 180.0)  # would be 18 now: recorded once more
+    assert metric_value(stub) == 30.0
+    assert [e.to_replicas for e in EventStore(engine).list(pool="chat")] == [18, 12]
 
 
 @pytest.mark.parametrize(

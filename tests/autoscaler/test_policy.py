@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -15,11 +16,16 @@ from autoscaler.policy import (
     Reactive,
     ScalingPolicy,
     Static,
+    adapted_band_scale,
     guarded,
+    initial_band_scale,
 )
 from fleet.scaling_events import ReasonCode, reason_family
 
 NOW = 10_000.0
+# The worked numbers below size on the forecast band's own upper bound at 0.9 per replica; the adapted bound (the
+# defaults) has tests of its own.
+FIXED_BAND = PolicySettings(attainment_target=None, predictive_utilization=0.9)
 
 
 def ctx(**changes: object) -> PoolContext:
@@ -34,6 +40,7 @@ def ctx(**changes: object) -> PoolContext:
         demand=70.0,
         demand_age_seconds=1.0,
         startup_seconds=120.0,
+        settings=FIXED_BAND,
     )
     return replace(base, **changes)  # type: ignore[arg-type]
 
@@ -75,7 +82,7 @@ def test_predictive_looks_only_at_the_window_a_new_replica_will_serve() -> None:
 def test_the_window_ends_before_the_next_decisions_point(margin: float, replicas: int) -> None:
     # startup 120 s, margin 60 s: [+120, +180) is this decision's; the spike at +180 is the next decision's to cover.
     points = tuple((NOW + 60 * k, 10.0, 5.0, 500.0 if k == 3 else 45.0) for k in range(1, 16))
-    settings = PolicySettings(margin_seconds=margin)
+    settings = replace(FIXED_BAND, margin_seconds=margin)
     assert Predictive().decide(ctx(forecast=ForecastView(NOW, points), settings=settings)).replicas == replicas
 
 
@@ -154,7 +161,7 @@ def test_replicas_still_starting_are_not_cancelled_while_needed() -> None:
 
 
 def test_step_limits_and_bounds_give_kubernetes_reasons() -> None:
-    settings = PolicySettings(scale_up_rules=(("Pods", 4.0, 15.0),))
+    settings = replace(FIXED_BAND, scale_up_rules=(("Pods", 4.0, 15.0),))
     limited = guarded(Reactive(), ctx(ready_replicas=2, demand=140.0, settings=settings))  # wants 20
     assert limited.replicas == 6 and limited.inputs["limit"] == "ScaleUpLimit"
     capped = guarded(Reactive(), ctx(demand=700.0, max_replicas=15))  # the step limit (20) is above the max
@@ -172,7 +179,7 @@ def test_settings_reject_a_target_out_of_range(value: float) -> None:
         PolicySettings(target_utilization=value)
 
 
-UP_BY_4 = PolicySettings(scale_up_rules=(("Pods", 4.0, 15.0),))
+UP_BY_4 = replace(FIXED_BAND, scale_up_rules=(("Pods", 4.0, 15.0),))
 
 
 @pytest.mark.parametrize(
@@ -231,3 +238,40 @@ def test_every_decision_carries_the_code_of_what_decided_its_replicas(
 )
 def test_each_code_falls_in_one_colour_family(code: ReasonCode | None, before: int, after: int, family: str) -> None:
     assert reason_family(code, before, after) == family
+
+
+def test_the_band_scale_starts_at_the_targets_normal_quantile() -> None:
+    assert initial_band_scale(PolicySettings(attainment_target=0.999)) == pytest.approx(3.0902 / 1.6449, abs=1e-3)
+    assert initial_band_scale(PolicySettings(attainment_target=0.95)) == pytest.approx(1.0)  # the band's own hi
+    assert initial_band_scale(PolicySettings(attainment_target=None)) == 1.0
+
+
+def test_a_miss_widens_the_bound_by_what_the_target_says_hits_give_back() -> None:
+    settings = PolicySettings(attainment_target=0.99, quantile_rate=0.1)
+    assert adapted_band_scale(2.0, True, settings, 60.0) == pytest.approx(2.0 * math.exp(0.1 * 0.99))
+    assert adapted_band_scale(2.0, False, settings, 60.0) == pytest.approx(2.0 * math.exp(-0.1 * 0.01))
+    assert adapted_band_scale(2.0, True, settings, 600.0) == pytest.approx(2.0 * math.exp(0.99))  # per minute
+    # 99 hits give back what one miss took: misses settle at the target's 1 %
+    scale = adapted_band_scale(2.0, True, settings, 60.0)
+    for _ in range(99):
+        scale = adapted_band_scale(scale, False, settings, 60.0)
+    assert scale == pytest.approx(2.0)
+    assert adapted_band_scale(0.0, True, settings, 60.0) > 0.0  # a scale shrunk to nothing can grow again
+    assert adapted_band_scale(2.0, True, replace(settings, attainment_target=None), 60.0) == 2.0  # fixed band
+
+
+def test_predictive_sizes_on_the_adapted_bound_and_says_so() -> None:
+    adapted = replace(FIXED_BAND, attainment_target=0.999, predictive_utilization=1.0)
+    # yhat 80, hi 100: a scale of 2 puts the bound at 80 + 2 × 20 = 120 → 12 replicas of 10
+    decision = Predictive().decide(ctx(forecast=forecast(100.0), settings=adapted, band_scale=2.0))
+    assert decision.replicas == 12 and decision.inputs["band_scale"] == 2.0
+    assert "forecast bound 120 (yhat + 2 × the band, toward 99.9% attainment)" in decision.reason
+    assert Predictive().decide(ctx(forecast=forecast(100.0), settings=adapted, band_scale=0.0)).replicas == 8
+    fixed = Predictive().decide(ctx(forecast=forecast(100.0), settings=replace(adapted, attainment_target=None)))
+    assert fixed.replicas == 10 and "the band's own upper bound" in fixed.reason
+
+
+@pytest.mark.parametrize("bad", [{"attainment_target": 1.0}, {"attainment_target": 0.2}, {"quantile_rate": -0.1}])
+def test_attainment_settings_out_of_range_are_refused(bad: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        PolicySettings(**bad)  # type: ignore[arg-type]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -101,9 +102,9 @@ def test_the_first_fleet_serves_step_0_even_when_the_forecast_is_quieter() -> No
         return Forecast(future, future, future)
 
     result = simulate(demand, "predictive", settings(startup=60.0), forecast=foresight)
-    assert result.steps[0].ready == 8  # ceil(70 / (0.9 × 10)), not the 2 that step 1's 14 alone would need
+    assert result.steps[0].ready == 7  # ceil(70 / (1.0 × 10)), not the 2 that step 1's 14 alone would need
     assert "first fleet serves this step's demand" in result.steps[0].reason
-    assert result.steps[1].desired == 8  # those 8 are the recommendation HPA's 300 s window then holds
+    assert result.steps[1].desired == 7  # those 7 are the recommendation HPA's 300 s window then holds
     assert result.slo_attainment(10.0) == 1.0
 
 
@@ -154,3 +155,23 @@ def test_cli_rejects_unknown_policy_and_bad_capacity(tmp_path: Path) -> None:
     base = ["simulate", str(series), "--out", str(tmp_path / "o")]
     assert main([*base, "--capacity-per-replica", "10", "--policy", "yolo"]) == 2
     assert main([*base, "--capacity-per-replica", "-1"]) == 2
+
+
+def overconfident(history: History, horizon: int) -> Forecast:
+    """The last value with a band a tenth of the noise's width: a forecaster that has not learnt its own error."""
+    last = np.full(horizon, float(history.values[-1]))
+    return Forecast(last, last * 0.99, last * 1.01)
+
+
+@pytest.mark.parametrize("target", [0.9, 0.97])
+def test_the_adapted_bound_brings_attainment_to_the_target_whatever_the_bands_calibration(target: float) -> None:
+    rng = np.random.default_rng(7)
+    demand = History(rng.normal(500.0, 50.0, 4000).clip(min=0.0), STEP, start_ts=0.0)
+    run = settings(startup=60.0, attainment_target=target, tolerance=0.0, stabilization_window_seconds=0.0)
+    result = simulate(demand, "predictive", run, forecast=overconfident)
+    adapted = replace(result, steps=result.steps[1000:]).slo_attainment(10.0)  # once the scale has grown
+    fixed_band = replace(run, policy=replace(run.policy, attainment_target=None))
+    fixed = simulate(demand, "predictive", fixed_band, forecast=overconfident).slo_attainment(10.0)
+    assert adapted is not None and fixed is not None
+    assert abs(adapted - target) < 0.01  # quantile tracking: misses at the target's rate
+    assert fixed < 0.75  # the band's own hi, a tenth too narrow: over a quarter of the steps missed
