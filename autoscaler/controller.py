@@ -42,6 +42,7 @@ from autoscaler.policy import (
     rules_per_interval,
     scale_down_window_seconds,
 )
+from autoscaler.startup import StartupLearner
 from collector.control import DesiredRefusal
 from collector.skipped_rows import BAD_VALUE_ERRORS, Job, SkippedRows
 from fleet.lease import Lease
@@ -126,6 +127,7 @@ class Controller:
         # pool → the predictive bound's band scale (:func:`adapted_band_scale`), adapted every tick; a new leader
         # starts from the target's own scale and adapts again
         self._band_scale: dict[str, float] = {}
+        self._startup: dict[str, StartupLearner] = {}  # pool → its replicas' startup, measured from its scale-ups
         self.skipped = skipped if skipped is not None else SkippedRows(Job.AUTOSCALER)
         self.engine = engine
         self.fleet = fleet
@@ -172,8 +174,16 @@ class Controller:
     def stop(self) -> None:
         self.lease.release()
 
+    def startup(self, pool: Pool) -> StartupLearner:
+        """The pool's startup learner, anew when its configured startup changed (an operator's correction)."""
+        learner = self._startup.get(pool.name)
+        if learner is None or learner.configured_seconds != pool.spec.startup_seconds:
+            learner = self._startup[pool.name] = StartupLearner(pool.spec.startup_seconds)
+        return learner
+
     def context(self, pool: Pool, fleet: FleetView, now: float) -> PoolContext:
-        window = scale_down_window_seconds(PolicySettings(), pool.spec.startup_seconds)
+        startup = self.startup(pool)
+        window = scale_down_window_seconds(PolicySettings(), startup.seconds)
         recent = [(r, at) for r, at in self._recent[pool.name] if now - at <= window]
         self._recent[pool.name] = recent
         settings = PolicySettings(
@@ -189,6 +199,7 @@ class Controller:
             recent_recommendations=tuple((r, now - at) for r, at in recent),
             settings=settings,
             band_scale=self._band_scale.get(pool.name),
+            startup=startup,
         )
 
     def _adapt_band_scale(self, pool: Pool, ctx: PoolContext) -> None:
@@ -220,6 +231,7 @@ class Controller:
         else:
             decision = guarded(make_policy(pool.spec.policy.value), ctx)
         self._adapt_band_scale(pool, ctx)
+        self.startup(pool).observe(now, ctx.ready_replicas, decision.replicas)
         self._recent[pool.name].append((decision.recommendation, now))
         before = pool.desired_replicas if pool.desired_replicas is not None else self._running(pool, ctx, fleet)
         outcome, note, code = self._actuate(pool, decision, fleet)
@@ -342,9 +354,11 @@ def pool_context(
     recent_recommendations: tuple[tuple[int, float], ...] = (),
     settings: PolicySettings | None = None,
     band_scale: float | None = None,
+    startup: StartupLearner | None = None,
 ) -> PoolContext:
     """The pool's context at ``now``: live replicas and demand from the fleet view, the per-replica capacity
-    (configured, else learned), the stored demand forecast; the controller and the KEDA scaler both decide on it."""
+    (configured, else learned), the stored demand forecast, the startup (measured by ``startup`` once it has seen a
+    scale-up ready, else configured); the controller and the KEDA scaler both decide on it."""
     spec = pool.spec
     metric = spec.demand_metric.value
     live = fleet.pool(pool.name, metric)
@@ -358,7 +372,8 @@ def pool_context(
         per_replica_capacity=spec.replica_capacity or (stored.learned_capacity if stored else None),
         demand=live.demand,
         demand_age_seconds=None if live.demand_ts is None else max(0.0, now - live.demand_ts),
-        startup_seconds=spec.startup_seconds,
+        startup_seconds=spec.startup_seconds if startup is None else startup.seconds,
+        startup_measurements=0 if startup is None else startup.measurements,
         forecast=forecast_view(stored, now, forecast_stale_after_seconds),
         recent_recommendations=recent_recommendations,
         settings=settings or PolicySettings(),

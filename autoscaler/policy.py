@@ -107,6 +107,7 @@ class PoolContext:
     demand_age_seconds: float | None
     startup_seconds: float
     forecast: ForecastView | None = None
+    startup_measurements: int = 0  # the scale-ups ``startup_seconds`` was measured over; 0: as configured
     recent_recommendations: tuple[tuple[int, float], ...] = ()  # (replicas, age_s) of earlier decisions
     settings: PolicySettings = field(default_factory=PolicySettings)
     band_scale: float | None = None  # what :func:`adapted_band_scale` reached; None: where it starts
@@ -306,14 +307,16 @@ class Predictive:
         return Decision(
             wanted,
             self.name,
-            f"predictive: forecast bound {upper:.4g} ({_bound_words(ctx)}) between +{start - ctx.now:.0f} s and "
-            f"+{end - ctx.now:.0f} s needs {needed} replicas at {ctx.settings.predictive_utilization:.2f} of "
-            f"{ctx.per_replica_capacity:.4g}{held}",
+            f"predictive: forecast bound {upper:.4g} ({_bound_words(ctx)}) between +{start - ctx.now:.0f} s"
+            f"{_startup_words(ctx)} and +{end - ctx.now:.0f} s needs {needed} replicas at "
+            f"{ctx.settings.predictive_utilization:.2f} of {ctx.per_replica_capacity:.4g}{held}",
             {
                 "recommended": wanted,
                 "forecast_replicas": needed,
                 "forecast_upper": upper,
                 "band_scale": round(ctx.provisioning_scale, 4),
+                "startup_seconds": ctx.startup_seconds,
+                "startup_measurements": ctx.startup_measurements,
                 "demand": ctx.demand,
                 "target_utilization": ctx.settings.predictive_utilization,
             },
@@ -326,6 +329,12 @@ def _bound_words(ctx: PoolContext) -> str:
     target = ctx.settings.attainment_target
     toward = "the band's own upper bound" if target is None else f"toward {target:.1%} attainment"
     return f"yhat + {ctx.provisioning_scale:.3g} × the band, {toward}"
+
+
+def _startup_words(ctx: PoolContext) -> str:
+    """Where the horizon's startup came from, when measured: " (the startup measured over 3 scale-ups)"."""
+    n = ctx.startup_measurements
+    return "" if n == 0 else f" (the startup measured over {n} scale-up{'s' if n > 1 else ''})"
 
 
 def _fallback_code(code: ReasonCode, forecast: ForecastView | None) -> ReasonCode:

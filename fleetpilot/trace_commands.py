@@ -108,11 +108,26 @@ def _simulate_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-replicas", type=int, default=10_000, help="default 10000")
     parser.add_argument("--target-utilization", type=float, default=None, help="reactive target (default 0.7)")
     parser.add_argument(
-        "--predictive-utilization", type=float, default=None, help="predictive load on the upper bound (default 0.9)"
+        "--predictive-utilization", type=float, default=None, help="predictive load on the forecast bound (default 1)"
+    )
+    parser.add_argument(
+        "--attainment-target",
+        default=None,
+        help="predictive: the attainment its bound is adapted toward (default 0.999; 'none': the band's own 95 %% bound)",
     )
     parser.add_argument("--margin", default=None, help="predictive look-ahead past the startup (default 60s)")
     parser.add_argument("--static-replicas", type=int, default=None, help="static count (default: the trace's peak)")
     parser.add_argument("--model", default="auto", help="forecaster of the predictive policies (default auto)")
+
+
+def attainment_target(text: str) -> float | None:
+    """``--attainment-target``: a share, or ``none`` (None: the forecast band's fixed bound)."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"--attainment-target: a share like 0.999 or 'none', got {text!r}") from None
 
 
 def run_simulate(args: argparse.Namespace) -> int:
@@ -147,6 +162,8 @@ def run_simulate(args: argparse.Namespace) -> int:
             )
             if value is not None
         }
+        if args.attainment_target is not None:
+            knobs["attainment_target"] = attainment_target(args.attainment_target)
         settings = SimulationSettings(
             capacity_per_replica=args.capacity_per_replica,
             startup_seconds=0.0 if args.startup.strip() in {"0", "0s", "0m"} else parse_duration(args.startup),

@@ -398,3 +398,27 @@ def test_a_reactive_pool_keeps_no_band_scale(engine: Engine, clock: FakeClock) -
     stored = PoolStore(engine).get("chat")
     assert stored is not None
     assert loop.context(stored, reader(engine).read(clock()), clock()).band_scale is None
+
+
+def test_the_startup_is_measured_from_the_pools_own_scale_ups_and_replaces_the_configured_one(
+    engine: Engine, clock: FakeClock
+) -> None:
+    chat(engine, clock, startup_seconds=300.0)
+    loop = controller(engine, RecordingActuator())
+    report(engine, clock, "node-a", "chat", demand=14.0, ready=2)
+    loop.run(clock())  # 2 on target
+    clock.advance(5)
+    report(engine, clock, "node-a", "chat", demand=70.0, ready=2)
+    assert loop.run(clock())["chat"].replicas == 4  # asked for 2 more (HPA's step limit)
+    clock.advance(90)
+    report(engine, clock, "node-a", "chat", demand=70.0, ready=4)
+    loop.run(clock())  # ready 90 s after they were asked for
+    stored = PoolStore(engine).get("chat")
+    assert stored is not None
+    ctx = loop.context(stored, reader(engine).read(clock()), clock())
+    assert (ctx.startup_seconds, ctx.startup_measurements) == (90.0, 1)
+    PoolStore(engine).update("chat", {"startup_seconds": 200.0}, now=clock())  # an operator's correction
+    corrected = PoolStore(engine).get("chat")
+    assert corrected is not None
+    ctx = loop.context(corrected, reader(engine).read(clock()), clock())
+    assert (ctx.startup_seconds, ctx.startup_measurements) == (200.0, 0)  # measured again from there

@@ -275,3 +275,10 @@ def test_predictive_sizes_on_the_adapted_bound_and_says_so() -> None:
 def test_attainment_settings_out_of_range_are_refused(bad: dict[str, float]) -> None:
     with pytest.raises(ValueError, match=next(iter(bad))):
         PolicySettings(**bad)  # type: ignore[arg-type]
+
+
+def test_a_measured_startup_is_the_horizon_and_the_reason_says_so() -> None:
+    decision = Predictive().decide(ctx(forecast=forecast(100.0), startup_seconds=180.0, startup_measurements=3))
+    assert "between +180 s (the startup measured over 3 scale-ups) and +240 s" in decision.reason
+    assert (decision.inputs["startup_seconds"], decision.inputs["startup_measurements"]) == (180.0, 3)
+    assert "measured" not in Predictive().decide(ctx(forecast=forecast(100.0))).reason

@@ -155,6 +155,19 @@ def test_cli_rejects_unknown_policy_and_bad_capacity(tmp_path: Path) -> None:
     base = ["simulate", str(series), "--out", str(tmp_path / "o")]
     assert main([*base, "--capacity-per-replica", "10", "--policy", "yolo"]) == 2
     assert main([*base, "--capacity-per-replica", "-1"]) == 2
+    assert main([*base, "--capacity-per-replica", "10", "--attainment-target", "lots"]) == 2
+    assert main([*base, "--capacity-per-replica", "10", "--attainment-target", "1.2"]) == 2
+
+
+def test_cli_attainment_target_none_sizes_on_the_bands_own_bound(tmp_path: Path) -> None:
+    series = tmp_path / "demand.csv"
+    series.write_text("timestamp,value\n" + "".join(f"{60 * i},{20 + 10 * (i % 7)}\n" for i in range(240)))
+    base = ["simulate", str(series), "--capacity-per-replica", "10", "--startup", "2m", "--policy", "predictive"]
+    hours = {}
+    for target in ("none", "0.999"):
+        assert main([*base, "--out", str(tmp_path / target), "--attainment-target", target]) == 0
+        hours[target] = json.loads((tmp_path / target / "summary.json").read_text())["replica_hours"]
+    assert hours["0.999"] > hours["none"]  # three nines start wider than the band's 95 % bound
 
 
 def overconfident(history: History, horizon: int) -> Forecast:

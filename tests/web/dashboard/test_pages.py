@@ -110,6 +110,24 @@ def test_the_pool_page_shows_its_forecasts_live_accuracy_and_when_it_is_not_foll
     assert "not following this pool's forecast: its forecasts scored worse than naive" in page
 
 
+def test_the_pool_page_says_how_the_last_forecast_made_decision_sized_the_pool(
+    browser: Browser, services: AppServices, clock: FakeClock
+) -> None:
+    _pool(services, clock)
+    client = browser("viewer")
+    assert 'id="pool-provisioning"' not in client.get("/pools/chat").text  # no forecast-made decision yet
+    inputs = {"band_scale": 2.3456, "startup_seconds": 95.0, "startup_measurements": 3}
+    services.events.add(
+        ScalingEvent("chat", clock() - 60, 2, 4, "predictive", "predictive: ...", inputs, "applied", "local")
+    )
+    services.events.add(ScalingEvent("chat", clock() - 30, 4, 4, "manual", "manual scale", {}, "applied", "local"))
+    page = client.get("/pools/chat").text
+    line = re.search(r'id="pool-provisioning">(.*?)</p>', page, re.S)
+    assert line is not None
+    assert "yhat + 2.35 × its band's upper half-width, adapted toward 99.9 % attainment" in line[1]
+    assert "it looked 95.0 s ahead, the startup measured over 3 scale-ups (configured 2 min)" in line[1]
+
+
 def test_pool_page_scales_by_hand_and_switches_dry_run(
     browser: Browser, services: AppServices, clock: FakeClock
 ) -> None:
