@@ -113,7 +113,7 @@ def _simulate_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--attainment-target",
         default=None,
-        help="predictive: the attainment its bound is adapted toward (default 0.999; 'none': the band's own 95 %% bound)",
+        help="predictive: the attainment its bound is adapted toward (default 0.999; 'none': the band's 95 %% bound)",
     )
     parser.add_argument("--margin", default=None, help="predictive look-ahead past the startup (default 60s)")
     parser.add_argument("--static-replicas", type=int, default=None, help="static count (default: the trace's peak)")

@@ -14,8 +14,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 from starlette.datastructures import FormData
 
-from collector.series import SeriesQuery, pool_replica_history, query_series
 from autoscaler.policy import PolicySettings
+from collector.series import SeriesQuery, pool_replica_history, query_series
 from fleet.pools import Pool
 from fleet.scaling_events import ScalingEvent
 from predictor.accuracy import distrusted
