@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from sqlalchemy import Engine
@@ -46,7 +46,7 @@ from autoscaler.startup import StartupLearner
 from collector.control import DesiredRefusal
 from collector.skipped_rows import BAD_VALUE_ERRORS, Job, SkippedRows
 from fleet.lease import Lease
-from fleet.pools import Mode, Pool, PoolStore
+from fleet.pools import Mode, Pool, PoolStore, Provisioning
 from fleet.scaling_events import EventStore, ReasonCode, ScalingEvent
 from fleet.view import FleetReader, FleetView
 from predictor.accuracy import distrusted
@@ -175,11 +175,23 @@ class Controller:
         self.lease.release()
 
     def startup(self, pool: Pool) -> StartupLearner:
-        """The pool's startup learner, anew when its configured startup changed (an operator's correction)."""
+        """The pool's startup learner: carried on from what the pool stores (another leader's estimate), anew when
+        its configured startup changed since (an operator's correction)."""
         learner = self._startup.get(pool.name)
         if learner is None or learner.configured_seconds != pool.spec.startup_seconds:
-            learner = self._startup[pool.name] = StartupLearner(pool.spec.startup_seconds)
+            stored = pool.provisioning
+            prior = None
+            if learner is None and stored is not None and stored.startup_measurements > 0:
+                prior = stored.startup_seconds
+            learner = self._startup[pool.name] = StartupLearner(pool.spec.startup_seconds, prior)
         return learner
+
+    def band_scale(self, pool: Pool) -> float | None:
+        """The pool's band scale: this leader's, else the one the pool stores, else None (the target's own)."""
+        if pool.name in self._band_scale:
+            return self._band_scale[pool.name]
+        stored = pool.provisioning
+        return None if stored is None else stored.band_scale
 
     def context(self, pool: Pool, fleet: FleetView, now: float) -> PoolContext:
         startup = self.startup(pool)
@@ -198,7 +210,7 @@ class Controller:
             forecast_stale_after_seconds=self.settings.forecast_stale_after_seconds,
             recent_recommendations=tuple((r, now - at) for r, at in recent),
             settings=settings,
-            band_scale=self._band_scale.get(pool.name),
+            band_scale=self.band_scale(pool),
             startup=startup,
         )
 
@@ -216,6 +228,17 @@ class Controller:
         if self.telemetry is not None:
             self.telemetry.band_scale.labels(pool.name).set(scale)
 
+    def _store_provisioning(self, pool: Pool, now: float) -> None:
+        """Keep with the pool what it is decided by, when that changed visibly (the band scale to 3 significant
+        digits, the startup and its measurements): a write every few minutes, not every tick."""
+        learner = self.startup(pool)
+        scale = self.band_scale(pool) if pool.spec.policy.value in FORECAST_POLICIES else None
+        shown = None if scale is None else float(f"{scale:.3g}")
+        now_by = Provisioning(shown, learner.seconds, learner.measurements, now)
+        stored = pool.provisioning
+        if stored is None or replace(stored, ts=now) != now_by:
+            self.pools.set_provisioning(pool.name, now_by)
+
     def _tick(self, pool: Pool, fleet: FleetView, now: float) -> Decision:
         ctx = self.context(pool, fleet, now)
         manual = pool.manual_at(now)
@@ -232,6 +255,7 @@ class Controller:
             decision = guarded(make_policy(pool.spec.policy.value), ctx)
         self._adapt_band_scale(pool, ctx)
         self.startup(pool).observe(now, ctx.ready_replicas, decision.replicas)
+        self._store_provisioning(pool, now)
         self._recent[pool.name].append((decision.recommendation, now))
         before = pool.desired_replicas if pool.desired_replicas is not None else self._running(pool, ctx, fleet)
         outcome, note, code = self._actuate(pool, decision, fleet)

@@ -6,8 +6,8 @@ wait: asked at t for N replicas. The wait closes at the first tick whose ready c
 one measurement; a scale-down below N before then cancels it (those replicas were never waited for), and a wait
 older than :data:`MAX_WAIT_SECONDS` is dropped (replicas not ready in an hour failed; they did not start slowly).
 The first tick opens none: replicas already starting then were asked for before anyone watched. Pure state, fed
-once a tick by the controller; what it knows lives as long as the controller's lead does (a new leader starts from
-the configured value and measures again).
+once a tick by the controller, which stores the estimate with the pool (``fleet.pools.Provisioning``); a new leader
+carries that estimate on as one measurement (``prior``) and measures again.
 
 The estimate is the longest of the last :data:`KEPT` measurements: a horizon too short provisions late on the slow
 starts (a cold model load, an image pull), one a little long only provisions a little early. Worked: scale-ups
@@ -26,9 +26,14 @@ MAX_WAIT_SECONDS = 3600.0
 @dataclass
 class StartupLearner:
     configured_seconds: float
+    prior: float | None = None  # an estimate measured before (by another leader): the first measurement
     _waits: list[tuple[float, int]] = field(default_factory=list)  # (asked at, ready count waited for)
     _measured: deque[float] = field(default_factory=lambda: deque(maxlen=KEPT))
     _last_desired: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.prior is not None:
+            self._measured.append(self.prior)
 
     def observe(self, now: float, ready: int, desired: int) -> None:
         """One tick: close the waits ``ready`` has reached, cancel those ``desired`` went below or that are too old,

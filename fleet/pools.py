@@ -9,7 +9,9 @@ runs and where: the ``engine`` (the built-in ``text`` or ``classify``, or an eng
 labels a node must carry (``node_selector``). Where the kubernetes actuator finds its replicas: ``scale_target``
 (``apiVersion/kind/namespace/name``, :mod:`fleet.scale_targets`; None: the Deployment named after the pool).
 Every change bumps ``version``; an update that names the version it read fails when someone else changed the pool
-meanwhile, so two operators editing one pool never overwrite each other silently.
+meanwhile, so two operators editing one pool never overwrite each other silently. The controller also keeps there,
+without a version bump, what it decides by (:class:`Provisioning`: the predictive bound's band scale and the
+startup measured from the pool's scale-ups), so the dashboard shows it and a new leader carries it on.
 """
 
 from __future__ import annotations
@@ -100,6 +102,8 @@ pools = Table(
     Column("manual_reason", String(500), nullable=True),
     # What else scales the pool's target (an HPA or a KEDA ScaledObject), as the controller last found; null: nothing.
     Column("scaled_by", String(MAX_SCALED_BY_LENGTH), nullable=True),
+    # What the controller last decided by (Provisioning.to_json); null: it has not decided the pool yet.
+    Column("provisioning", JSON, nullable=True),
     Column("version", Integer, nullable=False),
     Column("created_at", Double, nullable=False),
     Column("updated_at", Double, nullable=False),
@@ -205,6 +209,36 @@ class ManualScale:
 
 
 @dataclass(frozen=True)
+class Provisioning:
+    """What the controller sizes a pool by besides its spec: the predictive bound's band scale (None: the pool's
+    policy has no forecast part) and the startup it looks ahead, measured over ``startup_measurements`` scale-ups
+    (0: the configured one), as of ``ts``."""
+
+    band_scale: float | None
+    startup_seconds: float
+    startup_measurements: int
+    ts: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "band_scale": self.band_scale,
+            "startup_seconds": self.startup_seconds,
+            "startup_measurements": self.startup_measurements,
+            "ts": self.ts,
+        }
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> Provisioning:
+        scale = body.get("band_scale")
+        return cls(
+            None if scale is None else float(scale),
+            float(body["startup_seconds"]),
+            int(body["startup_measurements"]),
+            float(body["ts"]),
+        )
+
+
+@dataclass(frozen=True)
 class Pool:
     name: str
     spec: PoolSpec
@@ -214,6 +248,7 @@ class Pool:
     updated_at: float
     manual: ManualScale | None = None
     scaled_by: str | None = None  # the HPA or ScaledObject that scales the target, as the controller last found
+    provisioning: Provisioning | None = None  # what the controller last decided by
 
     def manual_at(self, now: float) -> ManualScale | None:
         """The manual override still in force at ``now``, if any."""
@@ -242,6 +277,7 @@ def _pool(row: RowMapping) -> Pool:
         row["updated_at"],
         manual,
         row["scaled_by"],
+        None if row["provisioning"] is None else Provisioning.from_json(row["provisioning"]),
     )
 
 
@@ -305,6 +341,11 @@ class PoolStore:
         """What the controller found scaling the pool's target instead of it (None: nothing); the version stays."""
         with self.engine.begin() as conn:
             conn.execute(update(pools).where(pools.c.name == name).values(scaled_by=owner))
+
+    def set_provisioning(self, name: str, provisioning: Provisioning) -> None:
+        """What the controller decides the pool by now (not an operator edit: the version stays)."""
+        with self.engine.begin() as conn:
+            conn.execute(update(pools).where(pools.c.name == name).values(provisioning=provisioning.to_json()))
 
     def scale_manually(self, name: str, replicas: int, *, until: float, reason: str, now: float) -> Pool:
         """Override the policy with ``replicas`` until ``until``; bumps the version like any operator edit."""

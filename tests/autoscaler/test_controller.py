@@ -422,3 +422,27 @@ def test_the_startup_is_measured_from_the_pools_own_scale_ups_and_replaces_the_c
     assert corrected is not None
     ctx = loop.context(corrected, reader(engine).read(clock()), clock())
     assert (ctx.startup_seconds, ctx.startup_measurements) == (200.0, 0)  # measured again from there
+
+
+def test_the_pool_keeps_what_it_is_sized_by_and_a_new_leader_carries_it_on(engine: Engine, clock: FakeClock) -> None:
+    chat(engine, clock, policy=Policy.PREDICTIVE, startup_seconds=300.0)
+    first = controller(engine, RecordingActuator(), holder="server-a", lease_seconds=15.0)
+    report(engine, clock, "node-a", "chat", demand=14.0, ready=2)
+    first.run(clock())  # no forecast yet: reactive keeps 2
+    clock.advance(5)
+    store_scored_forecast(ForecastStore(engine), clock(), {}, hi=60.0)
+    report(engine, clock, "node-a", "chat", demand=70.0, ready=2)  # short: the bound widens, 2 more asked for
+    assert first.run(clock())["chat"].replicas == 4
+    clock.advance(60)
+    report(engine, clock, "node-a", "chat", demand=70.0, ready=4)  # the scale-up ready 60 s after it was asked
+    first.run(clock())
+    stored = PoolStore(engine).get("chat")
+    assert stored is not None and stored.provisioning is not None
+    kept = stored.provisioning
+    assert kept.band_scale is not None and kept.band_scale > initial_band_scale(PolicySettings())
+    assert (kept.startup_seconds, kept.startup_measurements) == (60.0, 1)
+
+    first.stop()  # another server leads from here, with nothing in memory
+    second = controller(engine, RecordingActuator(), holder="server-b")
+    context = second.context(stored, reader(engine).read(clock()), clock())
+    assert context.band_scale == kept.band_scale and context.startup_seconds == 60.0

@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from fleet.pools import Provisioning
 from tests.conftest import pool_sample
 from tests.support.clock import FakeClock
+from web.services import AppServices
 
 Auth = Callable[..., dict[str, str]]
 CHAT = {"name": "chat", "min_replicas": 1, "max_replicas": 6, "slo": {"latency_p99_seconds": 0.5}}
@@ -188,3 +190,18 @@ def test_the_openapi_shows_the_engine_settings(client: TestClient) -> None:
     schemas = client.get("/openapi.json").json()["components"]["schemas"]
     for name in ("PoolIn", "PoolPatch", "PoolOut"):
         assert {"engine", "model", "gpu_memory_mib", "node_selector"} <= set(schemas[name]["properties"]), name
+
+
+def test_a_pool_answers_what_the_controller_sizes_it_by(client: TestClient, auth: Auth, services: AppServices) -> None:
+    client.post("/api/v1/pools", json=CHAT, headers=auth("admin"))
+    assert client.get("/api/v1/pools/chat", headers=auth("viewer")).json()["provisioning"] is None
+    services.pools.set_provisioning("chat", Provisioning(2.5, 90.0, 2, 1_000.0))
+    body = client.get("/api/v1/pools/chat", headers=auth("viewer")).json()
+    assert body["provisioning"] == {
+        "band_scale": 2.5,
+        "attainment_target": 0.999,
+        "startup_seconds": 90.0,
+        "startup_measurements": 2,
+        "ts": 1_000.0,
+    }
+    assert body["version"] == 1  # the controller's figures are no operator edit

@@ -27,8 +27,9 @@ from fastapi import APIRouter, Response, status
 from pydantic import BaseModel, Field
 
 from autoscaler.actuators.local import PlacementStore
+from autoscaler.policy import PolicySettings
 from collector.control import MAX_LABELS, NAME_PATTERN, LabelKey, LabelValue, ModelName
-from fleet.pools import DemandMetric, Mode, Policy, Pool, PoolSpec, PoolStore
+from fleet.pools import DemandMetric, Mode, Policy, Pool, PoolSpec, PoolStore, Provisioning
 from fleet.scale_targets import MAX_SCALE_TARGET_LENGTH
 from fleet.view import FleetView
 from isolation.tenants import TenantStore
@@ -81,6 +82,17 @@ class ManualOut(BaseModel):
     replicas: int
     until: float
     reason: str
+
+
+class ProvisioningOut(BaseModel):
+    band_scale: float | None = Field(
+        description="the predictive bound is yhat + band_scale × the forecast band's upper half-width, adapted toward "
+        "attainment_target; null: the policy has no forecast part"
+    )
+    attainment_target: float | None = Field(description="the attainment the band scale is adapted toward")
+    startup_seconds: float = Field(description="the startup the policy looks ahead by")
+    startup_measurements: int = Field(description="scale-ups it was measured over; 0: the configured startup")
+    ts: float = Field(description="when the controller last changed it")
 
 
 class PoolFields(BaseModel):
@@ -164,6 +176,9 @@ class PoolOut(PoolIn):
     scaled_by: str | None = Field(
         None, description="the HPA or KEDA ScaledObject that scales the scale target, so fleetpilot does not patch it"
     )
+    provisioning: ProvisioningOut | None = Field(
+        None, description="what the controller sizes the pool by besides its settings; null until it has decided it"
+    )
     version: int
     created_at: float
     updated_at: float
@@ -223,9 +238,23 @@ def _out(pool: Pool, replicas: Mapping[str, ReplicaCounts], now: float) -> PoolO
         if manual is None
         else ManualOut(replicas=manual.replicas, until=manual.until, reason=manual.reason),
         scaled_by=pool.scaled_by,
+        provisioning=_provisioning_out(pool.provisioning),
         version=pool.version,
         created_at=pool.created_at,
         updated_at=pool.updated_at,
+    )
+
+
+def _provisioning_out(stored: Provisioning | None) -> ProvisioningOut | None:
+    if stored is None:
+        return None
+    target = PolicySettings().attainment_target if stored.band_scale is not None else None
+    return ProvisioningOut(
+        band_scale=stored.band_scale,
+        attainment_target=target,
+        startup_seconds=stored.startup_seconds,
+        startup_measurements=stored.startup_measurements,
+        ts=stored.ts,
     )
 
 

@@ -13,7 +13,7 @@ from alerting.alert_store import SilenceStore
 from alerting.lifecycle import Alert, AlertStatus
 from alerting.tables import alerts
 from collector.control import DesiredState, key_digest
-from fleet.pools import Mode, PoolSpec
+from fleet.pools import Mode, PoolSpec, Provisioning
 from fleet.scaling_events import ScalingEvent
 from isolation.tenant_keys import TenantKeyStore
 from isolation.tenants import QuotaSpec, SloClass, TenantStore
@@ -110,22 +110,20 @@ def test_the_pool_page_shows_its_forecasts_live_accuracy_and_when_it_is_not_foll
     assert "not following this pool's forecast: its forecasts scored worse than naive" in page
 
 
-def test_the_pool_page_says_how_the_last_forecast_made_decision_sized_the_pool(
+def test_the_pool_page_says_what_the_controller_sizes_the_pool_by(
     browser: Browser, services: AppServices, clock: FakeClock
 ) -> None:
     _pool(services, clock)
     client = browser("viewer")
-    assert 'id="pool-provisioning"' not in client.get("/pools/chat").text  # no forecast-made decision yet
-    inputs = {"band_scale": 2.3456, "startup_seconds": 95.0, "startup_measurements": 3}
-    services.events.add(
-        ScalingEvent("chat", clock() - 60, 2, 4, "predictive", "predictive: ...", inputs, "applied", "local")
-    )
-    services.events.add(ScalingEvent("chat", clock() - 30, 4, 4, "manual", "manual scale", {}, "applied", "local"))
-    page = client.get("/pools/chat").text
-    line = re.search(r'id="pool-provisioning">(.*?)</p>', page, re.S)
+    assert 'id="pool-provisioning"' not in client.get("/pools/chat").text  # not decided yet
+    services.pools.set_provisioning("chat", Provisioning(2.35, 95.0, 3, clock() - 60))
+    line = re.search(r'id="pool-provisioning">(.*?)</p>', client.get("/pools/chat").text, re.S)
     assert line is not None
     assert "yhat + 2.35 × its band's upper half-width, adapted toward 99.9 % attainment" in line[1]
-    assert "it looked 95.0 s ahead, the startup measured over 3 scale-ups (configured 2 min)" in line[1]
+    assert "it looks 95.0 s ahead, the startup measured over 3 scale-ups (configured 2 min)" in line[1]
+    services.pools.set_provisioning("chat", Provisioning(None, 120.0, 0, clock()))  # a reactive pool
+    line = re.search(r'id="pool-provisioning">(.*?)</p>', client.get("/pools/chat").text, re.S)
+    assert line is not None and line[1].startswith("The autoscaler looks 2 min ahead, the configured startup")
 
 
 def test_pool_page_scales_by_hand_and_switches_dry_run(

@@ -5,8 +5,6 @@ API does it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Request, status
@@ -17,7 +15,6 @@ from starlette.datastructures import FormData
 from autoscaler.policy import PolicySettings
 from collector.series import SeriesQuery, pool_replica_history, query_series
 from fleet.pools import Pool
-from fleet.scaling_events import ScalingEvent
 from predictor.accuracy import distrusted
 from predictor.store import StoredForecast, SubjectKind
 from web.audit import AuditorDep
@@ -70,28 +67,6 @@ def _distrusted(forecast: StoredForecast | None) -> str | None:
     return distrusted(day) if day is not None else None
 
 
-@dataclass(frozen=True)
-class Provisioning:
-    """How the last forecast-made decision sized the pool: the bound's band scale and the startup it looked ahead."""
-
-    ts: float
-    band_scale: float
-    attainment_target: float | None
-    startup_seconds: float
-    startup_measurements: int
-
-
-def provisioning(events: Sequence[ScalingEvent]) -> Provisioning | None:
-    """From the newest event a forecast decided (its inputs carry the band scale); None when none did."""
-    for event in events:  # newest first
-        scale, startup = event.inputs.get("band_scale"), event.inputs.get("startup_seconds")
-        if isinstance(scale, int | float) and isinstance(startup, int | float):
-            measured = event.inputs.get("startup_measurements")
-            target = PolicySettings().attainment_target
-            return Provisioning(event.ts, float(scale), target, float(startup), int(measured or 0))
-    return None
-
-
 def per_replica_capacity(pool: Pool, forecast: StoredForecast | None) -> float | None:
     """The configured capacity, else the one the forecast loop learned; None when neither is known."""
     if pool.spec.replica_capacity is not None:
@@ -137,7 +112,6 @@ def _pool_page(
     now = services.clock()
     forecast = services.forecasts.get(SubjectKind.POOL, name)
     current = services.fleet.read(now).ready_replicas()
-    events = services.events.list(pool=name, limit=50)
     charts = {
         "replicas": _replica_chart(services, pool, now),
         "demand": _demand_chart(services, pool, forecast, now),
@@ -157,8 +131,9 @@ def _pool_page(
         capacity=per_replica_capacity(pool, forecast),
         accuracy=list((forecast.accuracy or {}).values()) if forecast is not None else [],
         distrusted=_distrusted(forecast),
-        events=events,
-        provisioning=provisioning(events),
+        events=services.events.list(pool=name, limit=50),
+        provisioning=pool.provisioning,
+        attainment_target=PolicySettings().attainment_target,
         charts_json=script_json(charts),
         errors=errors or {},
         form=form,
