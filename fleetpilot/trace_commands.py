@@ -81,14 +81,34 @@ def run_backtest(args: argparse.Namespace) -> int:
         refit_every = max(1, args.refit_every)
         result = backtest(forecaster, history, plan, refit_every=refit_every, on_progress=bar.update, model=model)
     runtime_s = round(time.perf_counter() - started, 3)
-    summary = write_outputs(result, series.labels, Path(args.out), {"runtime_s": runtime_s})
-    alarm = summary["saturation"]["model"]
-    print(
-        f"{model}: MASE {summary['mase']}, sMAPE {summary['smape']}, coverage90 {summary['coverage90']}, "
-        f"saturation F1 {alarm['f1']} over "
-        f"{summary['origins']} origins × {summary['horizon_steps']} steps in {runtime_s} s; wrote {args.out}"
-    )
+    extras = {"runtime_s": runtime_s, "series": Path(args.series).name}
+    summary = write_outputs(result, series.labels, Path(args.out), extras)
+    print("\n".join(backtest_lines(summary, history.step_seconds, args.out)))
     return 0
+
+
+def backtest_lines(summary: dict[str, Any], step_seconds: float, out: str) -> list[str]:
+    """What ``fleetpilot backtest`` prints: the scores rounded as people read them, and what MASE means."""
+    from predictor.report import duration_words, human_number
+
+    def score(value: float | None, kind: str = "") -> str:
+        if value is None:
+            return "not measured"
+        return f"{100 * value:.1f} %" if kind == "share" else f"{value:.1f} %" if kind == "percent" else f"{value:.3f}"
+
+    steps = summary["horizon_steps"]
+    baselines = ", ".join(f"{name.replace('_', ' ')} {score(b['mase'])}" for name, b in summary["baselines"].items())
+    alarm, naive = summary["saturation"]["model"], summary["saturation"]["naive"]
+    return [
+        f"{summary['model']} on {summary['series']}, {duration_words(steps * step_seconds)} ahead ({steps} steps of "
+        f"{duration_words(step_seconds)}), {summary['origins']:,} origins in {summary['runtime_s']} s",
+        f"  MASE {score(summary['mase'])} (mean error ÷ the naive one-step error: under 1 beats repeating the last "
+        f"value; baselines: {baselines})",
+        f"  sMAPE {score(summary['smape'], 'percent')}, 90 % band covering {score(summary['coverage90'], 'share')} "
+        f"of the actuals, saturation alarm F1 {score(alarm['f1'])} (naive {score(naive['f1'])}) over "
+        f"{summary['saturation']['events']:,} events above {human_number(summary['saturation']['threshold'])}",
+        f"  wrote {out}/report.html, summary.json and forecasts.csv",
+    ]
 
 
 def _simulate_flags(parser: argparse.ArgumentParser) -> None:

@@ -9,6 +9,7 @@ import html
 import json
 import math
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ def write_outputs(result: Backtest, labels: Sequence[str], out_dir: Path, extras
     summary = {**result.summary(), **extras}
     write_forecasts_csv(result, labels, out_dir / "forecasts.csv")
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    (out_dir / "report.html").write_text(render_html(result, labels, summary), encoding="utf-8")
+    (out_dir / "report.html").write_text(render_html(result, summary), encoding="utf-8")
     return summary
 
 
@@ -52,8 +53,14 @@ def _number(value: float) -> str:
     return f"{value:.12g}" if math.isfinite(value) else ""
 
 
-def render_html(result: Backtest, labels: Sequence[str], summary: dict[str, Any]) -> str:
-    title = f"Backtest of {summary['model']}: {summary['horizon_steps']}-step horizon, {summary['origins']} origins"
+def render_html(result: Backtest, summary: dict[str, Any]) -> str:
+    step = result.history.step_seconds
+    source = f" on {summary['series']}" if summary.get("series") else ""
+    title = (
+        f"Backtest of {summary['model']}{source}: {duration_words(summary['horizon_steps'] * step)} ahead "
+        f"({summary['horizon_steps']} step{'s' if summary['horizon_steps'] > 1 else ''} of {duration_words(step)}), "
+        f"{summary['origins']:,} origins"
+    )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>
@@ -69,11 +76,14 @@ th:first-child, td:first-child {{ text-align: left; }}
 <span style="color:#d62728">━ {summary["horizon_steps"]} steps ahead</span>
 <span style="color:#d62728;opacity:0.4">█ 90 % interval ({summary["horizon_steps"]} steps ahead)</span>
 <span style="color:#999">┊ first origin</span></p>
-{render_svg(result, labels)}
+{render_svg(result, summary.get("series"))}
+<p>MASE is the forecast's mean absolute error over the naive forecast's one-step error: under 1 beats repeating the
+last value. The 90 % band should cover about 90 % of the actuals.</p>
 <h2>Saturation alarms (threshold: the series' 90th percentile)</h2>
 {render_pr_curve(summary["saturation"])}
-<h2>Summary</h2>
+<details><summary>summary.json</summary>
 <pre>{html.escape(json.dumps(summary, indent=2))}</pre>
+</details>
 </body></html>
 """
 
@@ -91,23 +101,58 @@ def _scores_table(summary: dict[str, Any]) -> str:
         for name, s in summary["baselines"].items()
     ]
     body = "".join(
-        "<tr><td>" + html.escape(str(name)) + "</td>" + "".join(f"<td>{_cell(v)}</td>" for v in values) + "</tr>"
+        "<tr><td>"
+        + html.escape(str(name))
+        + "</td>"
+        + "".join(f"<td>{_cell(v, kind)}</td>" for v, kind in zip(values, COLUMN_KINDS, strict=True))
+        + "</tr>"
         for name, *values in rows
     )
-    head = "<th>forecast</th><th>MASE</th><th>sMAPE %</th><th>90 % coverage</th><th>Winkler</th>"
+    head = "<th>forecast</th><th>MASE</th><th>sMAPE</th><th>90 % coverage</th><th>Winkler score</th>"
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def _cell(value: float | None) -> str:
-    return "–" if value is None else f"{value:.4g}"
+COLUMN_KINDS = ("number", "percent", "share", "number")  # MASE, sMAPE (in %), coverage (a share), Winkler
 
 
-def render_svg(result: Backtest, labels: Sequence[str]) -> str:
-    """An inline SVG: x is the step index, y the value; NaN breaks every line and the band."""
+def _cell(value: float | None, kind: str = "number") -> str:
+    """A score as people read it: MASE 0.767, sMAPE 12.3 %, coverage 89.2 %, Winkler 4.78k; – when absent."""
+    if value is None:
+        return "–"
+    if kind == "percent":
+        return f"{value:.1f} %"
+    if kind == "share":
+        return f"{100 * value:.1f} %"
+    return human_number(value)
+
+
+def human_number(value: float) -> str:
+    """3 significant digits with k/M/G for large magnitudes: 477900 → "478k", 2.781153 → "2.78", -0.5 → "-0.5"."""
+    magnitude = abs(value)
+    for threshold, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if magnitude >= threshold:
+            return f"{value / threshold:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def duration_words(seconds: float) -> str:
+    """600 → "10 min", 900 → "15 min", 60 → "1 min", 30 → "30 s", 7200 → "2 h", 86400 → "1 d"."""
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if seconds >= size and (seconds / size).is_integer():
+            return f"{seconds / size:g} {unit}"
+    return f"{seconds / 60:.3g} min" if seconds >= 60 else f"{seconds:g} s"
+
+
+def render_svg(result: Backtest, series: str | None = None) -> str:
+    """An inline SVG: x is time (UTC), y the value; NaN breaks every line and the band. A series that never goes
+    below 0 keeps its axis at 0 and its band clipped there (a count has no negative values to show)."""
     h, origins = result.plan.horizon_steps, np.asarray(result.plan.origins)
     size = len(result.history)
     fc = result.forecasts
-    span = np.concatenate([result.history.values, fc.lo[:, -1], fc.hi[:, -1], fc.yhat.ravel()])
+    observed = result.history.values[np.isfinite(result.history.values)]
+    floor = 0.0 if observed.size and float(observed.min()) >= 0 else -math.inf
+    lo_band, hi_band = np.maximum(fc.lo[:, -1], floor), fc.hi[:, -1]
+    span = np.concatenate([result.history.values, lo_band, hi_band, fc.yhat.ravel()])
     finite = span[np.isfinite(span)]
     low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     scale = _Scale(size, low, high if high > low else low + 1)
@@ -115,8 +160,8 @@ def render_svg(result: Backtest, labels: Sequence[str]) -> str:
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{_HEIGHT}" '
         f'viewBox="0 0 {_WIDTH} {_HEIGHT}" role="img">',
-        _axes(scale, labels),
-        *_band(scale, origins + h, fc.lo[:, -1], fc.hi[:, -1]),
+        _axes(scale, result.history.start_ts, result.history.step_seconds, series),
+        *_band(scale, origins + h, lo_band, hi_band),
         _polyline(scale, index, result.history.values, "#333", 1.0),
         _polyline(scale, origins + 1.0, fc.yhat[:, 0], "#1f77b4", 1.0),
     ]
@@ -142,23 +187,32 @@ class _Scale:
         return _HEIGHT - _MARGIN - (_HEIGHT - 2 * _MARGIN) * (value - self.low) / (self.high - self.low)
 
 
-def _axes(scale: _Scale, labels: Sequence[str]) -> str:
+def _axes(scale: _Scale, start_ts: float, step_s: float, series: str | None) -> str:
+    """Both axes with their titles: value ticks in 3 significant digits (478k), time ticks in UTC, with the day on
+    the first tick and on every tick of a series longer than a day."""
     bottom, right = _HEIGHT - _MARGIN, _WIDTH - _MARGIN
+    mid_y = (_MARGIN + bottom) / 2
+    value_title = f"value per step, as in {series}" if series else "value per step"
     lines = [
         f'<line x1="{_MARGIN_LEFT}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#888"/>',
         f'<line x1="{_MARGIN_LEFT}" y1="{_MARGIN}" x2="{_MARGIN_LEFT}" y2="{bottom}" stroke="#888"/>',
+        f'<text x="14" y="{mid_y:.1f}" font-size="11" text-anchor="middle" transform="rotate(-90 14 {mid_y:.1f})">'
+        f"{html.escape(value_title)}</text>",
+        f'<text x="{(_MARGIN_LEFT + right) / 2:.1f}" y="{_HEIGHT - 2}" font-size="11" text-anchor="middle">'
+        "time (UTC)</text>",
     ]
+    days = scale.size * step_s > 86400
     for tick in range(_TICKS + 1):
         value = scale.low + (scale.high - scale.low) * tick / _TICKS
         y = scale.y(value)
-        lines.append(
-            f'<text x="{_MARGIN_LEFT - 6}" y="{y + 4:.1f}" font-size="11" text-anchor="end">{value:.4g}</text>'
-        )
+        opening = f'<text x="{_MARGIN_LEFT - 6}" y="{y + 4:.1f}" font-size="11" text-anchor="end">'
+        lines.append(f"{opening}{human_number(value)}</text>")
         index = round((scale.size - 1) * tick / _TICKS)
         x = scale.x(index)
         anchor = "start" if tick == 0 else "end" if tick == _TICKS else "middle"
-        label = html.escape(labels[index]) if labels else str(index)
-        lines.append(f'<text x="{x:.1f}" y="{bottom + 18}" font-size="11" text-anchor="{anchor}">{label}</text>')
+        when = datetime.fromtimestamp(start_ts + index * step_s, UTC)
+        label = when.strftime("%m-%d %H:%M" if days or tick == 0 else "%H:%M")
+        lines.append(f'<text x="{x:.1f}" y="{bottom + 16}" font-size="11" text-anchor="{anchor}">{label}</text>')
     return "\n".join(lines)
 
 

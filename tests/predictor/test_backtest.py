@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import sys
 import types
 from datetime import datetime, timedelta
@@ -27,7 +28,7 @@ from predictor.backtest import (
     winkler,
 )
 from predictor.base import FloatArray, Forecast, ForecastError, History
-from predictor.report import FORECAST_COLUMNS, write_outputs
+from predictor.report import FORECAST_COLUMNS, duration_words, human_number, write_outputs
 
 SUMMARY_KEYS = {"model", "horizon_steps", "origins", "mase", "smape", "coverage90", "baselines"}
 
@@ -233,7 +234,35 @@ def test_the_cli_writes_the_three_outputs(tmp_path: Path, capsys: pytest.Capture
     assert summary.keys() >= SUMMARY_KEYS
     assert (summary["model"], summary["horizon_steps"], summary["warmup_steps"]) == ("mean", 15, 30)
     assert summary["origins"] == 60 - 15 - 30 + 1
-    assert "mean: MASE" in capsys.readouterr().out
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("mean on series.csv, 15 min ahead (15 steps of 1 min), 16 origins in ")
+    mase = f"{summary['mase']:.3f}"
+    assert printed[1].startswith(f"  MASE {mase} (mean error ÷ the naive one-step error: under 1 beats repeating")
+    assert "90 % band covering" in printed[2] and printed[3].endswith("report.html, summary.json and forecasts.csv")
+    assert summary["series"] == "series.csv"
+    page = (out / "report.html").read_text()
+    assert "Backtest of mean on series.csv: 15 min ahead (15 steps of 1 min), 16 origins" in page
+    assert "time (UTC)" in page and "value per step, as in series.csv" in page
+    assert "<details><summary>summary.json</summary>" in page  # the JSON collapsed under the charts
+    assert not re.search(r">-?\d(\.\d+)?e[+-]\d+<", page)  # no 1e+05 ticks
+
+
+def test_numbers_and_durations_read_as_people_write_them() -> None:
+    assert [human_number(v) for v in (477_900.0, 2.781153830294905, -0.5, 1.2e6, 0.0)] == [
+        "478k",
+        "2.78",
+        "-0.5",
+        "1.2M",
+        "0",
+    ]
+    assert [duration_words(s) for s in (600.0, 900.0, 30.0, 7200.0, 86400.0, 90.0)] == [
+        "10 min",
+        "15 min",
+        "30 s",
+        "2 h",
+        "1 d",
+        "1.5 min",
+    ]
 
 
 @pytest.mark.usefixtures("registry")
