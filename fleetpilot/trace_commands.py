@@ -89,7 +89,7 @@ def run_backtest(args: argparse.Namespace) -> int:
 
 def backtest_lines(summary: dict[str, Any], step_seconds: float, out: str) -> list[str]:
     """What ``fleetpilot backtest`` prints: the scores rounded as people read them, and what MASE means."""
-    from predictor.report import duration_words, human_number
+    from predictor.svg_chart import duration_words, human_number
 
     def score(value: float | None, kind: str = "") -> str:
         if value is None:
@@ -158,6 +158,7 @@ def run_simulate(args: argparse.Namespace) -> int:
 
     from autoscaler.policy import PolicySettings
     from autoscaler.simulate import SIMULATED_POLICIES, SimulationSettings, simulate, summary, write_outputs
+    from autoscaler.simulate_report import render_report
     from predictor.backtest import BacktestError, parse_duration
     from predictor.base import Forecast, History
     from predictor.registry import FORECASTER_NAMES, make_forecaster
@@ -203,11 +204,17 @@ def run_simulate(args: argparse.Namespace) -> int:
     result = simulate(series.history, args.policy, settings, forecast=forecast)
     body = write_outputs(result, settings.capacity_per_replica, out, series.labels)
     print(json.dumps(body))
+    runs = {args.policy: result}
     if args.compare:
-        rows = [
-            summary(simulate(series.history, name, settings, forecast=forecast), settings.capacity_per_replica)
+        runs |= {
+            name: simulate(series.history, name, settings, forecast=forecast)
             for name in SIMULATED_POLICIES
-        ]
+            if name != args.policy
+        }
+    page = render_report(runs, settings.capacity_per_replica, Path(args.series).name, settings.startup_seconds)
+    (out / "report.html").write_text(page, encoding="utf-8")
+    if args.compare:
+        rows = [summary(runs[name], settings.capacity_per_replica) for name in SIMULATED_POLICIES]
         (out / "comparison.json").write_text(json.dumps(rows, indent=2) + "\n")
         print(f"{'policy':<12}{'replica-hours':>15}{'attainment':>12}{'scale events':>14}")
         for row in rows:

@@ -9,19 +9,17 @@ import html
 import json
 import math
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from predictor.backtest import Backtest
-from predictor.base import FloatArray
 from predictor.series_csv import value_text
+from predictor.svg_chart import Band, Line, duration_words, human_number, time_chart
 
 FORECAST_COLUMNS = ("origin", "step", "target", "actual", "yhat", "lo", "hi")
-_WIDTH, _HEIGHT, _MARGIN_LEFT, _MARGIN = 1100, 380, 80, 30
-_TICKS = 5
+_MARGIN = 30  # the precision–recall chart's
 
 
 def write_outputs(result: Backtest, labels: Sequence[str], out_dir: Path, extras: dict[str, Any]) -> dict[str, Any]:
@@ -76,7 +74,7 @@ th:first-child, td:first-child {{ text-align: left; }}
 <span style="color:#d62728">━ {summary["horizon_steps"]} steps ahead</span>
 <span style="color:#d62728;opacity:0.4">█ 90 % interval ({summary["horizon_steps"]} steps ahead)</span>
 <span style="color:#999">┊ first origin</span></p>
-{render_svg(result, summary.get("series"))}
+{render_svg(result)}
 <p>MASE is the forecast's mean absolute error over the naive forecast's one-step error: under 1 beats repeating the
 last value. The 90 % band should cover about 90 % of the actuals.</p>
 <h2>Saturation alarms (threshold: the series' 90th percentile)</h2>
@@ -126,120 +124,23 @@ def _cell(value: float | None, kind: str = "number") -> str:
     return human_number(value)
 
 
-def human_number(value: float) -> str:
-    """3 significant digits with k/M/G for large magnitudes: 477900 → "478k", 2.781153 → "2.78", -0.5 → "-0.5"."""
-    magnitude = abs(value)
-    for threshold, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if magnitude >= threshold:
-            return f"{value / threshold:.3g}{suffix}"
-    return f"{value:.3g}"
-
-
-def duration_words(seconds: float) -> str:
-    """600 → "10 min", 900 → "15 min", 60 → "1 min", 30 → "30 s", 7200 → "2 h", 86400 → "1 d"."""
-    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
-        if seconds >= size and (seconds / size).is_integer():
-            return f"{seconds / size:g} {unit}"
-    return f"{seconds / 60:.3g} min" if seconds >= 60 else f"{seconds:g} s"
-
-
-def render_svg(result: Backtest, series: str | None = None) -> str:
-    """An inline SVG: x is time (UTC), y the value; NaN breaks every line and the band. A series that never goes
-    below 0 keeps its axis at 0 and its band clipped there (a count has no negative values to show)."""
+def render_svg(result: Backtest) -> str:
+    """The actuals, the 1-step and h-step forecasts at their targets' times and the h-step band, over UTC time;
+    NaN breaks every line and the band; a series that never goes below 0 is drawn from 0."""
     h, origins = result.plan.horizon_steps, np.asarray(result.plan.origins)
-    size = len(result.history)
-    fc = result.forecasts
-    observed = result.history.values[np.isfinite(result.history.values)]
-    floor = 0.0 if observed.size and float(observed.min()) >= 0 else -math.inf
-    lo_band, hi_band = np.maximum(fc.lo[:, -1], floor), fc.hi[:, -1]
-    span = np.concatenate([result.history.values, lo_band, hi_band, fc.yhat.ravel()])
-    finite = span[np.isfinite(span)]
-    low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-    scale = _Scale(size, low, high if high > low else low + 1)
-    index = np.arange(size, dtype=float)
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{_HEIGHT}" '
-        f'viewBox="0 0 {_WIDTH} {_HEIGHT}" role="img">',
-        _axes(scale, result.history.start_ts, result.history.step_seconds, series),
-        *_band(scale, origins + h, lo_band, hi_band),
-        _polyline(scale, index, result.history.values, "#333", 1.0),
-        _polyline(scale, origins + 1.0, fc.yhat[:, 0], "#1f77b4", 1.0),
-    ]
+    history, fc = result.history, result.forecasts
+    step = history.step_seconds
+    ts = history.start_ts + step * np.arange(len(history), dtype=float)
+    at = history.start_ts + step * origins.astype(float)
+    lines = [Line(ts, history.values, "#333"), Line(at + step, fc.yhat[:, 0], "#1f77b4")]
     if h > 1:
-        parts.append(_polyline(scale, origins + float(h), fc.yhat[:, -1], "#d62728", 1.0))
-    x0 = scale.x(float(origins[0]))
-    parts.append(
-        f'<line x1="{x0:.1f}" y1="{_MARGIN}" x2="{x0:.1f}" y2="{_HEIGHT - _MARGIN}" stroke="#999" '
-        'stroke-dasharray="4 3"/>'
+        lines.append(Line(at + h * step, fc.yhat[:, -1], "#d62728"))
+    return time_chart(
+        lines,
+        y_title="value per step",
+        bands=[Band(at + h * step, fc.lo[:, -1], fc.hi[:, -1], "#d62728")],
+        marks=[float(at[0])],
     )
-    parts.append("</svg>")
-    return "\n".join(parts)
-
-
-class _Scale:
-    def __init__(self, size: int, low: float, high: float) -> None:
-        self.size, self.low, self.high = size, low, high
-
-    def x(self, index: float) -> float:
-        return _MARGIN_LEFT + (_WIDTH - _MARGIN_LEFT - _MARGIN) * index / max(self.size - 1, 1)
-
-    def y(self, value: float) -> float:
-        return _HEIGHT - _MARGIN - (_HEIGHT - 2 * _MARGIN) * (value - self.low) / (self.high - self.low)
-
-
-def _axes(scale: _Scale, start_ts: float, step_s: float, series: str | None) -> str:
-    """Both axes with their titles: value ticks in 3 significant digits (478k), time ticks in UTC, with the day on
-    the first tick and on every tick of a series longer than a day."""
-    bottom, right = _HEIGHT - _MARGIN, _WIDTH - _MARGIN
-    mid_y = (_MARGIN + bottom) / 2
-    value_title = f"value per step, as in {series}" if series else "value per step"
-    lines = [
-        f'<line x1="{_MARGIN_LEFT}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#888"/>',
-        f'<line x1="{_MARGIN_LEFT}" y1="{_MARGIN}" x2="{_MARGIN_LEFT}" y2="{bottom}" stroke="#888"/>',
-        f'<text x="14" y="{mid_y:.1f}" font-size="11" text-anchor="middle" transform="rotate(-90 14 {mid_y:.1f})">'
-        f"{html.escape(value_title)}</text>",
-        f'<text x="{(_MARGIN_LEFT + right) / 2:.1f}" y="{_HEIGHT - 2}" font-size="11" text-anchor="middle">'
-        "time (UTC)</text>",
-    ]
-    days = scale.size * step_s > 86400
-    for tick in range(_TICKS + 1):
-        value = scale.low + (scale.high - scale.low) * tick / _TICKS
-        y = scale.y(value)
-        opening = f'<text x="{_MARGIN_LEFT - 6}" y="{y + 4:.1f}" font-size="11" text-anchor="end">'
-        lines.append(f"{opening}{human_number(value)}</text>")
-        index = round((scale.size - 1) * tick / _TICKS)
-        x = scale.x(index)
-        anchor = "start" if tick == 0 else "end" if tick == _TICKS else "middle"
-        when = datetime.fromtimestamp(start_ts + index * step_s, UTC)
-        label = when.strftime("%m-%d %H:%M" if days or tick == 0 else "%H:%M")
-        lines.append(f'<text x="{x:.1f}" y="{bottom + 16}" font-size="11" text-anchor="{anchor}">{label}</text>')
-    return "\n".join(lines)
-
-
-def _runs(mask: np.ndarray[Any, np.dtype[np.bool_]]) -> list[tuple[int, int]]:
-    """Start and end (exclusive) of each run of True: the pieces a line draws between NaN gaps."""
-    edges = np.diff(np.concatenate([[0], mask.astype(int), [0]]))
-    return list(zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist(), strict=True))
-
-
-def _points(scale: _Scale, xs: FloatArray, ys: FloatArray) -> str:
-    return " ".join(f"{scale.x(float(x)):.1f},{scale.y(float(y)):.1f}" for x, y in zip(xs, ys, strict=True))
-
-
-def _polyline(scale: _Scale, xs: FloatArray, ys: FloatArray, colour: str, width: float) -> str:
-    return "\n".join(
-        f'<polyline fill="none" stroke="{colour}" stroke-width="{width}" points="{_points(scale, xs[a:b], ys[a:b])}"/>'
-        for a, b in _runs(np.isfinite(ys))
-    )
-
-
-def _band(scale: _Scale, xs: np.ndarray[Any, Any], lo: FloatArray, hi: FloatArray) -> list[str]:
-    xs = xs.astype(float)
-    shapes = []
-    for a, b in _runs(np.isfinite(lo) & np.isfinite(hi)):
-        outline = f"{_points(scale, xs[a:b], hi[a:b])} {_points(scale, xs[a:b][::-1], lo[a:b][::-1])}"
-        shapes.append(f'<polygon fill="#d62728" fill-opacity="0.18" stroke="none" points="{outline}"/>')
-    return shapes
 
 
 def render_pr_curve(saturation: dict[str, Any], size: int = 320) -> str:

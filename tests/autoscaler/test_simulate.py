@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -188,3 +189,18 @@ def test_the_adapted_bound_brings_attainment_to_the_target_whatever_the_bands_ca
     assert adapted is not None and fixed is not None
     assert abs(adapted - target) < 0.01  # quantile tracking: misses at the target's rate
     assert fixed < 0.75  # the band's own hi, a tenth too narrow: over a quarter of the steps missed
+
+
+def test_cli_writes_a_report_with_a_chart_per_policy_run(tmp_path: Path) -> None:
+    series = tmp_path / "demand.csv"
+    series.write_text("timestamp,value\n" + "".join(f"{60 * i},{20 + 10 * (i % 7)}\n" for i in range(120)))
+    base = ["simulate", str(series), "--capacity-per-replica", "10", "--startup", "2m", "--policy", "reactive"]
+    assert main([*base, "--out", str(tmp_path / "one")]) == 0
+    page = (tmp_path / "one" / "report.html").read_text()
+    assert "Autoscaling simulation of demand.csv: 1 policy, one step 1 min" in page and "starts in 2 min" in page
+    assert page.count("<svg") == 1 and "<h2>reactive</h2>" in page
+    assert main([*base, "--out", str(tmp_path / "all"), "--compare"]) == 0
+    compared = (tmp_path / "all" / "report.html").read_text()
+    assert compared.count("<svg") == 5  # reactive first, then every other policy and the oracle
+    assert re.findall(r"<h2>(\w+)</h2>", compared) == ["reactive", "static", "predictive", "hybrid", "oracle"]
+    assert "http" not in compared.replace("http://www.w3.org/2000/svg", "")  # opens anywhere

@@ -28,7 +28,8 @@ from predictor.backtest import (
     winkler,
 )
 from predictor.base import FloatArray, Forecast, ForecastError, History
-from predictor.report import FORECAST_COLUMNS, duration_words, human_number, write_outputs
+from predictor.report import FORECAST_COLUMNS, write_outputs
+from predictor.svg_chart import duration_words, human_number
 
 SUMMARY_KEYS = {"model", "horizon_steps", "origins", "mase", "smape", "coverage90", "baselines"}
 
@@ -242,7 +243,7 @@ def test_the_cli_writes_the_three_outputs(tmp_path: Path, capsys: pytest.Capture
     assert summary["series"] == "series.csv"
     page = (out / "report.html").read_text()
     assert "Backtest of mean on series.csv: 15 min ahead (15 steps of 1 min), 16 origins" in page
-    assert "time (UTC)" in page and "value per step, as in series.csv" in page
+    assert "time (UTC)" in page and "value per step" in page
     assert "<details><summary>summary.json</summary>" in page  # the JSON collapsed under the charts
     assert not re.search(r">-?\d(\.\d+)?e[+-]\d+<", page)  # no 1e+05 ticks
 
