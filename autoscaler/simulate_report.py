@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from autoscaler.simulate import SimulationResult, summary
-from predictor.svg_chart import Line, duration_words, human_number, time_chart
+from predictor.svg_chart import Line, duration_words, human_number, report_page, time_chart
 
 DEMAND, READY, DESIRED = "#333", "#2ca02c", "#ff7f0e"
 
@@ -26,24 +26,14 @@ def render_report(
         f"{duration_words(startup_seconds)}"
     )
     sections = [_section(name, result, capacity_per_replica) for name, result in results.items()]
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; }}
-table {{ border-collapse: collapse; margin: 1em 0; }}
-td, th {{ border: 1px solid #ccc; padding: 0.3em 0.8em; text-align: right; }}
-th:first-child, td:first-child {{ text-align: left; }}
-.legend span {{ margin-right: 1.5em; }}
-</style></head><body>
-<h1>{html.escape(title)}</h1>
-{_table(results, capacity_per_replica)}
+    body = f"""{_table(results, capacity_per_replica)}
 <p>Attainment: the share of steps whose demand the ready replicas could carry. Replica-hours: every step's larger of
 desired and ready replicas, times the step.</p>
 <p class="legend"><span style="color:{DEMAND}">━ demand</span><span style="color:{READY}">━ ready replicas ×
 capacity</span><span style="color:{DESIRED}">━ desired replicas × capacity</span></p>
 {"".join(sections)}
-</body></html>
 """
+    return report_page(title, body)
 
 
 def _table(results: Mapping[str, SimulationResult], capacity: float) -> str:

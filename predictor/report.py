@@ -16,7 +16,7 @@ import numpy as np
 
 from predictor.backtest import Backtest
 from predictor.series_csv import value_text
-from predictor.svg_chart import Band, Line, duration_words, human_number, time_chart
+from predictor.svg_chart import Band, Line, duration_words, human_number, report_page, time_chart
 
 FORECAST_COLUMNS = ("origin", "step", "target", "actual", "yhat", "lo", "hi")
 _MARGIN = 30  # the precision–recall chart's
@@ -59,17 +59,7 @@ def render_html(result: Backtest, summary: dict[str, Any]) -> str:
         f"({summary['horizon_steps']} step{'s' if summary['horizon_steps'] > 1 else ''} of {duration_words(step)}), "
         f"{summary['origins']:,} origins"
     )
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; }}
-table {{ border-collapse: collapse; margin: 1em 0; }}
-td, th {{ border: 1px solid #ccc; padding: 0.3em 0.8em; text-align: right; }}
-th:first-child, td:first-child {{ text-align: left; }}
-.legend span {{ margin-right: 1.5em; }}
-</style></head><body>
-<h1>{html.escape(title)}</h1>
-{_scores_table(summary)}
+    body = f"""{_scores_table(summary)}
 <p class="legend"><span style="color:#333">━ actual</span><span style="color:#1f77b4">━ 1 step ahead</span>
 <span style="color:#d62728">━ {summary["horizon_steps"]} steps ahead</span>
 <span style="color:#d62728;opacity:0.4">█ 90 % interval ({summary["horizon_steps"]} steps ahead)</span>
@@ -82,8 +72,8 @@ last value. The 90 % band should cover about 90 % of the actuals.</p>
 <details><summary>summary.json</summary>
 <pre>{html.escape(json.dumps(summary, indent=2))}</pre>
 </details>
-</body></html>
 """
+    return report_page(title, body)
 
 
 def _scores_table(summary: dict[str, Any]) -> str:

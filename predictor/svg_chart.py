@@ -1,6 +1,7 @@
-"""Time-series charts as inline SVG, for the reports the CLI writes (``fleetpilot backtest``, ``fleetpilot
-simulate``): lines and bands over UTC time, titled axes, ticks in 3 significant digits (478k) and clock times, a gap
-wherever a value is missing. Plain text, no plotting library, no network: a report opens anywhere."""
+"""Time-series charts as inline SVG, and the page they sit on, for the reports the CLI writes (``fleetpilot
+backtest``, ``fleetpilot simulate``): lines and bands over UTC time, titled axes, ticks in 3 significant digits
+(478k) and clock times, a gap wherever a value is missing. Plain text, no plotting library, no network: a report
+opens anywhere."""
 
 from __future__ import annotations
 
@@ -34,6 +35,23 @@ class Band:
     lo: FloatArray
     hi: FloatArray
     colour: str
+
+
+def report_page(title: str, body: str) -> str:
+    """A self-contained HTML page: ``title`` as its title and heading, then ``body``."""
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; }}
+table {{ border-collapse: collapse; margin: 1em 0; }}
+td, th {{ border: 1px solid #ccc; padding: 0.3em 0.8em; text-align: right; }}
+th:first-child, td:first-child {{ text-align: left; }}
+.legend span {{ margin-right: 1.5em; }}
+</style></head><body>
+<h1>{html.escape(title)}</h1>
+{body}
+</body></html>
+"""
 
 
 def human_number(value: float) -> str:
