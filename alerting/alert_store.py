@@ -45,6 +45,7 @@ def _alert(row: RowMapping) -> Alert:
         resolved_at=row["resolved_at"],
         last_notified_at=row["last_notified_at"],
         id=int(row["id"]),
+        last_held_at=row["last_held_at"],
     )
 
 
@@ -62,6 +63,7 @@ def _values(alert: Alert) -> dict[str, Any]:
         "fired_at": alert.fired_at,
         "resolved_at": alert.resolved_at,
         "last_notified_at": alert.last_notified_at,
+        "last_held_at": alert.last_held_at,
     }
 
 

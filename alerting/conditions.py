@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from alerting.inputs import Inputs, Reading
@@ -28,9 +28,21 @@ def verdicts(rule: Rule, inputs: Inputs, now: float) -> list[Verdict]:
     return judge(rule, inputs, now)
 
 
-def _compare(spec: RuleSpec, value: float) -> bool:
-    assert spec.op is not None and spec.threshold is not None
-    return Op(spec.op).holds(value, spec.threshold)
+def _compare(spec: RuleSpec, value: float, threshold: float | None = None) -> bool:
+    limit = spec.threshold if threshold is None else threshold
+    assert spec.op is not None and limit is not None
+    return Op(spec.op).holds(value, limit)
+
+
+def _slo_verdicts(spec: RuleSpec, found: Sequence[tuple[Reading, float]], slo: Mapping[str, float]) -> list[Verdict]:
+    """Per series, against ``slo_ratio`` × its pool's SLO; a series of no pool, or of one without an SLO, is not
+    judged (there is nothing to hold it to)."""
+    assert spec.slo_ratio is not None
+    return [
+        Verdict(r.labels(), _compare(spec, v, spec.slo_ratio * slo[r.pool]), v)
+        for r, v in found
+        if r.pool is not None and r.pool in slo
+    ]
 
 
 def _in_scope(spec: RuleSpec, reading: Reading, nodes_of_pool: dict[str, set[str]]) -> bool:
@@ -59,6 +71,8 @@ def _fresh_values(rule: Rule, inputs: Inputs, now: float) -> list[tuple[Reading,
 def _threshold(rule: Rule, inputs: Inputs, now: float) -> list[Verdict]:
     spec = rule.spec
     found = _fresh_values(rule, inputs, now)
+    if spec.slo_ratio is not None:
+        return _slo_verdicts(spec, found, inputs.slo_p99_seconds)
     if spec.group_by is GroupBy.SERIES:
         return [Verdict(r.labels(), _compare(spec, v), v) for r, v in found]
     groups: dict[tuple[tuple[str, str], ...], list[float]] = defaultdict(list)

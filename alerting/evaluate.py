@@ -59,8 +59,9 @@ def changed(previous: State, state: State) -> list[Alert]:
 
 
 def _differs(prior: Alert, alert: Alert) -> bool:
-    """Worth a write: anything but the time it was last judged (written with the next real change)."""
-    return replace(prior, last_seen_at=0.0) != replace(alert, last_seen_at=0.0)
+    """Worth a write: anything but the times it was last judged and last held (written with the next real change;
+    the evaluator keeps the exact ones in memory)."""
+    return replace(prior, last_seen_at=0.0, last_held_at=0.0) != replace(alert, last_seen_at=0.0, last_held_at=0.0)
 
 
 def mark_notified(state: dict[int, dict[str, Alert]], alerts: Sequence[Alert], now: float) -> list[Alert]:

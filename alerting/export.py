@@ -3,8 +3,9 @@ that scrapes fleetpilot with Prometheus can alert there too (``fleetpilot alerts
 
 Only what Prometheus can compute from the exposition is exported: thresholds over the 12 catalog metrics, per
 series or aggregated by pool (for the pool-replica metrics, which carry the ``pool`` label) or over the fleet, and
-windowed statistics as ``*_over_time``. The rest is listed in the file's header comment with the reason. Scalars
-are written as JSON strings, which YAML reads as double-quoted scalars.
+windowed statistics as ``*_over_time``, with ``keep_firing_for`` (Prometheus 2.42+) for a rule's hysteresis. The
+rest is listed in the file's header comment with the reason. Scalars are written as JSON strings, which YAML reads
+as double-quoted scalars.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ def expression(rule: Rule) -> str:
     spec = rule.spec
     if spec.kind is not RuleKind.THRESHOLD:
         raise ValueError(f"only threshold rules export (this is {spec.kind.value})")
+    if spec.slo_ratio is not None:
+        raise ValueError("its threshold is each pool's SLO, which is not in /metrics")
     metric = BY_NAME.get(spec.metric or "")
     if metric is None:
         raise ValueError(f"{spec.metric} is not in /metrics (an agent extra or a derived figure)")
@@ -105,6 +108,7 @@ def _rule_lines(rule: Rule, expr: str) -> list[str]:
         f"      - alert: {json.dumps(alert_name(spec.name))}",
         f"        expr: {json.dumps(expr)}",
         f"        for: {json.dumps(duration(spec.for_seconds))}",
+        *([f"        keep_firing_for: {json.dumps(duration(keep))}"] if (keep := spec.keep_firing_seconds) else []),
         "        labels:",
         *(f"          {key}: {json.dumps(value)}" for key, value in labels.items()),
     ]

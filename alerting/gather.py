@@ -89,8 +89,14 @@ def gather(
         forecasts=_forecasts(conn) if want.forecasts else (),
         pools=_pools(conn, fleet, now, want.failure_window_seconds) if want.pools else (),
         throttles=_throttles(conn, now, want.throttle_window_seconds) if want.throttle_window_seconds else (),
+        slo_p99_seconds=_slos(conn) if any(r.spec.slo_ratio is not None for r in rules) else {},
         fresh_seconds=fresh_seconds,
     )
+
+
+def _slos(conn: Connection) -> dict[str, float]:
+    """Each pool's latency SLO, for the rules whose threshold is a share of it."""
+    return {r.name: float(r.slo_p99_seconds) for r in conn.execute(select(pools.c.name, pools.c.slo_p99_seconds))}
 
 
 def _readings(conn: Connection, skipped: SkippedRows) -> list[Reading]:

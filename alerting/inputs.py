@@ -79,6 +79,7 @@ class Inputs:
     forecasts: Sequence[ForecastView] = ()
     pools: Sequence[PoolScaling] = ()
     throttles: Sequence[Throttle] = ()
+    slo_p99_seconds: Mapping[str, float] = field(default_factory=dict)  # each pool's latency SLO (slo_ratio rules)
     fresh_seconds: float = 3.0  # a reading older than this is not judged: its alert keeps its state
 
     def nodes_of_pool(self) -> dict[str, set[str]]:

@@ -4,7 +4,8 @@ Per evaluation and rule, given the verdicts and the rule's active alerts (pendin
 - a verdict that holds starts a pending alert (firing at once when ``for_seconds`` is 0); a pending alert whose
   condition held for ``for_seconds`` fires;
 - a verdict that no longer holds drops a pending alert (nothing was said about it) and resolves a firing one, at
-  the first evaluation whose fresh readings no longer meet the condition;
+  the first evaluation whose fresh readings no longer meet the condition — or, with ``keep_firing_seconds``, the
+  first one that long after the condition last held (held again meanwhile, the alert just goes on firing);
 - no verdict (no fresh reading): a pending alert is dropped (the condition must hold throughout), a firing one is
   held until ``unseen_resolve_seconds`` pass without a verdict, then resolved; for event rules, no verdict means
   the event is over, so a firing alert resolves at once;
@@ -49,6 +50,7 @@ class Alert:
     resolved_at: float | None = None
     last_notified_at: float | None = None
     id: int | None = None
+    last_held_at: float | None = None  # the last evaluation at which the condition held (keep_firing_seconds)
 
 
 @dataclass(frozen=True)
@@ -104,13 +106,21 @@ def _judged(
 ) -> None:
     if not verdict.active:
         if prior is not None and prior.status is AlertStatus.FIRING:
+            held = prior.last_held_at if prior.last_held_at is not None else prior.last_seen_at
+            if now - held < rule.spec.keep_firing_seconds:  # quiet for less than the hysteresis: still firing
+                out.active[fp] = replace(prior, value=verdict.value, last_seen_at=now)
+                if _repeat_due(rule, prior, now):
+                    out.transitions.append(Transition(TransitionKind.REPEAT, out.active[fp]))
+                return
             out.transitions.append(Transition(TransitionKind.RESOLVED, _resolved(prior, verdict.value, now)))
         elif prior is not None:
             out.dropped.append(prior)
         return
     if prior is None:
         prior = Alert(rule.id, fp, labels, dict(rule.spec.annotations), AlertStatus.PENDING, None, now, now)
-    alert = replace(prior, value=verdict.value, last_seen_at=now, annotations=dict(rule.spec.annotations))
+    alert = replace(
+        prior, value=verdict.value, last_seen_at=now, last_held_at=now, annotations=dict(rule.spec.annotations)
+    )
     if alert.status is AlertStatus.PENDING and now - alert.active_since >= rule.spec.for_seconds:
         alert = replace(alert, status=AlertStatus.FIRING, fired_at=now)
         out.transitions.append(Transition(TransitionKind.FIRING, alert))

@@ -1,7 +1,10 @@
 """Stored alert rules: create, edit (compare-and-set on ``version``), delete, and the default pack seeded once.
 
 The pack is seeded in the transaction that claims its marker row in ``job_state``: several servers starting at once,
-or one restarting, never seed it twice, and a shipped rule an operator deleted stays deleted.
+or one restarting, never seed it twice, and a shipped rule an operator deleted stays deleted. A newer pack
+(:data:`~alerting.defaults.PACK_VERSION` above the marker's) is applied once the same way, to what an operator left
+alone: a shipped rule never edited (version 1) takes the new pack's spec or, gone from the pack, is removed; a rule
+new in the pack is added; an edited or deleted one stays as the operator left it.
 """
 
 from __future__ import annotations
@@ -10,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import Engine, RowMapping, delete, insert, select, update
+from sqlalchemy import Connection, Engine, RowMapping, delete, insert, select, update
 
-from alerting.defaults import DEFAULT_RULES, PACK_VERSION
+from alerting.defaults import ADDED_IN, DEFAULT_RULES, PACK_VERSION
 from alerting.rules import SPEC_FIELDS, Rule, RuleSpec, spec_columns
 from alerting.tables import alert_rules
 from collector.database import insert_for
@@ -87,7 +90,8 @@ class RuleStore:
             return conn.execute(delete(alert_rules).where(alert_rules.c.id == rule_id)).rowcount == 1
 
     def seed_defaults(self, *, now: float) -> int:
-        """Insert the default pack unless it was seeded before; the number of rules inserted (0 after the first)."""
+        """Insert the default pack unless it was seeded before, or bring an older seeding up to this pack; the number
+        of rules inserted or replaced (0 when the pack is current)."""
         with self.engine.begin() as conn:
             claimed = conn.execute(
                 insert_for(self.engine, job_state)
@@ -95,9 +99,46 @@ class RuleStore:
                 .on_conflict_do_nothing(index_elements=["name"])
                 .returning(job_state.c.name)
             ).first()
-            if claimed is None:
+            if claimed is not None:
+                for key, spec in DEFAULT_RULES:
+                    conn.execute(insert(alert_rules).values(**_shipped(key, spec, now)))
+                return len(DEFAULT_RULES)
+            seeded = conn.execute(select(job_state.c.watermark).where(job_state.c.name == PACK_MARKER)).scalar_one()
+            if seeded >= PACK_VERSION:
                 return 0
-            for key, spec in DEFAULT_RULES:
-                values = {**_columns(spec), "builtin": key, "version": 1, "created_at": now, "updated_at": now}
-                conn.execute(insert(alert_rules).values(**values))
-        return len(DEFAULT_RULES)
+            upgrade = conn.execute(  # claimed by the one server whose update finds the old version still there
+                update(job_state)
+                .where(job_state.c.name == PACK_MARKER, job_state.c.watermark == seeded)
+                .values(watermark=float(PACK_VERSION))
+            )
+            if upgrade.rowcount != 1:
+                return 0
+            return _upgrade_pack(conn, int(seeded), now)
+
+
+def _shipped(key: str, spec: RuleSpec, now: float) -> dict[str, Any]:
+    return {**_columns(spec), "builtin": key, "version": 1, "created_at": now, "updated_at": now}
+
+
+def _upgrade_pack(conn: Connection, seeded: int, now: float) -> int:
+    """Bring the shipped rules nobody edited from pack ``seeded`` to this one (see the module's docstring); the
+    rules changed."""
+    query = select(alert_rules.c.builtin, alert_rules.c.version).where(alert_rules.c.builtin.isnot(None))
+    shipped = {row.builtin: row.version for row in conn.execute(query)}
+    pack = dict(DEFAULT_RULES)
+    changed = 0
+    for key, spec in pack.items():
+        if key not in shipped:
+            if ADDED_IN.get(key, 1) > seeded:  # new since that pack (absent otherwise: an operator deleted it)
+                conn.execute(insert(alert_rules).values(**_shipped(key, spec, now)))
+                changed += 1
+        elif shipped[key] == 1:
+            conn.execute(
+                update(alert_rules).where(alert_rules.c.builtin == key).values(**_columns(spec), updated_at=now)
+            )
+            changed += 1
+    for key, version in shipped.items():
+        if key not in pack and version == 1:
+            conn.execute(delete(alert_rules).where(alert_rules.c.builtin == key))
+            changed += 1
+    return changed

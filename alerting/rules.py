@@ -3,14 +3,19 @@
 Kinds (CONTRACT section 10):
 - ``threshold``: ``metric op threshold`` held for ``for_seconds``, over every node/device/pool series
   (``group_by: series``), or over an aggregate of a pool's or the fleet's series (``group_by: pool|fleet`` with
-  ``aggregate``). With ``stat`` and ``window_seconds`` the value is that statistic over the window's 1-minute
-  rollups (p99 of network latency over 5 minutes) instead of the latest sample;
+  ``aggregate``). A per-series latency rule may give ``slo_ratio`` instead of ``threshold``: the threshold is then
+  that share of each pool's ``slo_p99_seconds``, so a 10-s SLO and a 100-ms one each get their own. With ``stat``
+  and ``window_seconds`` the value is that statistic over the window's 1-minute rollups (p99 of network latency
+  over 5 minutes) instead of the latest sample;
 - ``rate_of_change``: the change of ``metric`` over ``window_seconds`` (latest minus the first sample in the
   window), compared with ``threshold`` (ECC errors: more than 10 new ones within an hour);
 - ``predictive``: the predictor's saturation probability at or above ``probability`` within ``horizon_seconds``;
 - ``absent``: a node silent for ``silent_seconds`` (no ``metric``), or an up node none of whose latest readings
   carries ``metric`` (held for ``for_seconds``);
 - ``event``: ``scaling_failed``, ``scaling_stuck``, ``quota_enforced`` or ``forecast_failing``.
+
+Every kind may keep a firing alert firing for ``keep_firing_seconds`` after its condition stops holding (Prometheus'
+``keep_firing_for``): one quiet minute inside a bad spell does not resolve and re-fire it.
 """
 
 from __future__ import annotations
@@ -111,6 +116,8 @@ class RuleSpec:
     silent_seconds: float | None = None
     event: EventKind | None = None
     repeat_interval_seconds: float = DEFAULT_REPEAT_SECONDS
+    keep_firing_seconds: float = 0.0  # a firing alert stays firing this long after its condition stops holding
+    slo_ratio: float | None = None  # threshold: this share of each pool's latency SLO instead of ``threshold``
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     enabled: bool = True
@@ -120,8 +127,10 @@ class RuleSpec:
         if not self.name.strip() or len(self.name) > 200:
             raise FieldError("name", "must be 1 to 200 characters")
         _non_negative("for_seconds", self.for_seconds)
+        _non_negative("keep_firing_seconds", self.keep_firing_seconds)
         _positive("repeat_interval_seconds", self.repeat_interval_seconds)
         _check_labels(self.labels, self.annotations)
+        _check_slo_ratio(self)
         CHECKS[self.kind](self)
 
 
@@ -172,14 +181,29 @@ def _check_labels(labels: Mapping[str, str], annotations: Mapping[str, str]) -> 
             raise FieldError("annotations", f"{key!r} needs a label-like name and a string of at most 2000 characters")
 
 
+SLO_METRIC = "request_latency_p99_seconds"  # what a pool's slo_p99_seconds bounds
+
+
 def _metric_comparison(spec: RuleSpec) -> None:
     if spec.metric not in SIGNALS:
         known = ", ".join(sorted(SIGNALS))
         raise FieldError("metric", f"{spec.metric!r} is not a metric a rule can watch; known: {known}")
     if spec.op is None:
         raise FieldError("op", "required (one of >, >=, <, <=)")
+    if spec.slo_ratio is not None:
+        return  # the threshold is the pool's (_check_slo_ratio)
     if spec.threshold is None or not math.isfinite(spec.threshold):
         raise FieldError("threshold", f"must be a finite number, got {spec.threshold}")
+
+
+def _check_slo_ratio(spec: RuleSpec) -> None:
+    if spec.slo_ratio is None:
+        return
+    _positive("slo_ratio", spec.slo_ratio)
+    if spec.kind is not RuleKind.THRESHOLD or spec.metric != SLO_METRIC or spec.group_by is not GroupBy.SERIES:
+        raise FieldError("slo_ratio", f"only on a per-series threshold rule of {SLO_METRIC} (the SLO is per pool)")
+    if spec.threshold is not None:
+        raise FieldError("threshold", "give threshold or slo_ratio, not both")
 
 
 def _check_threshold(spec: RuleSpec) -> None:

@@ -42,6 +42,7 @@ alerts = Table(
     Column("fired_at", Double, nullable=True),
     Column("resolved_at", Double, nullable=True),
     Column("last_notified_at", Double, nullable=True),
+    Column("last_held_at", Double, nullable=True),  # the last evaluation the condition held (keep_firing_seconds)
     Index(None, "status", "id"),
     Index(None, "rule_id", "fingerprint"),
 )

@@ -178,7 +178,7 @@ def _announce(server: ServerProcess, admin_token: str, agents: list[AgentProcess
         f"  Tenants  {server.url}/tenants     acme (latency-critical, vision) and globex (batch, chat, 50 % share),",
         "                                    each sending its own API key (POST /api/v1/tenants/NAME/keys makes one)",
         f"  Alerts   {server.url}/alerts      the default rules at work within minutes (here, typically",
-        "                                    NetworkLatencyHigh on a busy machine and SaturationPredicted for chat);",
+        "                                    SaturationPredicted for chat as the replayed load nears its capacity);",
         "                                    silence one there",
     ):
         print(line, flush=True)

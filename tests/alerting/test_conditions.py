@@ -9,7 +9,7 @@ import pytest
 from alerting.conditions import Verdict, aggregate, verdicts
 from alerting.defaults import DEFAULT_RULES
 from alerting.inputs import ForecastView, Inputs, PoolScaling, Reading, Throttle
-from alerting.rules import Aggregate, Rule, RuleSpec
+from alerting.rules import Aggregate, Op, Rule, RuleKind, RuleSpec
 from alerting.signals import reading_values
 
 NOW = 1_000.0
@@ -194,3 +194,21 @@ def test_event_rules_name_what_is_happening() -> None:
     assert [v.labels for v in verdicts(failing, inputs, NOW)] == [
         {"pool": "chat", "subject": "pool/chat/request_rate_per_second"}
     ]
+
+
+def test_a_latency_rule_holds_each_pool_to_its_own_slo() -> None:
+    spec = RuleSpec(
+        name="NearSlo", kind=RuleKind.THRESHOLD, metric="request_latency_p99_seconds", op=Op.GT, slo_ratio=0.8
+    )
+    rule = Rule(9, spec, 1, 0.0, 0.0)
+    now = 1_000.0
+    inputs = Inputs(
+        readings=[
+            Reading("a", None, "chat", now, {"request_latency_p99_seconds": 7.0}),  # 0.7 of chat's 10 s SLO
+            Reading("a", None, "vision", now, {"request_latency_p99_seconds": 0.09}),  # 0.9 of vision's 100 ms
+            Reading("a", None, "batch", now, {"request_latency_p99_seconds": 99.0}),  # a pool with no SLO known
+        ],
+        slo_p99_seconds={"chat": 10.0, "vision": 0.1},
+    )
+    found = {v.labels["pool"]: v.active for v in verdicts(rule, inputs, now)}
+    assert found == {"chat": False, "vision": True}

@@ -9,20 +9,21 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
-from sqlalchemy import Engine, insert
+from sqlalchemy import Engine, delete, insert, update
 
 from alerting.alert_store import AlertStore, SilenceStore
 from alerting.defaults import DEFAULT_RULES
 from alerting.evaluator import Evaluator, EvaluatorSettings
 from alerting.lifecycle import AlertStatus, TransitionKind
 from alerting.outbox import DeliverySettings, Outbox
-from alerting.rule_store import RuleStore
-from alerting.rules import EventKind, RuleKind, RuleSpec
+from alerting.rule_store import PACK_MARKER, RuleStore
+from alerting.rules import EventKind, Op, RuleKind, RuleSpec, spec_columns
 from alerting.sender import FakeSender
 from alerting.silences import Matcher
+from alerting.tables import alert_rules
 from alerting.webhooks import TargetKind, WebhookStore
 from collector.skipped_rows import Job, SkippedRows, skipped_rows_counter
-from collector.tables import NO_POOL, series_latest
+from collector.tables import NO_POOL, job_state, series_latest
 from collector.wire import IngestBatch
 from fleet.pools import PoolSpec, PoolStore
 from fleet.scaling_events import EventStore, ScalingEvent
@@ -196,6 +197,38 @@ def test_the_default_pack_is_seeded_once_and_a_deleted_rule_stays_deleted(engine
     assert len(store.list()) == len(DEFAULT_RULES) - 1
 
 
+def test_a_newer_pack_replaces_the_shipped_rules_nobody_edited_and_leaves_the_rest(engine: Engine) -> None:
+    store = RuleStore(engine)
+    store.seed_defaults(now=0)
+    by_key = {r.builtin: r for r in store.list()}
+    # as pack 1 left a database: its marker, its P99 rule with a fixed 500 ms, one rule since removed from the pack,
+    # and no near-SLO rule yet; an operator edited GpuTemperatureHigh and deleted DiskUsageHigh
+    old_p99 = RuleSpec(
+        name="P99LatencyHigh", kind=RuleKind.THRESHOLD, metric="request_latency_p99_seconds", op=Op.GT, threshold=0.5
+    )
+    with engine.begin() as conn:
+        conn.execute(update(job_state).where(job_state.c.name == PACK_MARKER).values(watermark=1.0))
+        conn.execute(
+            update(alert_rules)
+            .where(alert_rules.c.builtin == "p99_latency_high")
+            .values(name=old_p99.name, spec=spec_columns(old_p99))
+        )
+        conn.execute(delete(alert_rules).where(alert_rules.c.builtin == "p99_latency_near_slo"))
+        conn.execute(update(alert_rules).where(alert_rules.c.builtin == "packet_loss").values(builtin="retired_rule"))
+    edited = store.update(by_key["gpu_hot"].id, {"threshold": 90}, now=1)
+    store.delete(by_key["disk_full"].id)
+
+    changed = store.seed_defaults(now=2)
+    after = {r.builtin: r for r in store.list()}
+    assert after["p99_latency_high"].spec == dict(DEFAULT_RULES)["p99_latency_high"]  # unedited: the new spec
+    assert after["p99_latency_near_slo"].spec.slo_ratio == 0.8  # new in the pack: added
+    assert "retired_rule" not in after  # gone from the pack, never edited: removed
+    assert after["gpu_hot"].spec.threshold == 90 and after["gpu_hot"].version == edited.version  # the operator's
+    assert "disk_full" not in after  # deleted stays deleted
+    assert changed == (len(after) - 1) + 1  # every unedited rule replaced or added, and the one removed
+    assert store.seed_defaults(now=3) == 0  # applied once
+
+
 def test_alerting_metrics_are_on_the_services_registry(services: AppServices, clock: FakeClock) -> None:
     from prometheus_client import generate_latest
 
@@ -236,3 +269,35 @@ def test_a_row_whose_figures_break_the_evaluation_is_skipped_and_counted_and_the
     assert harness.tick(clock()) == [TransitionKind.FIRING]
     assert [a.labels["node"] for a in AlertStore(services.engine).list()] == ["node-a"]
     assert registry.get_sample_value("fleetpilot_jobs_skipped_rows_total", {"job": "alerts"}) == 1
+
+
+def test_a_latency_rule_fires_against_the_pools_own_slo_and_keeps_firing_through_a_quiet_minute(
+    services: AppServices, clock: FakeClock, harness: Harness
+) -> None:
+    PoolStore(services.engine).create("chat", PoolSpec(slo_p99_seconds=10.0), now=clock())
+    spec = RuleSpec(
+        name="NearSlo",
+        kind=RuleKind.THRESHOLD,
+        metric="request_latency_p99_seconds",
+        op=Op.GT,
+        slo_ratio=0.8,
+        keep_firing_seconds=120,
+    )
+    RuleStore(services.engine).create(spec, now=0)
+
+    def latency(seconds: float) -> None:
+        sample = {"seq": next(_seq), "ts": clock(), "device": None, "pool": "chat"}
+        batch = {"node_id": "node-a", "samples": [{**sample, "metrics": {"request_latency_p99_seconds": seconds}}]}
+        services.writer.write_batch(IngestBatch.model_validate(batch), received_at=clock())
+
+    latency(0.5)  # far under a 10-s SLO: what a fixed 500 ms rule would already have called critical
+    assert harness.tick(clock()) == []
+    clock.advance(1)
+    latency(8.5)  # over 0.8 × 10 s
+    assert harness.tick(clock()) == [TransitionKind.FIRING]
+    clock.advance(60)
+    latency(7.0)  # a quiet minute: still firing, nothing sent
+    assert harness.tick(clock()) == []
+    clock.advance(61)
+    latency(7.0)  # 121 s since it last held
+    assert harness.tick(clock()) == [TransitionKind.RESOLVED]

@@ -133,3 +133,19 @@ def test_labels_put_the_rule_first_and_the_scope_last() -> None:
         "team": "infra",
         "node": "a",
     }
+
+
+def test_keep_firing_holds_a_firing_alert_through_a_quiet_spell_shorter_than_it() -> None:
+    run = Run([hot_rule(keep_firing_seconds=300)])
+    assert kinds(run.at(T0, temps(T0, a=90))) == [("firing", "a")]
+    assert run.at(T0 + 60, temps(T0 + 60, a=80)) == [] and run.status() is AlertStatus.FIRING  # quiet 60 s < 300
+    assert run.at(T0 + 120, temps(T0 + 120, a=95)) == []  # held again: the same alert goes on, no re-fire
+    assert run.at(T0 + 400, temps(T0 + 400, a=80)) == [] and run.status() is AlertStatus.FIRING  # 280 s since held
+    resolved = run.at(T0 + 420, temps(T0 + 420, a=80))  # 300 s since it last held
+    assert kinds(resolved) == [("resolved", "a")] and resolved[0].alert.resolved_at == T0 + 420
+
+
+def test_without_keep_firing_the_first_fresh_sample_below_resolves() -> None:
+    run = Run([hot_rule()])
+    run.at(T0, temps(T0, a=90))
+    assert kinds(run.at(T0 + 1, temps(T0 + 1, a=80))) == [("resolved", "a")]

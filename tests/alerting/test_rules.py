@@ -45,6 +45,14 @@ from alerting.rules import RuleKind, RuleSpec, spec_columns
         ({"kind": "sideways"}, "kind"),
         ({"kind": "absent", "silent_seconds": 5, "labels": {"severity": "x"}}, "labels"),
         ({"kind": "absent", "silent_seconds": 5, "severity": "page"}, "severity"),
+        ({"kind": "absent", "silent_seconds": 5, "keep_firing_seconds": -1}, "keep_firing_seconds"),
+        ({"kind": "threshold", "metric": "gpu_utilization_ratio", "op": ">", "slo_ratio": 0.8}, "slo_ratio"),
+        (
+            {"kind": "threshold", "metric": "request_latency_p99_seconds", "op": ">", "slo_ratio": 1, "threshold": 2},
+            "threshold",
+        ),
+        ({"kind": "threshold", "metric": "request_latency_p99_seconds", "op": ">", "slo_ratio": 0}, "slo_ratio"),
+        ({"kind": "absent", "silent_seconds": 5, "slo_ratio": 1}, "slo_ratio"),
     ],
 )
 def test_a_rule_that_cannot_hold_names_the_field(fields: dict[str, Any], field: str) -> None:
@@ -60,3 +68,11 @@ def test_every_default_rule_is_valid_enabled_and_says_what_to_do() -> None:
         assert RuleSpec(**spec_columns(spec)) == spec  # survives the JSON round trip of the database
     kinds = {spec.kind for _key, spec in DEFAULT_RULES}
     assert kinds == set(RuleKind)
+
+
+def test_the_default_pack_judges_latency_against_each_pools_slo_and_holds_its_threshold_alerts() -> None:
+    pack = dict(DEFAULT_RULES)
+    assert (pack["p99_latency_near_slo"].slo_ratio, pack["p99_latency_high"].slo_ratio) == (0.8, 1.0)
+    assert all(spec.threshold is None for spec in (pack["p99_latency_near_slo"], pack["p99_latency_high"]))
+    thresholds = [spec for spec in pack.values() if spec.kind is RuleKind.THRESHOLD]
+    assert thresholds and all(spec.keep_firing_seconds >= 300 for spec in thresholds)

@@ -73,6 +73,28 @@ def test_a_rule_that_cannot_hold_is_422_naming_the_field_and_nothing_is_stored(c
     assert client.get("/api/v1/alert-rules", headers=operator).json()["items"][0]["group_by"] == "series"
 
 
+def test_a_latency_rule_may_take_its_threshold_from_each_pools_slo_and_keep_firing(
+    client: TestClient, auth: Auth
+) -> None:
+    operator = auth("operator")
+    body = {
+        "name": "NearSlo",
+        "kind": "threshold",
+        "metric": "request_latency_p99_seconds",
+        "op": ">",
+        "slo_ratio": 0.8,
+        "keep_firing_seconds": 300,
+    }
+    created = client.post("/api/v1/alert-rules", json=body, headers=operator)
+    assert created.status_code == 201, created.text
+    rule = created.json()
+    assert (rule["slo_ratio"], rule["keep_firing_seconds"], rule["threshold"]) == (0.8, 300.0, None)
+    wrong = client.post("/api/v1/alert-rules", json={**body, "metric": "gpu_utilization_ratio"}, headers=operator)
+    assert wrong.status_code == 422 and wrong.json()["error"]["field"] == "slo_ratio"
+    both = client.patch(f"/api/v1/alert-rules/{rule['id']}", json={"threshold": 2.0}, headers=operator)
+    assert both.status_code == 422 and both.json()["error"]["field"] == "threshold"
+
+
 def _alert(rule_id: int, node: str, pool: str, status: AlertStatus, now: float) -> Alert:
     labels = {"alertname": "GpuHot", "severity": "critical", "rule_id": str(rule_id), "node": node, "pool": pool}
     return Alert(rule_id, f"fp{node}", labels, {"action": "cool"}, status, 90.0, now, now, now)

@@ -64,6 +64,12 @@ class RuleFields(BaseModel):
     silent_seconds: float | None = Field(None, gt=0, description="absent: a node silent this long")
     event: EventKind | None = None
     repeat_interval_seconds: float = Field(4 * 3600.0, gt=0)
+    keep_firing_seconds: float = Field(
+        0.0, ge=0, description="a firing alert stays firing this long after its condition stops holding"
+    )
+    slo_ratio: float | None = Field(
+        None, gt=0, description="request_latency_p99_seconds only: the threshold is this share of each pool's SLO"
+    )
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict, description="summary, action: what to do")
     enabled: bool = True
@@ -117,6 +123,8 @@ class RulePatch(BaseModel):
     silent_seconds: float | None = Field(None, gt=0)
     event: EventKind | None = None
     repeat_interval_seconds: float | None = Field(None, gt=0)
+    keep_firing_seconds: float | None = Field(None, ge=0)
+    slo_ratio: float | None = Field(None, gt=0)
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
     enabled: bool | None = None
