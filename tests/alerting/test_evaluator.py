@@ -38,8 +38,10 @@ SETTINGS = EvaluatorSettings(fresh_seconds=3.0, external_url="http://fleetpilot.
 _seq = itertools.count(1)
 
 
-def push(services: AppServices, node: str, now: float, *, device: int | None = 0, **metrics: float) -> None:
-    sample: dict[str, Any] = {"seq": next(_seq), "ts": now, "device": device, "pool": None, "metrics": metrics}
+def push(
+    services: AppServices, node: str, now: float, *, device: int | None = 0, pool: str | None = None, **metrics: float
+) -> None:
+    sample: dict[str, Any] = {"seq": next(_seq), "ts": now, "device": device, "pool": pool, "metrics": metrics}
     services.writer.write_batch(IngestBatch.model_validate({"node_id": node, "samples": [sample]}), received_at=now)
 
 
@@ -286,9 +288,7 @@ def test_a_latency_rule_fires_against_the_pools_own_slo_and_keeps_firing_through
     RuleStore(services.engine).create(spec, now=0)
 
     def latency(seconds: float) -> None:
-        sample = {"seq": next(_seq), "ts": clock(), "device": None, "pool": "chat"}
-        batch = {"node_id": "node-a", "samples": [{**sample, "metrics": {"request_latency_p99_seconds": seconds}}]}
-        services.writer.write_batch(IngestBatch.model_validate(batch), received_at=clock())
+        push(services, "node-a", clock(), device=None, pool="chat", request_latency_p99_seconds=seconds)
 
     latency(0.5)  # far under a 10-s SLO: what a fixed 500 ms rule would already have called critical
     assert harness.tick(clock()) == []
