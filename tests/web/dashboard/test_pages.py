@@ -9,8 +9,10 @@ from collections.abc import Callable
 from fastapi.testclient import TestClient
 from sqlalchemy import insert
 
-from alerting.alert_store import SilenceStore
+from alerting.alert_store import AlertStore, SilenceStore
 from alerting.lifecycle import Alert, AlertStatus
+from alerting.rule_store import RuleStore
+from alerting.rules import Op, RuleKind, RuleSpec, Severity
 from alerting.tables import alerts
 from collector.control import DesiredState, key_digest
 from fleet.pools import Mode, PoolSpec, Provisioning
@@ -239,6 +241,41 @@ def test_alerts_page_silences_and_expires(browser: Browser, services: AppService
     client.post(f"/silences/{silence.id}/expire", data={"csrf_token": csrf})
     assert SilenceStore(services.engine).list(active_at=clock()) == []
     assert client.get("/alerts?state=resolved").status_code == 200
+
+
+def test_alerts_are_grouped_per_rule_and_pool_the_most_urgent_first_in_their_units(
+    browser: Browser, services: AppServices, clock: FakeClock
+) -> None:
+    rules = RuleStore(services.engine)
+    hot = rules.create(
+        RuleSpec(name="GpuHot", kind=RuleKind.THRESHOLD, metric="gpu_temperature_celsius", op=Op.GT, threshold=85),
+        now=0,
+    )
+    slow = rules.create(
+        RuleSpec(
+            name="Slow",
+            kind=RuleKind.THRESHOLD,
+            severity=Severity.CRITICAL,
+            metric="request_latency_p99_seconds",
+            op=Op.GT,
+            slo_ratio=1.0,
+        ),
+        now=0,
+    )
+
+    def stored(rule_id: int, name: str, severity: str, node: str, status: AlertStatus, value: float) -> Alert:
+        labels = {"alertname": name, "severity": severity, "rule_id": str(rule_id), "node": node, "pool": "chat"}
+        since = clock() - 60
+        return Alert(rule_id, f"{name}{node}", labels, {"summary": name}, status, value, since, clock(), since)
+
+    pending = [stored(hot.id, "GpuHot", "warning", n, AlertStatus.PENDING, 88.0 + i) for i, n in enumerate("abc")]
+    firing = stored(slow.id, "Slow", "critical", "a", AlertStatus.FIRING, 12.5)
+    AlertStore(services.engine).commit([*pending, firing], [], [], [])
+    page = browser("viewer").get("/alerts").text
+    rows = re.findall(r'<tr data-alert="(\w+)" data-members="(\d)">', page)
+    assert rows == [("Slow", "1"), ("GpuHot", "3")]  # firing critical first; three nodes' pending alerts in one row
+    assert "<summary>3 nodes</summary>" in page and "12.5 s" in page and "90 °C" in page
+    assert "rule_id=" not in page
 
 
 def test_health_report_says_not_measured_rather_than_inventing(

@@ -1,10 +1,16 @@
 """``GET /alerts``: pending, firing and resolved alerts (silenced ones marked), silences (operators create and
 expire them, through the REST API's own functions and so audited as it audits them) and every webhook with its
-delivery log. Reads the alerting room's stores, as its API does."""
+delivery log. Reads the alerting room's stores, as its API does.
+
+Alerts are shown one row per rule, pool and status (:func:`alert_groups`: "GpuTemperatureHigh · chat · 3 nodes",
+expanding to each node's value), firing before pending before resolved and critical before warning before info,
+values in their metric's unit, and without the internal labels (``rule_id``; ``subject`` where a node names it)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
@@ -13,13 +19,17 @@ from pydantic import ValidationError
 from starlette.datastructures import FormData
 
 from alerting.alert_store import AlertStore, SilenceStore
-from alerting.lifecycle import AlertStatus
+from alerting.lifecycle import Alert, AlertStatus
 from alerting.outbox import delivery_log
-from alerting.silences import silenced
+from alerting.rule_store import RuleStore
+from alerting.rules import Op, RuleSpec
+from alerting.silences import Silence, silenced
 from alerting.webhooks import WebhookStore
+from collector.catalog import BY_NAME
 from collector.errors import FieldError
 from web.audit import AuditorDep
 from web.auth import ServicesDep
+from web.dashboard import units
 from web.dashboard.deps import CsrfForm, DashboardUser, Operator, Viewer, field, validation_problem
 from web.dashboard.render import page
 from web.dashboard.security import DashboardRoute
@@ -32,6 +42,102 @@ DELIVERIES_SHOWN = 10
 # "alertname=HighTemp", "pool!=chat", "node=~gpu-.*": one matcher per comma-separated part
 MATCHER = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*(.*?)\s*$")
 DONE = {"silenced": "Silence created.", "expired": "Silence expired."}
+STATUS_ORDER = {AlertStatus.FIRING: 0, AlertStatus.PENDING: 1, AlertStatus.RESOLVED: 2}
+SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
+SHOWN_ELSEWHERE = frozenset({"alertname", "severity", "rule_id"})  # in the row's title, or internal
+
+
+@dataclass(frozen=True)
+class Member:
+    alert: Alert
+    silenced: bool
+    value: str  # in the rule's metric's unit
+    scope: dict[str, str]  # the labels that tell the members apart (node, gpu, tenant, ...)
+
+
+@dataclass(frozen=True)
+class AlertGroup:
+    """One rule's alerts of one pool and status: one row, expanding to its members."""
+
+    alertname: str
+    severity: str
+    status: AlertStatus
+    pool: str
+    summary: str
+    members: tuple[Member, ...]
+
+    @property
+    def silenced(self) -> bool:
+        return all(m.silenced for m in self.members)
+
+    @property
+    def since(self) -> float:
+        return min(m.alert.fired_at or m.alert.active_since for m in self.members)
+
+    @property
+    def resolved_at(self) -> float | None:
+        ends = [m.alert.resolved_at for m in self.members if m.alert.resolved_at is not None]
+        return max(ends) if ends else None
+
+    @property
+    def count_words(self) -> str:
+        """ "3 nodes" (or GPUs, tenants, series: what tells them apart)."""
+        kinds = {("gpu" if "gpu" in m.scope else "node" if "node" in m.scope else "series") for m in self.members}
+        kind = kinds.pop() if len(kinds) == 1 else "series"
+        plural = {"gpu": "GPUs", "node": "nodes", "series": "series"}[kind]
+        return f"{len(self.members)} {plural if len(self.members) > 1 else kind.replace('gpu', 'GPU')}"
+
+    @property
+    def matchers(self) -> str:
+        """What the group's silence matches: its rule's name, and its pool (or its one member's scope)."""
+        parts = {"alertname": self.alertname}
+        if self.pool:
+            parts["pool"] = self.pool
+        elif len(self.members) == 1:
+            parts |= self.members[0].scope
+        return ", ".join(f"{k}={v}" for k, v in parts.items())
+
+
+def alert_groups(
+    alerts: Sequence[Alert], active: Sequence[Silence], rules: Mapping[int, RuleSpec], now: float
+) -> list[AlertGroup]:
+    """``alerts`` grouped by rule, pool and status, the most urgent first (firing critical on top), each group's
+    members the worst first (the largest value, the smallest for a ``<`` rule); ``rules`` gives each rule's metric,
+    for the values' unit, and its comparison."""
+    groups: dict[tuple[int, str, AlertStatus], list[Member]] = {}
+    for a in alerts:
+        quiet = a.status is not AlertStatus.RESOLVED and silenced(a.labels, active, now)
+        spec = rules.get(a.rule_id)
+        metric = spec.metric if spec is not None else None
+        value = units.metric_value(metric, a.value) if metric in BY_NAME else units.by_unit("", a.value)
+        scope = {k: v for k, v in sorted(a.labels.items()) if k not in SHOWN_ELSEWHERE and k != "pool"}
+        if "node" in scope:
+            scope.pop("subject", None)  # "node-a/chat" says again what node and pool say
+        groups.setdefault((a.rule_id, a.labels.get("pool", ""), a.status), []).append(Member(a, quiet, value, scope))
+    out = []
+    for (rule_id, pool, status), members in groups.items():
+        first = members[0].alert
+        spec = rules.get(rule_id)
+        low_is_bad = spec is not None and spec.op in (Op.LT, Op.LE)
+        members.sort(key=lambda m: _worst_first(m.alert.value, low_is_bad))
+        out.append(
+            AlertGroup(
+                first.labels.get("alertname", "?"),
+                first.labels.get("severity", ""),
+                status,
+                pool,
+                first.annotations.get("summary", ""),
+                tuple(members),
+            )
+        )
+    out.sort(key=lambda g: (STATUS_ORDER[g.status], SEVERITY_ORDER.get(g.severity, 3), -g.since))
+    return out
+
+
+def _worst_first(value: float | None, low_is_bad: bool) -> float:
+    if value is None:
+        return float("inf")  # no value: last
+    return value if low_is_bad else -value
 
 
 def parse_matchers(text: str) -> list[dict[str, str]]:
@@ -58,13 +164,14 @@ def _page(
     silences = SilenceStore(services.engine)
     active = silences.list(active_at=now)
     shown = AlertStore(services.engine).list(status=state or None, limit=100)
+    rules = {rule.id: rule.spec for rule in RuleStore(services.engine).list()}
     hooks = WebhookStore(services.engine).list()
     return page(
         request,
         "alerts.html",
         user,
         status_code=422 if error else 200,
-        alerts=[(a, a.status is not AlertStatus.RESOLVED and silenced(a.labels, active, now)) for a in shown],
+        groups=alert_groups(shown, active, rules, now),
         state=state,
         states=[s.value for s in AlertStatus],
         silences=silences.list()[:50],
