@@ -125,7 +125,7 @@ class Controller:
         self.actuator = actuator
         self.telemetry = telemetry
         # pool → the predictive bound's band scale (:func:`adapted_band_scale`), adapted every tick; a new leader
-        # starts from the target's own scale and adapts again
+        # carries on from the one the pool stores (Provisioning)
         self._band_scale: dict[str, float] = {}
         self._startup: dict[str, StartupLearner] = {}  # pool → its replicas' startup, measured from its scale-ups
         self.skipped = skipped if skipped is not None else SkippedRows(Job.AUTOSCALER)
@@ -254,11 +254,12 @@ class Controller:
         else:
             decision = guarded(make_policy(pool.spec.policy.value), ctx)
         self._adapt_band_scale(pool, ctx)
-        self.startup(pool).observe(now, ctx.ready_replicas, decision.replicas)
-        self._store_provisioning(pool, now)
         self._recent[pool.name].append((decision.recommendation, now))
         before = pool.desired_replicas if pool.desired_replicas is not None else self._running(pool, ctx, fleet)
         outcome, note, code = self._actuate(pool, decision, fleet)
+        if outcome == "applied":  # a scale-up only times a startup when it was made (not dry-run, not another's)
+            self.startup(pool).observe(now, ctx.ready_replicas, decision.replicas)
+        self._store_provisioning(pool, now)
         changed = decision.replicas != before
         if changed or pool.desired_replicas is None:  # the first decision is the pool's desired count, changed or not
             self.pools.set_desired(pool.name, decision.replicas)

@@ -446,3 +446,19 @@ def test_the_pool_keeps_what_it_is_sized_by_and_a_new_leader_carries_it_on(engin
     second = controller(engine, RecordingActuator(), holder="server-b")
     context = second.context(stored, reader(engine).read(clock()), clock())
     assert context.band_scale == kept.band_scale and context.startup_seconds == 60.0
+
+
+def test_a_dry_run_pools_decisions_time_no_startup(engine: Engine, clock: FakeClock) -> None:
+    chat(engine, clock, mode=Mode.DRY_RUN, startup_seconds=300.0)
+    loop = controller(engine, RecordingActuator())
+    report(engine, clock, "node-a", "chat", demand=14.0, ready=2)
+    loop.run(clock())
+    clock.advance(5)
+    report(engine, clock, "node-a", "chat", demand=70.0, ready=2)
+    loop.run(clock())  # would ask for more: recorded, not applied
+    clock.advance(60)
+    report(engine, clock, "node-a", "chat", demand=70.0, ready=4)  # replicas someone else started
+    loop.run(clock())
+    stored = PoolStore(engine).get("chat")
+    assert stored is not None and stored.provisioning is not None
+    assert (stored.provisioning.startup_seconds, stored.provisioning.startup_measurements) == (300.0, 0)

@@ -81,11 +81,9 @@ class AlertGroup:
 
     @property
     def count_words(self) -> str:
-        """ "3 nodes" (or GPUs, tenants, series: what tells them apart)."""
-        kinds = {("gpu" if "gpu" in m.scope else "node" if "node" in m.scope else "series") for m in self.members}
-        kind = kinds.pop() if len(kinds) == 1 else "series"
-        plural = {"gpu": "GPUs", "node": "nodes", "series": "series"}[kind]
-        return f"{len(self.members)} {plural if len(self.members) > 1 else kind.replace('gpu', 'GPU')}"
+        """ "3 nodes", "2 GPUs", "4 series": what tells a group's members apart (a group of one shows its labels)."""
+        kinds = {"GPUs" if "gpu" in m.scope else "nodes" if "node" in m.scope else "series" for m in self.members}
+        return f"{len(self.members)} {kinds.pop() if len(kinds) == 1 else 'series'}"
 
     @property
     def matchers(self) -> str:
