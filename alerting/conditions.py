@@ -179,10 +179,12 @@ def _event(rule: Rule, inputs: Inputs, now: float) -> list[Verdict]:
     if spec.event is EventKind.QUOTA_ENFORCED:
         seen = {(t.tenant, t.node, t.pool) for t in inputs.throttles if now - t.ts <= window and _pool_ok(spec, t.pool)}
         return [Verdict({"tenant": t, "node": n, "pool": p}, True, None) for t, n, p in sorted(seen)]
-    return [
+    return [  # a forecaster still warming up (no fit yet for lack of history) is not failing: no verdict
         Verdict({**_subject_labels(f.kind, f.subject), "subject": f"{f.kind}/{f.subject}/{f.metric}"}, True, None)
         for f in inputs.forecasts
-        if f.error is not None and (spec.pool is None or _subject_labels(f.kind, f.subject).get("pool") == spec.pool)
+        if f.error is not None
+        and not f.warming_up
+        and (spec.pool is None or _subject_labels(f.kind, f.subject).get("pool") == spec.pool)
     ]
 
 

@@ -28,7 +28,7 @@ from fleet.pools import pools
 from fleet.scaling_events import scaling_events
 from fleet.view import FleetReader
 from isolation.events import enforcement_events
-from predictor.store import forecasts
+from predictor.store import forecasts, warming_up
 
 EDGE_SECONDS = 120.0  # how far into a rate-of-change window its first sample is looked for
 SeriesKey = tuple[str, int | None, str | None]  # node, device, pool
@@ -217,6 +217,7 @@ def _forecasts(conn: Connection) -> list[ForecastView]:
                 eta_seconds=float(eta) if isinstance(eta, int | float) else None,
                 horizon_seconds=row["horizon_seconds"],
                 error=row["error"],
+                warming_up=warming_up(row["error"], row["short_history"], row["generated_at"]),
             )
         )
     return out

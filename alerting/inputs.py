@@ -37,7 +37,8 @@ class Reading:
 
 @dataclass(frozen=True)
 class ForecastView:
-    """A stored forecast's saturation figures; ``error`` set when its last attempt failed (stale)."""
+    """A stored forecast's saturation figures; ``error`` set when its last attempt failed (stale), ``warming_up``
+    when it failed only for too little history and was never forecast yet (:func:`predictor.store.warming_up`)."""
 
     kind: str  # pool | device | replicas
     subject: str  # "chat", "node-a/0", "node-a/chat"
@@ -46,6 +47,7 @@ class ForecastView:
     eta_seconds: float | None
     horizon_seconds: float | None
     error: str | None = None
+    warming_up: bool = False
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,11 @@ class ForecastError(Exception):
     """A forecaster could not fit or predict; the message says why (too little history, all values missing, ...)."""
 
 
+class NotEnoughHistory(ForecastError):
+    """Too few observed steps to fit, or to score and bound a forecast: the forecaster is still warming up on this
+    series, not failing (a new pool's first minutes)."""
+
+
 @dataclass(frozen=True)
 class History:
     """Values at ``start_ts + i × step_seconds``; NaN where a step has no value."""

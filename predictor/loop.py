@@ -34,16 +34,15 @@ from fleet.view import FleetReader
 from predictor import accuracy_store, inputs
 from predictor.accuracy import WINDOWS_SECONDS
 from predictor.backtest import horizon_steps
-from predictor.base import Forecast, ForecastError, History
+from predictor.base import Forecast, ForecastError, History, NotEnoughHistory
 from predictor.capacity import LearnedCapacity, learn_capacity
 from predictor.cycle import DEFAULT_MODEL, forecast_cycle
 from predictor.saturation import saturation
-from predictor.store import ForecastPoint, ForecastStore, GoodForecast, SubjectKind
+from predictor.store import ForecastPoint, ForecastStore, GoodForecast, Key, SubjectKind
 from predictor.telemetry import ForecastTelemetry
 
 log = logging.getLogger(__name__)
 
-Key = tuple[SubjectKind, str, str]  # (kind, subject, metric)
 Cycle = Callable[[Mapping[str, History], int, str], Mapping[str, Forecast | ForecastError]]
 
 
@@ -139,7 +138,8 @@ class ForecastJob:
         ]
         self.store.save(good)
         self._score(subjects, good, now)
-        self.store.mark_failed(failures, attempted_at=now)
+        short = {key for key in subjects if isinstance(results.get(_key_name(key)), NotEnoughHistory)}
+        self.store.mark_failed(failures, attempted_at=now, short_history=short)
         report = CycleReport(len(good), len(failures), time.monotonic() - started)
         self._export(good, failures, report, now)
         return report

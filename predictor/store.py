@@ -3,16 +3,18 @@
 One row per (kind, subject, metric), overwritten by each good forecast. A failed or timed-out attempt keeps the last
 good points and records ``error`` and ``attempted_at``: the forecast is then *stale*, and every reader (the API, the
 autoscaler) can tell, because :class:`StoredForecast` says so instead of silently serving old numbers as new.
+A subject that never had a good forecast and whose attempts fail for too little history is *warming up*
+(:func:`warming_up`): a new pool's first minutes, not a failing forecaster (the alerting room does not page on it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, Column, Connection, Double, Engine, String, Table, and_, select
+from sqlalchemy import JSON, Boolean, Column, Connection, Double, Engine, String, Table, and_, select
 
 from collector.database import insert_for
 from collector.tables import metadata
@@ -44,9 +46,20 @@ forecasts = Table(
     Column("points", JSON, nullable=True),  # [[ts, yhat, lo, hi], ...]
     Column("saturation", JSON, nullable=True),
     Column("error", String(1000), nullable=True),  # set by a failed attempt after the last good one
+    # that failed attempt was for too little history (predictor.base.NotEnoughHistory); null after a good one
+    Column("short_history", Boolean, nullable=True),
     # a pool's live accuracy over each window ({"24h": {...}, "7d": {...}}, predictor.accuracy), after each cycle
     Column("accuracy", JSON, nullable=True),
 )
+
+
+Key = tuple[SubjectKind, str, str]  # (kind, subject, metric)
+
+
+def warming_up(error: str | None, short_history: bool | None, generated_at: float | None) -> bool:
+    """Failing only for too little history, and never forecast yet: the first fits are not done (a pool's first
+    minutes). A subject that had a good forecast and then fails, for whatever reason, is failing."""
+    return error is not None and bool(short_history) and generated_at is None
 
 
 @dataclass(frozen=True)
@@ -84,11 +97,16 @@ class StoredForecast:
     error: str | None
     good: GoodForecast | None
     accuracy: dict[str, WindowAccuracy] | None = None  # a pool's, by window ("24h", "7d"); None: not scored yet
+    short_history: bool = False  # the last attempt failed for too little history
 
     @property
     def stale(self) -> bool:
         """The last attempt failed (the points, if any, are from an earlier cycle)."""
         return self.error is not None
+
+    @property
+    def warming_up(self) -> bool:
+        return warming_up(self.error, self.short_history, None if self.good is None else self.good.generated_at)
 
     @property
     def learned_capacity(self) -> float | None:
@@ -113,6 +131,7 @@ def _good_columns(forecast: GoodForecast) -> dict[str, Any]:
         "points": [[p.ts, p.yhat, p.lo, p.hi] for p in forecast.points],
         "saturation": forecast.saturation,
         "error": None,
+        "short_history": None,
     }
 
 
@@ -137,7 +156,9 @@ def _stored(row: Any) -> StoredForecast:
         )
     scored = m["accuracy"]
     accuracy = {name: WindowAccuracy(**window) for name, window in scored.items()} if scored else None
-    return StoredForecast(kind, m["subject"], m["metric"], m["attempted_at"], m["error"], good, accuracy)
+    return StoredForecast(
+        kind, m["subject"], m["metric"], m["attempted_at"], m["error"], good, accuracy, bool(m["short_history"])
+    )
 
 
 class ForecastStore:
@@ -151,7 +172,7 @@ class ForecastStore:
         failure = insert_for(engine, forecasts)
         self._record_failure = failure.on_conflict_do_update(
             index_elements=["kind", "subject", "metric"],
-            set_={"attempted_at": failure.excluded.attempted_at, "error": failure.excluded.error},
+            set_={n: failure.excluded[n] for n in ("attempted_at", "error", "short_history")},
         )
 
     def save(self, good: Sequence[GoodForecast]) -> None:
@@ -172,12 +193,26 @@ class ForecastStore:
             .values(accuracy={name: asdict(window) for name, window in scored.items()})
         )
 
-    def mark_failed(self, failures: Sequence[tuple[SubjectKind, str, str, str]], *, attempted_at: float) -> None:
-        """Record (kind, subject, metric, error) failures; the last good points, if any, stay and turn stale."""
+    def mark_failed(
+        self,
+        failures: Sequence[tuple[SubjectKind, str, str, str]],
+        *,
+        attempted_at: float,
+        short_history: Collection[Key] = (),
+    ) -> None:
+        """Record (kind, subject, metric, error) failures, those of ``short_history`` as failing for too little
+        history; the last good points, if any, stay and turn stale."""
         if not failures:
             return
         rows = [
-            {"kind": k.value, "subject": s, "metric": m, "attempted_at": attempted_at, "error": e[:1000]}
+            {
+                "kind": k.value,
+                "subject": s,
+                "metric": m,
+                "attempted_at": attempted_at,
+                "error": e[:1000],
+                "short_history": (k, s, m) in short_history,
+            }
             for k, s, m, e in failures
         ]
         with self.engine.begin() as conn:

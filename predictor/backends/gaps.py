@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from predictor.base import FloatArray, ForecastError, History
+from predictor.base import FloatArray, ForecastError, History, NotEnoughHistory
 
 
 def observed_count(values: FloatArray) -> int:
@@ -15,10 +15,10 @@ def observed_count(values: FloatArray) -> int:
 
 
 def require_observed(history: History, minimum: int, who: str) -> None:
-    """Raise ForecastError when fewer than ``minimum`` steps are observed, naming the model and the counts."""
+    """Raise NotEnoughHistory when fewer than ``minimum`` steps are observed, naming the model and the counts."""
     count = observed_count(history.values)
     if count < minimum:
-        raise ForecastError(f"{who} needs at least {minimum} observed values, got {count} (of {len(history)} steps)")
+        raise NotEnoughHistory(f"{who} needs at least {minimum} observed values, got {count} (of {len(history)} steps)")
 
 
 def forward_fill(values: FloatArray) -> FloatArray:

@@ -38,7 +38,7 @@ import numpy as np
 from predictor.backends.gaps import forward_fill, require_observed
 from predictor.backends.intervals import UPPER_Q
 from predictor.backends.seasonality import MIN_SEASONS, daily_period
-from predictor.base import FloatArray, Forecast, ForecastError, History
+from predictor.base import FloatArray, Forecast, ForecastError, History, NotEnoughHistory
 
 MIN_OBSERVED = 3
 ALPHAS = (1.0, 0.5, 0.3, 0.15, 0.05)  # 1.0 is the last value; 0.05 averages about the last 40 steps
@@ -281,5 +281,5 @@ def to_forecast(batch: BatchForecast, row: int, who: str) -> Forecast:
     """Row ``row`` as a Forecast (``lo <= yhat <= hi``); ForecastError when it could not be computed."""
     yhat, lo, hi = batch.yhat[row], batch.lo[row], batch.hi[row]
     if not (np.all(np.isfinite(yhat)) and np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
-        raise ForecastError(f"{who}: too few scored origins to forecast and bound ({batch.chosen[row]})")
+        raise NotEnoughHistory(f"{who}: too few scored origins to forecast and bound ({batch.chosen[row]})")
     return Forecast(yhat, np.minimum(lo, yhat), np.maximum(hi, yhat))

@@ -182,6 +182,7 @@ def test_event_rules_name_what_is_happening() -> None:
         forecasts=[
             ForecastView("pool", "chat", "request_rate_per_second", None, None, None, error="fit failed"),
             ForecastView("pool", "embed", "request_rate_per_second", 0.1, None, 900),
+            ForecastView("pool", "new", "request_rate_per_second", None, None, None, "too short", warming_up=True),
         ],
     )
     failed = rule(kind="event", event="scaling_failed", window_seconds=300)

@@ -188,6 +188,33 @@ def test_predictive_event_and_quota_rules_read_the_other_rooms(
     assert names == ["Forecaster", "ScaleFail", "Soon", "Throttled"]
 
 
+def test_forecast_failing_waits_for_the_forecasters_warm_up_and_pages_once_it_had_a_forecast(
+    services: AppServices, clock: FakeClock, harness: Harness
+) -> None:
+    RuleStore(services.engine).create(
+        RuleSpec(name="Forecaster", kind=RuleKind.EVENT, event=EventKind.FORECAST_FAILING, for_seconds=60), now=0
+    )
+    store, key = ForecastStore(services.engine), (SubjectKind.POOL, "chat", "request_rate_per_second")
+    short = "auto needs at least 3 observed values, got 1 (of 1 steps)"
+    now = clock()
+    for minute in range(10):  # ten minutes of too little history: warming up, never pending
+        store.mark_failed([(*key, short)], attempted_at=now + 60 * minute, short_history={key})
+        assert harness.tick(now + 60 * minute) == []
+        assert AlertStore(services.engine).active() == {}
+    now += 600
+    good = GoodForecast(*key, now, "auto", now, 60, 900, now - 600, now, [ForecastPoint(now + 60, 1, 0, 2)], None)
+    store.save([good])
+    harness.tick(now)
+    store.mark_failed([(*key, short)], attempted_at=now + 60, short_history={key})  # warmed up, then short again
+    harness.tick(now + 60)
+    assert [a.status for alerts in AlertStore(services.engine).active().values() for a in alerts.values()] == [
+        AlertStatus.PENDING
+    ]
+    assert harness.tick(now + 121) == [TransitionKind.FIRING]
+    store.mark_failed([(*key, "the model diverged")], attempted_at=now + 180)  # any other failure pages too
+    assert harness.tick(now + 180) == []  # still firing
+
+
 def test_the_default_pack_is_seeded_once_and_a_deleted_rule_stays_deleted(engine: Engine) -> None:
     store = RuleStore(engine)
     assert store.seed_defaults(now=0) == len(DEFAULT_RULES)

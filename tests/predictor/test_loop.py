@@ -215,3 +215,22 @@ def test_per_replica_capacity_is_learned_from_raw_samples(engine: Engine, clock:
     assert context["capacity_source"] == "measured"
     assert 36.0 <= context["per_replica_capacity"] <= 40.0  # the knee, never above it
     assert context["capacity"] == pytest.approx(2 * context["per_replica_capacity"])
+
+
+def test_a_subject_failing_for_too_little_history_before_its_first_forecast_is_warming_up(
+    engine: Engine, clock: FakeClock
+) -> None:
+    seed(engine, clock, lambda i: 20.0)
+
+    def short(histories: Mapping[str, History], h: int, model: str) -> dict[str, Forecast | ForecastError]:
+        return {key: forecast_cycle({key: History(np.array([1.0]), MINUTE)}, h, "auto")[key] for key in histories}
+
+    job(engine, cycle=short).run(clock())
+    stored = ForecastStore(engine).get(SubjectKind.POOL, "chat")
+    assert stored is not None and stored.stale and stored.warming_up and "at least 3 observed" in (stored.error or "")
+    clock.advance(MINUTE)
+    job(engine).run(clock())  # the first good forecast: warmed up
+    clock.advance(MINUTE)
+    job(engine, cycle=short).run(clock())
+    stored = ForecastStore(engine).get(SubjectKind.POOL, "chat")
+    assert stored is not None and stored.stale and stored.short_history and not stored.warming_up  # failing now
