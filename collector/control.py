@@ -16,7 +16,9 @@ Shapes (CONTRACT section 5, docs/operations.md "Agents across a release")::
                "capabilities": {"engines": {"text": {}, "classify": {"serves": "classify"},
                                             "vllm": {"models": ["meta-llama/Llama-3.1-8B-Instruct"]}},
                                 "labels": {"zone": "eu-1", "gpu": "h100"}},
-               "refused": {"reason": "UnknownEngine", "detail": "pools.chat.engine: 'sglang' is not declared"}}
+               "refused": {"reason": "UnknownEngine", "detail": "pools.chat.engine: 'sglang' is not declared"},
+               "absent": {"gpu": "NVML Shared Library Not Found",
+                          "pools": {"chat": {"kv_cache_utilization_ratio": "tgi exposes no KV-cache metric"}}}}
 
     "desired": {"pools": {"chat": {"replicas": 3},
                           "llama": {"replicas": 2, "engine": "vllm", "model": "meta-llama/Llama-3.1-8B-Instruct",
@@ -45,6 +47,8 @@ from enum import StrEnum
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from collector.catalog import METRIC_NAMES
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
@@ -148,6 +152,24 @@ class DesiredRefusal(_Wire):
     detail: Annotated[str, Field(max_length=2000)]
 
 
+# Why a metric is absent, as the agent logs it ("NVML Shared Library Not Found", "tgi exposes no KV-cache metric"):
+# shown on the fleet page beside the missing value; the agent cuts a longer reason to this.
+MAX_ABSENCE_REASON_CHARS = 300
+AbsenceReason = Annotated[str, Field(min_length=1, max_length=MAX_ABSENCE_REASON_CHARS)]
+CatalogMetric = Annotated[str, Field(pattern="^(" + "|".join(METRIC_NAMES) + ")$")]
+
+
+class MetricAbsences(_Wire):
+    """Why the node's readings lack catalog metrics: ``gpu`` when no GPU probe runs (each GPU metric is absent on
+    every GPU), and per pool the catalog metrics its engine's reading lacks with the reason."""
+
+    gpu: AbsenceReason | None = None  # None: a GPU probe runs
+    pools: Annotated[
+        dict[Name, Annotated[dict[CatalogMetric, AbsenceReason], Field(max_length=len(METRIC_NAMES))]],
+        Field(max_length=MAX_POOLS),
+    ] = Field(default_factory=dict)
+
+
 class NodeReport(_Wire):
     """What the node runs, as of ``ts`` (the agent's clock when it cut the batch), what it can run, and whether it
     refused the latest desired state."""
@@ -156,6 +178,7 @@ class NodeReport(_Wire):
     pools: Annotated[dict[Name, PoolReport], Field(max_length=MAX_POOLS)] = Field(default_factory=dict)
     capabilities: NodeCapabilities | None = None  # None: an agent that declares nothing (older than engine offers)
     refused: DesiredRefusal | None = None
+    absent: MetricAbsences | None = None  # None: an agent older than absence reasons
 
     @property
     def replicas(self) -> int:

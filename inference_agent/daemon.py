@@ -14,6 +14,7 @@ import httpx
 from prometheus_client import CollectorRegistry
 
 from collector.control import DesiredRefusal, DesiredState, NodeCapabilities, NodeReport
+from inference_agent.absences import NO_GPU_PROBE, metric_absences
 from inference_agent.agent_token import AgentToken
 from inference_agent.config import AgentConfig
 from inference_agent.endpoint import AgentEndpoint
@@ -119,11 +120,11 @@ class Agent:
         self._last_tick = time.monotonic()
 
     def _report_gpu_probe(self) -> None:
+        reason = self._gpu_absent_reason()
         if self.probes.gpu is not None:
             self.telemetry.gpu_probe_up.set(1)
             self.telemetry.gpu_probe_info.labels(self.probes.gpu.name, "").set(1)
-        else:
-            reason = self.probes.gpu_absent_reason or "no GPU probe configured"
+        elif reason is not None:
             self.telemetry.gpu_probe_up.set(0)
             self.telemetry.gpu_probe_info.labels("none", reason).set(1)
             log.warning("GPU metrics are absent on this node: %s", reason)
@@ -149,7 +150,14 @@ class Agent:
         report = self.workload.report(ts) if self.workload is not None else NodeReport(ts=ts)
         engines = self.workload.supervisor.offer.engines if self.workload is not None else {}
         capabilities = NodeCapabilities(engines=dict(engines), labels=self.config.labels)
-        return report.model_copy(update={"capabilities": capabilities, "refused": self._refusal})
+        absent = metric_absences(self._gpu_absent_reason(), self.telemetry.watched_engines())
+        return report.model_copy(update={"capabilities": capabilities, "refused": self._refusal, "absent": absent})
+
+    def _gpu_absent_reason(self) -> str | None:
+        """Why the GPU metrics are absent, as the log and ``fleetpilot_agent_gpu_probe_info`` say; None with a probe."""
+        if self.probes.gpu is not None:
+            return None
+        return self.probes.gpu_absent_reason or NO_GPU_PROBE
 
     def _on_desired(self, desired: DesiredState | MalformedDesired) -> None:
         """Take the ingest answer's desired state, unless it is malformed or asks more than this node runs: then it

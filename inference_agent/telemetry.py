@@ -47,6 +47,10 @@ class _EngineAbsenceCollector(Collector):
         with self._lock:
             self._probes = [p for p in self._probes if p is not probe]
 
+    def watched(self) -> list[EngineAbsences]:
+        with self._lock:
+            return list(self._probes)
+
     def collect(self) -> Iterator[Metric]:
         family = GaugeMetricFamily(
             "fleetpilot_agent_engine_metric_absent",
@@ -54,9 +58,7 @@ class _EngineAbsenceCollector(Collector):
             "expose it, a rate that needs a second scrape, no request finished in the window, a failed scrape).",
             labels=["pool", "engine", "endpoint", "metric", "reason"],
         )
-        with self._lock:
-            probes = list(self._probes)
-        for probe in probes:
+        for probe in self.watched():
             for name, reason in sorted(probe.absent().items()):
                 family.add_metric([probe.pool, str(probe.kind), probe.url, name, reason], 1.0)
         yield family
@@ -174,6 +176,10 @@ class AgentTelemetry:
     def unwatch_engine(self, probe: EngineAbsences) -> None:
         """Stop serving ``probe``'s absences (its replica stopped); a probe not watched is ignored."""
         self._engine_absences.unwatch(probe)
+
+    def watched_engines(self) -> list[EngineAbsences]:
+        """The engine probes whose absences are served now (the node's report says the same reasons)."""
+        return self._engine_absences.watched()
 
     def watch_spool(self, pending: Callable[[], int], lost: Callable[[], int], corrupt: Callable[[], int]) -> None:
         """Gauges read at scrape time from the spool."""
