@@ -2,7 +2,8 @@
 
 A tick gathers the inputs the enabled rules need (:mod:`alerting.gather`), calls the pure :func:`evaluate` with
 the state it keeps in memory (loaded from the stored active alerts when it becomes leader), leaves out of the
-notifications what a silence matches, groups the rest by rule and pool, and writes the alerts and one outbox row
+notifications what a silence matches, groups the rest by rule and pool (each group's notification carrying its other
+firing alerts too, :func:`~alerting.payload.with_group`), and writes the alerts and one outbox row
 per group and target in one transaction (:meth:`AlertStore.commit`). Only then does the state move on: a tick whose
 write failed is evaluated again, so no transition is lost. Then it asks the outbox to deliver at once.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Engine
@@ -20,9 +21,9 @@ from alerting.alert_store import AlertStore, OutboxRow, SilenceStore, with_ids
 from alerting.evaluate import changed, evaluate, mark_notified
 from alerting.gather import WindowEdges, gather
 from alerting.lifecycle import Alert, AlertStatus, Transition, TransitionKind
-from alerting.payload import Group, alertmanager_alerts, encode, group, webhook_payload
+from alerting.payload import Group, alertmanager_alerts, encode, group, webhook_payload, with_group
 from alerting.rule_store import RuleStore
-from alerting.silences import silenced
+from alerting.silences import Silence, silenced
 from alerting.telemetry import AlertingTelemetry
 from alerting.webhooks import TargetKind, Webhook, WebhookStore
 from collector.skipped_rows import Job, SkippedRows
@@ -108,9 +109,9 @@ class Evaluator:
         result = evaluate(rules, inputs, previous, now, unseen_resolve_seconds=s.unseen_resolve_seconds)
         quiet = SilenceStore(self.engine).list(active_at=now)
         loud = [t for t in result.transitions if not silenced(t.alert.labels, quiet, now)]
-        sent = mark_notified(result.state, [t.alert for t in loud], now)
-        notified = [Transition(t.kind, alert) for t, alert in zip(loud, sent, strict=True)]
-        outbox = self._outbox(notified, now)
+        sent = mark_notified(result.state, with_group([t.alert for t in loud], _firing(result.state, quiet, now)), now)
+        notified = [Transition(t.kind, alert) for t, alert in zip(loud, sent[: len(loud)], strict=True)]
+        outbox = self._outbox(sent, now)
         resolved = {(a.rule_id, a.fingerprint): a for a in [t.alert for t in result.transitions] + sent if _ended(a)}
         ids = self.alerts.commit(changed(previous, result.state), resolved.values(), result.dropped, outbox)
         with_ids(result.state, ids)
@@ -119,12 +120,12 @@ class Evaluator:
         self._count(notified, len(hushed))
         return notified, outbox
 
-    def _outbox(self, notified: Sequence[Transition], now: float) -> list[OutboxRow]:
-        if not notified:
+    def _outbox(self, sent: Sequence[Alert], now: float) -> list[OutboxRow]:
+        if not sent:
             return []
         targets = WebhookStore(self.engine).list()
         rows = []
-        for grouped in group([t.alert for t in notified]):
+        for grouped in group(sent):
             for hook in targets:
                 rows.append(OutboxRow(hook.id, grouped.key, self._body(grouped, hook, now), now))
         return rows
@@ -150,6 +151,14 @@ class Evaluator:
         active = [a for alerts in self._state.values() for a in alerts.values()]
         for status in (AlertStatus.PENDING, AlertStatus.FIRING):
             self.telemetry.alerts.labels(status.value).set(sum(1 for a in active if a.status is status))
+
+
+def _firing(state: Mapping[int, Mapping[str, Alert]], quiet: Sequence[Silence], now: float) -> Iterator[Alert]:
+    """The firing alerts no silence matches (what a group's notification may carry besides its transitions)."""
+    for alerts in state.values():
+        for a in alerts.values():
+            if a.status is AlertStatus.FIRING and not silenced(a.labels, quiet, now):
+                yield a
 
 
 def _ended(alert: Alert) -> bool:

@@ -1,7 +1,11 @@
 """What goes on the wire (CONTRACT section 10): Alertmanager-compatible webhook payloads (``"version": "4"``), their
 HMAC-SHA256 signature, and the ``/api/v2/alerts`` body of an Alertmanager sink. Pure functions of alerts and time.
 
-Notifications are grouped by rule and pool: the transitions of one evaluation that share both travel together.
+Notifications are grouped by rule and pool, as Alertmanager's ``group_by: [alertname, pool]`` would: one evaluation's
+transitions that share both travel together, with the group's other firing alerts (:func:`with_group`), so a receiver
+sees "3 nodes" in one notification, firing ones first, and the counts. What a receiver sees has no internal labels
+(:func:`visible_labels`): ``rule_id`` (the generator URL names the rule) and ``subject`` (a forecast's, whose node
+and pool labels say it again; it moves to the annotations).
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +24,7 @@ ZERO_TIME = "0001-01-01T00:00:00Z"  # Alertmanager's "no end" for a firing alert
 SIGNATURE_HEADER = "X-Fleetpilot-Signature"
 DELIVERY_HEADER = "X-Fleetpilot-Delivery"
 PAYLOAD_VERSION = "4"
+INTERNAL_LABELS = frozenset({"rule_id", "subject"})  # identity in our store, noise to a person paged
 
 
 def rfc3339(ts: float) -> str:
@@ -47,16 +52,50 @@ class Group:
             labels["pool"] = self.pool
         return labels
 
+    @property
+    def firing(self) -> int:
+        return sum(1 for a in self.alerts if a.status is not AlertStatus.RESOLVED)
+
+
+def _group_key(alert: Alert) -> tuple[int, str]:
+    return alert.rule_id, alert.labels.get("pool", "")
+
 
 def group(alerts: Sequence[Alert]) -> list[Group]:
-    """By (rule, pool), in first-seen order; alerts within a group keep their order."""
+    """By (rule, pool), in first-seen order; within a group the firing alerts first, each part in its given order."""
     groups: dict[tuple[int, str], list[Alert]] = {}
     for alert in alerts:
-        groups.setdefault((alert.rule_id, alert.labels.get("pool", "")), []).append(alert)
+        groups.setdefault(_group_key(alert), []).append(alert)
     return [
-        Group(rule_id, members[0].labels.get("alertname", ""), pool, tuple(members))
+        Group(rule_id, members[0].labels.get("alertname", ""), pool, tuple(sorted(members, key=_resolved_last)))
         for (rule_id, pool), members in groups.items()
     ]
+
+
+def _resolved_last(alert: Alert) -> bool:
+    return alert.status is AlertStatus.RESOLVED
+
+
+def with_group(notified: Sequence[Alert], firing: Iterable[Alert]) -> list[Alert]:
+    """``notified`` and, after them, the other ``firing`` alerts of their groups (rule and pool): a notification
+    carries its whole group, as Alertmanager's does, not only what changed this evaluation."""
+    if not notified:
+        return []  # nothing to say: ``firing`` is not even read
+    touched = {_group_key(a) for a in notified}
+    known = {(a.rule_id, a.fingerprint) for a in notified}
+    others = [a for a in firing if _group_key(a) in touched and (a.rule_id, a.fingerprint) not in known]
+    return [*notified, *sorted(others, key=lambda a: sorted(a.labels.items()))]
+
+
+def visible_labels(labels: Mapping[str, str]) -> dict[str, str]:
+    """The labels a person reads: all but :data:`INTERNAL_LABELS`."""
+    return {k: v for k, v in labels.items() if k not in INTERNAL_LABELS}
+
+
+def visible_annotations(alert: Alert) -> dict[str, str]:
+    """The rule's annotations, and the forecast ``subject`` a forecast_failing alert names ("pool/chat/...")."""
+    subject = alert.labels.get("subject")
+    return {**alert.annotations, "subject": subject} if subject is not None else dict(alert.annotations)
 
 
 def _common(maps: Sequence[Mapping[str, str]]) -> dict[str, str]:
@@ -73,8 +112,8 @@ def alert_body(alert: Alert, external_url: str) -> dict[str, Any]:
     resolved = alert.status is AlertStatus.RESOLVED
     return {
         "status": "resolved" if resolved else "firing",
-        "labels": dict(alert.labels),
-        "annotations": dict(alert.annotations),
+        "labels": visible_labels(alert.labels),
+        "annotations": visible_annotations(alert),
         "startsAt": rfc3339(alert.fired_at if alert.fired_at is not None else alert.active_since),
         "endsAt": rfc3339(alert.resolved_at) if resolved and alert.resolved_at is not None else ZERO_TIME,
         "generatorURL": f"{external_url.rstrip('/')}/api/v1/alerts?rule={alert.rule_id}",
@@ -83,19 +122,20 @@ def alert_body(alert: Alert, external_url: str) -> dict[str, Any]:
 
 
 def webhook_payload(grouped: Group, *, receiver: str, external_url: str) -> dict[str, Any]:
-    """The Alertmanager webhook body (version 4) of one group notification to ``receiver``."""
+    """The Alertmanager webhook body (version 4) of one group notification to ``receiver``, with ``counts`` (its
+    firing and resolved alerts: "3 firing") beside Alertmanager's fields."""
     alerts = [alert_body(a, external_url) for a in grouped.alerts]
-    firing = any(a["status"] == "firing" for a in alerts)
     return {
         "version": PAYLOAD_VERSION,
         "groupKey": grouped.key,
         "truncatedAlerts": 0,
-        "status": "firing" if firing else "resolved",
+        "status": "firing" if grouped.firing else "resolved",
         "receiver": receiver,
         "groupLabels": grouped.labels,
-        "commonLabels": _common([a.labels for a in grouped.alerts]),
-        "commonAnnotations": _common([a.annotations for a in grouped.alerts]),
+        "commonLabels": _common([a["labels"] for a in alerts]),
+        "commonAnnotations": _common([a["annotations"] for a in alerts]),
         "externalURL": external_url,
+        "counts": {"firing": grouped.firing, "resolved": len(alerts) - grouped.firing},
         "alerts": alerts,
     }
 

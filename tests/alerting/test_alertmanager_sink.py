@@ -64,6 +64,7 @@ def test_alertmanager_holds_our_firing_alert_until_it_resolves(
             wait_for(lambda: any(a["labels"].get("alertname") == "GpuHot" for a in am.alerts()))
             held = next(a for a in am.alerts() if a["labels"]["alertname"] == "GpuHot")
             assert held["labels"]["node"] == "node-a" and held["labels"]["severity"] == "warning"
+            assert "rule_id" not in held["labels"]  # internal: the generator URL names the rule
             assert held["annotations"] == {"action": "cool it"} and held["status"]["state"] == "active"
             assert held["generatorURL"].startswith("http://fleetpilot.test/")
             later = time.time()

@@ -16,11 +16,13 @@ from alerting.defaults import DEFAULT_RULES
 from alerting.evaluator import Evaluator, EvaluatorSettings
 from alerting.lifecycle import AlertStatus, TransitionKind
 from alerting.outbox import DeliverySettings, Outbox
+from alerting.receiver import LOOPBACK_NETWORKS, WebhookReceiver
 from alerting.rule_store import PACK_MARKER, RuleStore
 from alerting.rules import EventKind, Op, RuleKind, RuleSpec, spec_columns
-from alerting.sender import FakeSender
+from alerting.sender import FakeSender, HttpxSender
 from alerting.silences import Matcher
 from alerting.tables import alert_rules
+from alerting.target_address import AddressPolicy
 from alerting.webhooks import TargetKind, WebhookStore
 from collector.skipped_rows import Job, SkippedRows, skipped_rows_counter
 from collector.tables import NO_POOL, job_state, series_latest
@@ -93,18 +95,52 @@ def test_a_hot_gpu_fires_and_resolves_through_storage_and_the_outbox(
     assert harness.tick(clock()) == [TransitionKind.RESOLVED]
     firing, resolved = bodies(harness.sender)
     assert firing["status"] == "firing" and firing["receiver"] == "oncall"
-    assert firing["alerts"][0]["labels"] == {
-        "alertname": "GpuHot",
-        "severity": "warning",
-        "rule_id": str(rule_id),
-        "node": "node-a",
-        "gpu": "0",
-    }
+    assert firing["alerts"][0]["labels"] == {"alertname": "GpuHot", "severity": "warning", "node": "node-a", "gpu": "0"}
+    assert firing["alerts"][0]["generatorURL"].endswith(f"?rule={rule_id}")  # the rule, named without a label
     assert (
         resolved["status"] == "resolved" and resolved["alerts"][0]["fingerprint"] == firing["alerts"][0]["fingerprint"]
     )
     stored = AlertStore(services.engine).list()
     assert [(a.status, a.value, a.last_notified_at) for a in stored] == [(AlertStatus.RESOLVED, 70.0, clock())]
+
+
+def test_a_groups_notification_carries_every_firing_node_and_leaves_out_a_silenced_one(
+    services: AppServices, clock: FakeClock
+) -> None:
+    spec = RuleSpec(name="Slow", kind=RuleKind.THRESHOLD, metric="request_latency_p99_seconds", op=Op.GT, threshold=1)
+    RuleStore(services.engine).create(spec, now=0)
+    SilenceStore(services.engine).create(
+        [Matcher("node", "node-d")], starts_at=0, ends_at=clock() + 60, created_by="op", comment="", now=0
+    )
+    with WebhookReceiver(SECRET) as receiver:
+        WebhookStore(services.engine).create(receiver.url, SECRET, kind=TargetKind.WEBHOOK, name="oncall", now=0)
+        h = Harness(services.engine)
+        h.outbox = Outbox(
+            services.engine,
+            HttpxSender(timeout_seconds=5, policy=AddressPolicy.allowing(LOOPBACK_NETWORKS)),
+            DeliverySettings(),
+        )
+        try:
+            for node in ("node-a", "node-d"):
+                push(services, node, clock(), device=None, pool="chat", request_latency_p99_seconds=3)
+            h.tick(clock())
+            clock.advance(1)
+            for node in ("node-a", "node-b", "node-c", "node-d"):
+                push(services, node, clock(), device=None, pool="chat", request_latency_p99_seconds=3)
+            push(services, "node-e", clock(), device=None, pool="embed", request_latency_p99_seconds=3)
+            h.tick(clock())
+        finally:
+            h.close()
+        received = [r.payload for r in receiver.accepted()]
+    assert all(r.signature_ok for r in receiver.received)
+    first, second = [p for p in received if p["groupLabels"].get("pool") == "chat"]  # one after the other
+    (other_pool,) = [p for p in received if p["groupLabels"].get("pool") == "embed"]
+    assert [a["labels"]["node"] for a in first["alerts"]] == ["node-a"]
+    assert [a["labels"]["node"] for a in second["alerts"]] == ["node-b", "node-c", "node-a"]  # the new ones first
+    assert second["counts"] == {"firing": 3, "resolved": 0} and second["groupKey"] == first["groupKey"]
+    assert second["groupLabels"] == {"alertname": "Slow", "pool": "chat"}
+    assert second["commonLabels"] == {"alertname": "Slow", "severity": "warning", "pool": "chat"}
+    assert [a["labels"]["node"] for a in other_pool["alerts"]] == ["node-e"]
 
 
 def test_a_silenced_alert_changes_state_but_notifies_only_after_the_silence(

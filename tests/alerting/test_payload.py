@@ -7,7 +7,17 @@ import hmac
 import json
 
 from alerting.lifecycle import Alert, AlertStatus
-from alerting.payload import alertmanager_alerts, encode, group, rfc3339, signature, verify, webhook_payload
+from alerting.payload import (
+    alertmanager_alerts,
+    encode,
+    group,
+    rfc3339,
+    signature,
+    verify,
+    visible_labels,
+    webhook_payload,
+    with_group,
+)
 
 T0 = 1_764_424_800.0
 
@@ -42,11 +52,13 @@ def test_the_webhook_payload_is_alertmanager_version_4() -> None:
         "commonLabels",
         "commonAnnotations",
         "externalURL",
+        "counts",
         "alerts",
     }
     assert (body["version"], body["status"], body["receiver"], body["truncatedAlerts"]) == ("4", "firing", "oncall", 0)
     assert body["groupLabels"] == {"alertname": "Hot", "pool": "chat"}
-    assert body["commonLabels"] == {"alertname": "Hot", "severity": "critical", "rule_id": "1", "pool": "chat"}
+    assert body["commonLabels"] == {"alertname": "Hot", "severity": "critical", "pool": "chat"}  # no rule_id
+    assert body["counts"] == {"firing": 1, "resolved": 1}
     assert body["commonAnnotations"] == {"action": "cool it"}
     firing, resolved = body["alerts"]
     assert set(firing) == {"status", "labels", "annotations", "startsAt", "endsAt", "generatorURL", "fingerprint"}
@@ -74,3 +86,28 @@ def test_alertmanager_alerts_end_when_resolved_or_after_their_validity() -> None
     firing, resolved = alertmanager_alerts(grouped, external_url="http://fp", valid_seconds=300, now=T0 + 10)
     assert firing["endsAt"] == rfc3339(T0 + 310) and resolved["endsAt"] == rfc3339(T0 + 60)
     assert set(firing) == {"labels", "annotations", "startsAt", "endsAt", "generatorURL"}
+
+
+def test_a_notification_carries_its_groups_other_firing_alerts_firing_first() -> None:
+    resolved, new = alert("a", "chat", AlertStatus.RESOLVED), alert("b", "chat")
+    firing = [alert("c", "chat"), alert("b", "chat"), alert("d", "embed"), alert("e", "chat", rule_id=2)]
+    carried = with_group([resolved, new], firing)
+    assert [a.labels["node"] for a in carried] == ["a", "b", "c"]  # not b twice, not another pool's or rule's
+    (grouped,) = group(carried)
+    assert [a.labels["node"] for a in grouped.alerts] == ["b", "c", "a"]  # firing first
+    body = webhook_payload(grouped, receiver="oncall", external_url="")
+    assert body["counts"] == {"firing": 2, "resolved": 1} and body["status"] == "firing"
+    assert with_group([], firing) == []
+
+
+def test_internal_labels_are_not_shown_and_a_forecasts_subject_moves_to_the_annotations() -> None:
+    labels = {"alertname": "ForecastFailing", "severity": "warning", "rule_id": "18", "pool": "chat"}
+    subject = "pool/chat/request_rate_per_second"
+    failing = Alert(18, "fp", {**labels, "subject": subject}, {"action": "read it"}, AlertStatus.FIRING, None, T0, T0)
+    assert visible_labels(failing.labels) == {"alertname": "ForecastFailing", "severity": "warning", "pool": "chat"}
+    body = webhook_payload(group([failing])[0], receiver="r", external_url="")
+    (sent,) = body["alerts"]
+    assert sent["labels"] == body["commonLabels"] == visible_labels(failing.labels)
+    assert sent["annotations"] == {"action": "read it", "subject": subject}
+    (posted,) = alertmanager_alerts(group([failing])[0], external_url="", valid_seconds=60, now=T0)
+    assert "rule_id" not in posted["labels"] and "subject" not in posted["labels"]

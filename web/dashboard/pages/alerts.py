@@ -4,7 +4,8 @@ delivery log. Reads the alerting room's stores, as its API does.
 
 Alerts are shown one row per rule, pool and status (:func:`alert_groups`: "GpuTemperatureHigh · chat · 3 nodes",
 expanding to each node's value), firing before pending before resolved and critical before warning before info,
-values in their metric's unit, and without the internal labels (``rule_id``; ``subject`` where a node names it)."""
+values in their metric's unit, and without the internal labels (:func:`alerting.payload.visible_labels`, as the
+notifications)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from starlette.datastructures import FormData
 from alerting.alert_store import AlertStore, SilenceStore
 from alerting.lifecycle import Alert, AlertStatus
 from alerting.outbox import delivery_log
+from alerting.payload import visible_labels
 from alerting.rule_store import RuleStore
 from alerting.rules import Op, RuleSpec
 from alerting.silences import Silence, silenced
@@ -44,7 +46,7 @@ MATCHER = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*(.*?)\s*$")
 DONE = {"silenced": "Silence created.", "expired": "Silence expired."}
 STATUS_ORDER = {AlertStatus.FIRING: 0, AlertStatus.PENDING: 1, AlertStatus.RESOLVED: 2}
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
-SHOWN_ELSEWHERE = frozenset({"alertname", "severity", "rule_id"})  # in the row's title, or internal
+SHOWN_ELSEWHERE = frozenset({"alertname", "severity", "pool"})  # in the row's title
 
 
 @dataclass(frozen=True)
@@ -108,9 +110,7 @@ def alert_groups(
         spec = rules.get(a.rule_id)
         metric = spec.metric if spec is not None else None
         value = units.metric_value(metric, a.value) if metric in BY_NAME else units.by_unit("", a.value)
-        scope = {k: v for k, v in sorted(a.labels.items()) if k not in SHOWN_ELSEWHERE and k != "pool"}
-        if "node" in scope:
-            scope.pop("subject", None)  # "node-a/chat" says again what node and pool say
+        scope = {k: v for k, v in sorted(visible_labels(a.labels).items()) if k not in SHOWN_ELSEWHERE}
         groups.setdefault((a.rule_id, a.labels.get("pool", ""), a.status), []).append(Member(a, quiet, value, scope))
     out = []
     for (rule_id, pool, status), members in groups.items():
