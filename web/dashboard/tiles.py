@@ -1,4 +1,5 @@
-"""How hot a node is, for the overview's tiles: each metric judged ok / warn / critical, the tile takes the worst.
+"""How hot a node is, for the overview's tiles: each metric judged ok / warn / critical, the tile takes the worst,
+and a firing alert on the node (or on a pool it serves) is never outshone by a calm metric.
 
 Thresholds are presentation, not policy (alert rules and the health report decide what is wrong): they only pick a
 colour so an operator's eye lands on the node to open. GPU memory is judged as a share of each GPU's total
@@ -7,10 +8,11 @@ colour so an operator's eye lands on the node to open. GPU memory is judged as a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
+from alerting.lifecycle import Alert
 from collector.registry import NodeStatus, NodeView
 
 
@@ -76,6 +78,55 @@ def node_heat(view: NodeView, slo_p99_seconds: Mapping[str, float]) -> TileHeat:
         return TileHeat(Heat.UNKNOWN, None) if not view.series else TileHeat(Heat.OK, None)
     heat, name = max(found, key=lambda f: f[0])
     return TileHeat(heat, name if heat > Heat.OK else None)
+
+
+# A firing alert's severity → the least heat its node's tile shows: an info alert still takes the green away.
+SEVERITY_HEAT = {"critical": Heat.CRITICAL, "warning": Heat.WARN, "info": Heat.WARN}
+SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
+
+
+@dataclass(frozen=True)
+class AlertMark:
+    """The firing alerts that concern one node: those naming it, and those of a pool it serves with no node named."""
+
+    severity: str  # the worst of them
+    names: tuple[str, ...]  # their alertnames, the worst first, each once
+
+    @property
+    def heat(self) -> Heat:
+        return SEVERITY_HEAT.get(self.severity, Heat.WARN)
+
+    @property
+    def text(self) -> str:
+        """ "2 firing: GpuHot, QueueDeep" """
+        return f"{len(self.names)} firing: {', '.join(self.names)}"
+
+
+def alert_marks(firing: Sequence[Alert], node_pools: Mapping[str, Collection[str]]) -> dict[str, AlertMark]:
+    """Each node of ``node_pools`` (node → the pools it serves) that a firing alert concerns, with its mark.
+
+    Worked: ``GpuHot{node=a, severity=critical}`` and ``PoolSlow{pool=chat, severity=warning}``, with ``a`` and ``b``
+    serving chat → ``a``: critical, GpuHot and PoolSlow; ``b``: warning, PoolSlow. An alert of another node's pool
+    series (``node=c, pool=chat``) concerns ``c`` alone."""
+    found: dict[str, list[tuple[int, str, str]]] = {}
+    for alert in firing:
+        labels = alert.labels
+        severity = labels.get("severity", "")
+        if "node" in labels:
+            concerned = [labels["node"]] if labels["node"] in node_pools else []
+        elif "pool" in labels:
+            concerned = [n for n, pools in node_pools.items() if labels["pool"] in pools]
+        else:
+            concerned = []
+        for node in concerned:
+            found.setdefault(node, []).append(
+                (SEVERITY_RANK.get(severity, len(SEVERITY_RANK)), severity, labels.get("alertname", "?"))
+            )
+    marks = {}
+    for node, alerts in found.items():
+        alerts.sort()
+        marks[node] = AlertMark(alerts[0][1], tuple(dict.fromkeys(name for _, _, name in alerts)))
+    return marks
 
 
 def sparkline_points(values: Sequence[float], *, width: float = 60.0, height: float = 16.0) -> str:

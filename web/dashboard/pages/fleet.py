@@ -1,27 +1,67 @@
-"""``GET /``: the fleet overview. One page of node tiles (cursor-paginated, so 1,000 nodes are 21 pages of 48),
-each coloured by its worst metric, with the 12 metrics as 30-minute sparklines drawn from 1-minute rollups."""
+"""``GET /``: the fleet overview. One page of node tiles (cursor-paginated, so 1,000 nodes are 21 pages of 48) in
+sections per pool, each tile coloured by its worst metric or its worst firing alert, saying why a value is missing,
+with the 12 metrics as 30-minute sparklines drawn from 1-minute rollups. ``GET /fleet/live`` streams the same page's
+tiles every 2 s, only those that changed, so the page updates without a reload."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
-from fastapi.responses import HTMLResponse
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import HTMLResponse, StreamingResponse
 
+from alerting.alert_store import AlertStore, SilenceStore
+from alerting.lifecycle import Alert, AlertStatus
+from alerting.silences import silenced
 from collector.catalog import METRIC_NAMES
-from collector.registry import NodeStatus, NodeView, reported_pools
+from collector.control import MetricAbsences
+from collector.registry import NodeStatus, NodeView, latest_reports, pools_on_nodes, reported_pools
 from collector.series import recent_node_rollups
 from web.auth import ServicesDep
+from web.dashboard.absence import gpu_absence, why_absent
 from web.dashboard.deps import Viewer
+from web.dashboard.live_stream import event_stream
+from web.dashboard.pool_groups import PoolGroup, PoolSummary, group_by_pool, pool_summary
 from web.dashboard.render import page
 from web.dashboard.security import DashboardRoute
-from web.dashboard.tiles import SHORT_NAMES, node_heat, sparkline_points
+from web.dashboard.tiles import SHORT_NAMES, AlertMark, alert_marks, node_heat, sparkline_points
 from web.dashboard.units import metric_value, reported_by
+from web.services import AppServices
 
 router = APIRouter(route_class=DashboardRoute)
 SPARKLINE_SECONDS = 1800.0
 DEFAULT_PAGE_SIZE = 48
+LIVE_INTERVAL_SECONDS = 2.0
+# Firing alerts read per page: 20 rules firing on every one of 1,000 nodes is 20,000; more than that is one storm.
+MAX_FIRING_READ = 20_000
+
+
+@dataclass(frozen=True)
+class PageQuery:
+    """The page's filter and cursor, the same for the page and its live stream."""
+
+    pool: str | None
+    status: str  # "up", "down" or "" for both
+    after: str | None
+    size: int
+
+    @property
+    def wanted(self) -> NodeStatus | None:
+        return NodeStatus(self.status) if self.status else None
+
+
+def page_query(
+    pool: Annotated[str | None, Query(max_length=128)] = None,
+    status: Annotated[str, Query(pattern="^(up|down)?$", description="up, down or empty for all")] = "",
+    after: Annotated[str | None, Query(max_length=128)] = None,
+    size: Annotated[int, Query(ge=1, le=200)] = DEFAULT_PAGE_SIZE,
+) -> PageQuery:
+    return PageQuery(pool or None, status, after, size)
+
+
+PageQueryDep = Annotated[PageQuery, Depends(page_query)]
 
 
 @dataclass(frozen=True)
@@ -29,6 +69,7 @@ class MetricCell:
     name: str
     label: str
     value: str
+    why: str  # why the value is absent; '' when there is one
     points: str  # SVG polyline points; '' when there is no history yet
 
 
@@ -36,61 +77,165 @@ class MetricCell:
 class Tile:
     id: str
     status: str
-    gpus: int
+    gpus: str  # "2 GPUs", or why there are none: "no GPU (NVML Shared Library Not Found)"
     heat: str
     hot_metric: str | None
     cells: tuple[MetricCell, ...]
     reported_by: str
+    alert: AlertMark | None
+
+    def live(self) -> dict[str, Any]:
+        """What the live stream sends of the tile: every text the page swaps, and the classes it sets."""
+        return {
+            "status": self.status,
+            "heat": self.heat,
+            "alert": self.alert.severity if self.alert is not None else None,
+            "mark": self.alert.text if self.alert is not None else "",
+            "gpus": self.gpus,
+            "hot": self.hot_metric or "",
+            "values": {c.name: c.value for c in self.cells},
+            "why": {c.name: c.why for c in self.cells},
+        }
 
 
-def _tile(view: NodeView, history: dict[str, list[tuple[float, float]]], slo: dict[str, float]) -> Tile:
+def _gpu_count(view: NodeView) -> str:
+    count = len({g.index for g in view.gpus} | {s.device for s in view.series if s.device is not None})
+    return f"{count} GPU{'' if count == 1 else 's'}"
+
+
+def build_tile(
+    view: NodeView,
+    history: Mapping[str, list[tuple[float, float]]],
+    slo: Mapping[str, float],
+    absent: MetricAbsences | None,
+    alert: AlertMark | None,
+) -> Tile:
+    """A firing alert's severity colours the tile when it is worse than the metrics (a critical alert is red)."""
     heat = node_heat(view, slo)
+    shown = max(heat.heat, alert.heat) if alert is not None else heat.heat
     latest = view.latest
     cells = tuple(
         MetricCell(
             name,
             SHORT_NAMES[name],
             metric_value(name, latest.get(name)),
+            "" if name in latest else why_absent(name, view, absent),
             sparkline_points([v for _ts, v in history.get(name, [])]),
         )
         for name in METRIC_NAMES
     )
     hot = SHORT_NAMES[heat.worst_metric] if heat.worst_metric else None
     by = reported_by(view.source, view.resolution_seconds)
-    return Tile(view.id, view.status.value, len(view.gpus), heat.heat.css, hot, cells, by)
+    gpus = gpu_absence(view, absent) or _gpu_count(view)
+    return Tile(view.id, view.status.value, gpus, shown.css, hot, cells, by, alert)
+
+
+@dataclass(frozen=True)
+class FleetPage:
+    tiles: list[Tile]
+    groups: list[PoolGroup[Tile]]
+    summaries: dict[str, PoolSummary]
+    counts: dict[str, int]
+    next_after: str | None
+    pools: list[str]  # every pool, for the filter
+
+
+def read_page(services: AppServices, query: PageQuery, *, sparklines: bool) -> FleetPage:
+    """The page's nodes with their reports, the pools they serve, the alerts firing on them, and the summaries of
+    their pools over the whole fleet. ``sparklines`` off (the live stream) skips the rollups."""
+    now = services.clock()
+    down_after = services.fleet.node_down_after_seconds
+    with services.engine.connect() as conn:
+        views = services.fleet.list_nodes(
+            conn, now, after=query.after, limit=query.size + 1, status=query.wanted, pool=query.pool
+        )
+        shown = views[: query.size]
+        ids = [v.id for v in shown]
+        history = recent_node_rollups(conn, ids, now - SPARKLINE_SECONDS, now) if sparklines else {}
+        reports = latest_reports(conn, ids)
+        pools_of: dict[str, list[str]] = {}
+        for p in pools_on_nodes(conn, ids, down_after_seconds=down_after, reports=reports):
+            pools_of.setdefault(p.node_id, []).append(p.pool)
+        statuses = services.fleet.statuses(conn, now)
+        on_up_nodes = services.fleet.pools_on_nodes(conn, now)
+        known = reported_pools(conn)
+    configured = {p.name: p for p in services.pools.list()}
+    slo = {name: p.spec.slo_p99_seconds for name, p in configured.items()}
+    marks = alert_marks(_firing(services, now), pools_of)
+    tiles = [
+        build_tile(
+            v,
+            history.get(v.id, {}),
+            slo,
+            reports[v.id].absent if v.id in reports else None,
+            marks.get(v.id),
+        )
+        for v in shown
+    ]
+    in_groups = {p for pools in pools_of.values() for p in pools} | ({query.pool} if query.pool else set())
+    summaries = {
+        name: pool_summary([p for p in on_up_nodes if p.pool == name], configured.get(name))
+        for name in sorted(in_groups)
+    }
+    up = sum(1 for s in statuses.values() if s is NodeStatus.UP)
+    return FleetPage(
+        tiles=tiles,
+        groups=group_by_pool([(t.id, t) for t in tiles], pools_of, summaries, only=query.pool),
+        summaries=summaries,
+        counts={"total": len(statuses), "up": up, "down": len(statuses) - up},
+        next_after=shown[-1].id if len(views) > query.size else None,
+        pools=sorted(set(known) | set(configured)),
+    )
+
+
+def _firing(services: AppServices, now: float) -> list[Alert]:
+    """Firing alerts that no silence covers (a silenced one is an operator's known problem, not a new mark)."""
+    active = SilenceStore(services.engine).list(active_at=now)
+    firing = AlertStore(services.engine).list(status=AlertStatus.FIRING.value, limit=MAX_FIRING_READ)
+    return [a for a in firing if not silenced(a.labels, active, now)]
 
 
 @router.get("/", response_class=HTMLResponse)
-def overview(
-    request: Request,
-    user: Viewer,
-    services: ServicesDep,
-    pool: Annotated[str | None, Query(max_length=128)] = None,
-    status: Annotated[str, Query(pattern="^(up|down)?$", description="up, down or empty for all")] = "",
-    after: Annotated[str | None, Query(max_length=128)] = None,
-    size: Annotated[int, Query(ge=1, le=200)] = DEFAULT_PAGE_SIZE,
-) -> HTMLResponse:
-    now = services.clock()
-    pool, wanted = pool or None, NodeStatus(status) if status else None
-    with services.engine.connect() as conn:
-        views = services.fleet.list_nodes(conn, now, after=after, limit=size + 1, status=wanted, pool=pool)
-        shown = views[:size]
-        history = recent_node_rollups(conn, [v.id for v in shown], now - SPARKLINE_SECONDS, now)
-        statuses = services.fleet.statuses(conn, now)
-        pools = reported_pools(conn)
-    slo = {p.name: p.spec.slo_p99_seconds for p in services.pools.list()}
-    tiles = [_tile(v, history.get(v.id, {}), slo) for v in shown]
-    up = sum(1 for s in statuses.values() if s is NodeStatus.UP)
+def overview(request: Request, user: Viewer, services: ServicesDep, query: PageQueryDep) -> HTMLResponse:
+    found = read_page(services, query, sparklines=True)
     return page(
         request,
         "fleet.html",
         user,
-        tiles=tiles,
-        pools=sorted(set(pools) | set(slo)),
-        pool=pool,
-        status=status,
-        size=size,
-        next_after=shown[-1].id if len(views) > size else None,
-        paged=after is not None,
-        counts={"total": len(statuses), "up": up, "down": len(statuses) - up},
+        tiles=found.tiles,
+        groups=found.groups,
+        pools=found.pools,
+        pool=query.pool,
+        status=query.status,
+        size=query.size,
+        after=query.after,
+        next_after=found.next_after,
+        paged=query.after is not None,
+        counts=found.counts,
     )
+
+
+@router.get("/fleet/live")
+async def fleet_live(
+    request: Request,
+    _user: Viewer,
+    services: ServicesDep,
+    query: PageQueryDep,
+    events: Annotated[int | None, Query(ge=1, le=100_000, description="stop after this many events")] = None,
+) -> StreamingResponse:
+    """``text/event-stream``: every 2 s, the tiles and pool summaries of the page ``query`` names that changed since
+    the last event (all of them in the first), and the fleet's counts."""
+    sent_tiles: dict[str, dict[str, Any]] = {}
+    sent_pools: dict[str, dict[str, str]] = {}
+
+    def changes() -> dict[str, Any]:
+        found = read_page(services, query, sparklines=False)
+        tiles = {t.id: t.live() for t in found.tiles}
+        pools = {name: s.live() for name, s in found.summaries.items()}
+        changed = {node: v for node, v in tiles.items() if sent_tiles.get(node) != v}
+        moved = {name: v for name, v in pools.items() if sent_pools.get(name) != v}
+        sent_tiles.update(changed)
+        sent_pools.update(moved)
+        return {"tiles": changed, "pools": moved, "counts": found.counts, "ts": services.clock()}
+
+    return event_stream(request, services, changes, interval_s=LIVE_INTERVAL_SECONDS, events=events)

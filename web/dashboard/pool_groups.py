@@ -1,0 +1,95 @@
+"""The fleet page split per pool: each pool's section of node tiles under its summary (the up nodes serving it,
+their ready and starting replicas, the worst replica p99 against the pool's SLO, the summed demand).
+
+A node serving two pools shows in both sections; nodes serving none come last, under "no pool". The summary counts
+the whole fleet's up nodes, not only the page's: a pool's replicas are the same number on every page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from collector.registry import PoolOnNode
+from fleet.pools import DemandMetric, Pool
+from web.dashboard.tiles import SLO_SHARE_THRESHOLDS, Heat, judge
+from web.dashboard.units import ABSENT, duration, metric_value
+
+T = TypeVar("T")
+P99 = "request_latency_p99_seconds"
+
+
+@dataclass(frozen=True)
+class PoolSummary:
+    """One pool's figures as text; ``p99_heat`` is the worst replica p99 judged against the SLO (unknown without)."""
+
+    nodes: int
+    ready: int
+    starting: int
+    p99: str
+    slo: str | None
+    p99_heat: str
+    demand: str
+    demand_metric: str
+
+    def live(self) -> dict[str, str]:
+        """What the live stream sends of it (the page swaps these texts)."""
+        return {
+            "nodes": str(self.nodes),
+            "ready": str(self.ready),
+            "starting": str(self.starting),
+            "p99": self.p99,
+            "p99_heat": self.p99_heat,
+            "demand": self.demand,
+        }
+
+
+def pool_summary(on_nodes: Sequence[PoolOnNode], pool: Pool | None) -> PoolSummary:
+    """``on_nodes``: the pool's (node, pool) entries on the up nodes; ``pool``: its configuration, None for a pool
+    some node reports and nobody configured (its demand is then counted in requests)."""
+    metric = pool.spec.demand_metric.value if pool is not None else DemandMetric.REQUESTS.value
+    slo = pool.spec.slo_p99_seconds if pool is not None else None
+    p99s = [p.metrics[P99] for p in on_nodes if P99 in p.metrics]
+    demands = [p.metrics[metric] for p in on_nodes if metric in p.metrics]
+    worst = max(p99s) if p99s else None
+    heat = judge(worst / slo, *SLO_SHARE_THRESHOLDS) if worst is not None and slo else Heat.UNKNOWN
+    return PoolSummary(
+        nodes=len({p.node_id for p in on_nodes}),
+        ready=sum(p.ready for p in on_nodes),
+        starting=sum(p.starting for p in on_nodes),
+        p99=metric_value(P99, worst),
+        slo=duration(slo) if slo else None,
+        p99_heat=heat.css,
+        demand=metric_value(metric, sum(demands)) if demands else ABSENT,
+        demand_metric=metric,
+    )
+
+
+@dataclass(frozen=True)
+class PoolGroup(Generic[T]):
+    pool: str | None  # None: the nodes serving no pool
+    summary: PoolSummary | None
+    tiles: tuple[T, ...]
+
+
+def group_by_pool(
+    tiles: Sequence[tuple[str, T]],
+    pools_of: Mapping[str, Sequence[str]],
+    summaries: Mapping[str, PoolSummary],
+    *,
+    only: str | None = None,
+) -> list[PoolGroup[T]]:
+    """``tiles`` (node id, tile) in sections by pool name, "no pool" last; with ``only`` (the page's pool filter)
+    the one section of that pool, holding every tile (the filter already chose them)."""
+    if only is not None:
+        return [PoolGroup(only, summaries.get(only), tuple(t for _, t in tiles))] if tiles else []
+    sections: dict[str, list[T]] = {}
+    alone: list[T] = []
+    for node, tile in tiles:
+        for pool in pools_of.get(node, ()):
+            sections.setdefault(pool, []).append(tile)
+        if not pools_of.get(node):
+            alone.append(tile)
+    groups = [PoolGroup(pool, summaries.get(pool), tuple(sections[pool])) for pool in sorted(sections)]
+    return groups + ([PoolGroup(None, None, tuple(alone))] if alone else [])
