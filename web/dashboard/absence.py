@@ -15,7 +15,7 @@ from collector.registry import NodeView
 from web.dashboard.units import SOURCE_NAMES
 
 NOT_YET = "not reported yet"
-NO_POOL = "no pool on this node"
+NO_POOL = "serves no pool"
 NO_GPU = "no GPU reported"
 
 
