@@ -228,13 +228,16 @@ class Controller:
         if self.telemetry is not None:
             self.telemetry.band_scale.labels(pool.name).set(scale)
 
-    def _store_provisioning(self, pool: Pool, now: float) -> None:
+    def _store_provisioning(self, pool: Pool, decision: Decision, now: float) -> None:
         """Keep with the pool what it is decided by, when that changed visibly (the band scale to 3 significant
-        digits, the startup and its measurements): a write every few minutes, not every tick."""
+        digits, the startup and its measurements, what its bounds hold back): a write every few minutes, not every
+        tick."""
         learner = self.startup(pool)
         scale = self.band_scale(pool) if pool.spec.policy.value in FORECAST_POLICIES else None
         shown = None if scale is None else float(f"{scale:.3g}")
-        now_by = Provisioning(shown, learner.seconds, learner.measurements, now)
+        wanted = decision.recommendation
+        held = wanted if not pool.spec.min_replicas <= wanted <= pool.spec.max_replicas else None
+        now_by = Provisioning(shown, learner.seconds, learner.measurements, now, held)
         stored = pool.provisioning
         if stored is None or replace(stored, ts=now) != now_by:
             self.pools.set_provisioning(pool.name, now_by)
@@ -259,7 +262,7 @@ class Controller:
         outcome, note, code = self._actuate(pool, decision, fleet)
         if outcome == "applied":  # a scale-up only times a startup when it was made (not dry-run, not another's)
             self.startup(pool).observe(now, ctx.ready_replicas, decision.replicas)
-        self._store_provisioning(pool, now)
+        self._store_provisioning(pool, decision, now)
         changed = decision.replicas != before
         if changed or pool.desired_replicas is None:  # the first decision is the pool's desired count, changed or not
             self.pools.set_desired(pool.name, decision.replicas)

@@ -214,6 +214,27 @@ def series_rollups(
     return {k: dict(v) for k, v in out.items()}
 
 
+def series_samples(
+    conn: Connection, node_id: str, after: float, end: float, *, limit: int = MAX_POINTS * 8
+) -> dict[SeriesKey, dict[str, list[Point]]]:
+    """Per series (node, device, pool) of ``node_id`` and per metric, the raw samples in (after, end], oldest first
+    (the dashboard's last 15 minutes at the sampling rate, and each live update's new samples); at most ``limit``
+    rows, the oldest first, so a caller that got ``limit`` rows asks again from the last one's ``ts``."""
+    values = [samples.c[m.name] for m in METRICS]
+    stmt = (
+        select(*_series_key(samples), samples.c.ts, *values)
+        .where(samples.c.node_id == node_id, samples.c.ts > after, samples.c.ts <= end)
+        .order_by(samples.c.ts)
+        .limit(limit)
+    )
+    out: dict[SeriesKey, dict[str, list[Point]]] = defaultdict(lambda: defaultdict(list))
+    for row in conn.execute(stmt):
+        for m, value in zip(METRICS, row[4:], strict=True):
+            if value is not None:
+                out[(row[0], row[1], row[2])][m.name].append((float(row[3]), float(value)))
+    return {k: dict(v) for k, v in out.items()}
+
+
 def recent_node_rollups(
     conn: Connection, node_ids: Sequence[str], start: float, end: float
 ) -> dict[str, dict[str, list[Point]]]:

@@ -212,12 +212,14 @@ class ManualScale:
 class Provisioning:
     """What the controller sizes a pool by besides its spec: the predictive bound's band scale (None: the pool's
     policy has no forecast part) and the startup it looks ahead, measured over ``startup_measurements`` scale-ups
-    (0: the configured one), as of ``ts``."""
+    (0: the configured one), as of ``ts``; and ``wanted``, what the policy recommended where the pool's
+    max_replicas or min_replicas held it back (None: the recommendation was within them)."""
 
     band_scale: float | None
     startup_seconds: float
     startup_measurements: int
     ts: float
+    wanted: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -225,6 +227,7 @@ class Provisioning:
             "startup_seconds": self.startup_seconds,
             "startup_measurements": self.startup_measurements,
             "ts": self.ts,
+            "wanted": self.wanted,
         }
 
     @classmethod
@@ -235,6 +238,7 @@ class Provisioning:
             float(body["startup_seconds"]),
             int(body["startup_measurements"]),
             float(body["ts"]),
+            None if body.get("wanted") is None else int(body["wanted"]),
         )
 
 

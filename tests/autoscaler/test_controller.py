@@ -462,3 +462,17 @@ def test_a_dry_run_pools_decisions_time_no_startup(engine: Engine, clock: FakeCl
     stored = PoolStore(engine).get("chat")
     assert stored is not None and stored.provisioning is not None
     assert (stored.provisioning.startup_seconds, stored.provisioning.startup_measurements) == (300.0, 0)
+
+
+def test_the_pool_keeps_what_its_max_holds_back_until_the_policy_wants_less(engine: Engine, clock: FakeClock) -> None:
+    chat(engine, clock, max_replicas=4)
+    loop = controller(engine, RecordingActuator())
+    report(engine, clock, "node-a", "chat", demand=140.0, ready=4)  # 140/s wants 20 at 0.7 × 10: held at 4
+    assert loop.run(clock())["chat"].replicas == 4
+    held = PoolStore(engine).get("chat")
+    assert held is not None and held.provisioning is not None and held.provisioning.wanted == 20
+    clock.advance(15)
+    report(engine, clock, "node-a", "chat", demand=21.0, ready=4)  # 21/s: 3 replicas, within the bounds
+    loop.run(clock())
+    within = PoolStore(engine).get("chat")
+    assert within is not None and within.provisioning is not None and within.provisioning.wanted is None

@@ -257,14 +257,18 @@ def _seed_history(database_url: str) -> None:
 
 def test_charts_draw_the_last_hour_and_the_forecast(page: Any, fleet: Fleet, screenshots: Path) -> None:
     _seed_history(fleet.server.database_url)
-    page.goto(f"/nodes/{NODE}")
-    page.wait_for_selector('[data-chart="gpu_power_watts"] .main-svg')
-    assert page.locator('[data-chart="gpu_temperature_celsius"] .scatterlayer .trace').count() == 2  # one per GPU
+    page.goto(f"/nodes/{NODE}?range=1h")
+    temperature = page.locator('[data-chart="gpu_temperature_celsius"]')
+    temperature.wait_for()
+    assert temperature.get_attribute("data-keys") == "gpu-0,gpu-1"  # one line per GPU
+    assert int(temperature.get_attribute("data-points") or 0) >= 30  # the seeded half hour of minutes
     page.screenshot(path=str(screenshots / "node-history.png"), full_page=True)
     page.goto("/")
     assert page.locator(f'[data-node="{NODE}"] svg.spark').count() >= 3
     page.screenshot(path=str(screenshots / "fleet-sparklines.png"), full_page=True)
-    page.goto("/pools/chat")
-    page.wait_for_selector('[data-chart="demand"] .main-svg')
-    assert page.locator('[data-chart="demand"] .legendtext').filter(has_text="90% band").count() == 1
+    page.goto("/pools/chat?range=1h")
+    demand = page.locator('[data-chart="demand"]')
+    demand.wait_for()
+    assert demand.get_attribute("data-keys") == "demand,hi,lo,forecast,limit"  # no capacity: none configured
+    assert demand.locator(".u-legend").filter(has_text="90 % band").count() == 1
     page.screenshot(path=str(screenshots / "pool-forecast.png"), full_page=True)

@@ -195,7 +195,7 @@ def test_the_openapi_shows_the_engine_settings(client: TestClient) -> None:
 def test_a_pool_answers_what_the_controller_sizes_it_by(client: TestClient, auth: Auth, services: AppServices) -> None:
     client.post("/api/v1/pools", json=CHAT, headers=auth("admin"))
     assert client.get("/api/v1/pools/chat", headers=auth("viewer")).json()["provisioning"] is None
-    services.pools.set_provisioning("chat", Provisioning(2.5, 90.0, 2, 1_000.0))
+    services.pools.set_provisioning("chat", Provisioning(2.5, 90.0, 2, 1_000.0, wanted=9))
     body = client.get("/api/v1/pools/chat", headers=auth("viewer")).json()
     assert body["provisioning"] == {
         "band_scale": 2.5,
@@ -203,5 +203,6 @@ def test_a_pool_answers_what_the_controller_sizes_it_by(client: TestClient, auth
         "startup_seconds": 90.0,
         "startup_measurements": 2,
         "ts": 1_000.0,
+        "wanted": 9,  # the max of 6 holds it back
     }
     assert body["version"] == 1  # the controller's figures are no operator edit

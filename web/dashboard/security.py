@@ -1,7 +1,8 @@
 """Security headers on every dashboard response: no inline script may run, no site may frame the dashboard.
 
-Styles allow 'unsafe-inline' because plotly.js sets element styles as it draws; scripts never do (``script-src
-'self'``): the pages' data travels in ``<script type="application/json">`` blocks, which are data, not code.
+Neither scripts nor styles may be inline (``script-src 'self'; style-src 'self'``): the pages' data travels in
+``<script type="application/json">`` blocks, which are data, not code, and the charts (uPlot) size their elements
+through the DOM's style properties, which the policy does not restrict.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from fastapi.routing import APIRoute
 from starlette.datastructures import MutableHeaders
 
 CONTENT_SECURITY_POLICY = (
-    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
 )
 SECURITY_HEADERS = {

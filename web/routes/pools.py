@@ -93,6 +93,11 @@ class ProvisioningOut(BaseModel):
     startup_seconds: float = Field(description="the startup the policy looks ahead by")
     startup_measurements: int = Field(description="scale-ups it was measured over; 0: the configured startup")
     ts: float = Field(description="when the controller last changed it")
+    wanted: int | None = Field(
+        None,
+        description="what the policy recommends where max_replicas or min_replicas holds it back (the pool is at max "
+        "and wants this many); null: the recommendation is within them",
+    )
 
 
 class PoolFields(BaseModel):
@@ -255,6 +260,7 @@ def _provisioning_out(stored: Provisioning | None) -> ProvisioningOut | None:
         startup_seconds=stored.startup_seconds,
         startup_measurements=stored.startup_measurements,
         ts=stored.ts,
+        wanted=stored.wanted,
     )
 
 

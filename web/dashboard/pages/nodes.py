@@ -1,11 +1,10 @@
 """``GET /nodes/{id}``: one node's 12 metrics per GPU, pool and the host, live over server-sent events every 500 ms
-(``/nodes/{id}/live``, from ``series_latest``), with the last hour of 1-minute rollups as charts."""
+(``/nodes/{id}/live``, from ``series_latest``), and one chart per metric with a line per GPU (or pool) over the
+page's range: the last 15 minutes of raw samples, which the same events extend as they arrive, or 1, 6 or 24 hours
+of 1-minute rollups (``web.dashboard.charts``)."""
 
 from __future__ import annotations
 
-import asyncio
-import json
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -15,9 +14,22 @@ from starlette.concurrency import run_in_threadpool
 
 from collector.catalog import BY_NAME, METRIC_NAMES, Scope
 from collector.registry import NodeView
-from collector.series import series_rollups
+from collector.series import Point, SeriesKey, series_rollups, series_samples
+from collector.tables import NO_DEVICE, NO_POOL
 from web.auth import ServicesDep
-from web.dashboard.deps import PageNotFound, Viewer, get_state, session_token
+from web.dashboard.charts import (
+    DEFAULT_RANGE,
+    RANGES,
+    Line,
+    RangeKey,
+    TimeRange,
+    metric_chart,
+    metric_meta,
+    table,
+    window,
+)
+from web.dashboard.deps import PageNotFound, Viewer
+from web.dashboard.live_stream import event_stream
 from web.dashboard.render import page, script_json
 from web.dashboard.security import DashboardRoute
 from web.dashboard.tiles import SHORT_NAMES
@@ -25,10 +37,9 @@ from web.dashboard.units import age, duration, metric_value, reported_by
 from web.services import AppServices
 
 router = APIRouter(route_class=DashboardRoute)
-HISTORY_SECONDS = 3600.0
 LIVE_INTERVAL_SECONDS = 0.5
-# A stream outlives the request that checked its session: 5 s → one session read per 10 events.
-SESSION_RECHECK_SECONDS = 5.0
+# A node's clock may run ahead of the server's: its samples up to a minute "in the future" are drawn, not held back.
+CLOCK_AHEAD_SECONDS = 60.0
 
 
 def series_key(device: int | None, pool: str | None) -> str:
@@ -75,18 +86,55 @@ def live_values(view: NodeView, now: float) -> dict[str, Any]:
     }
 
 
-def _history(services: AppServices, node_id: str, now: float) -> dict[str, list[dict[str, Any]]]:
-    """Per metric, one chart trace per series: ``{"gpu_power_watts": [{"name": "GPU 0", "x": [...], "y": [...]}]}``."""
+def _stored_key(key: SeriesKey) -> tuple[str, str, tuple[int, str]]:
+    """A stored series' DOM key, legend name and place in the legend: GPUs in order, then the host, then pools."""
+    _node, device, pool = key
+    if device != NO_DEVICE:
+        return series_key(device, None), f"GPU {device}", (device, "")
+    if pool != NO_POOL:
+        return series_key(None, pool), f"pool {pool}", (1 << 30, pool)
+    return "host", "host", (1 << 29, "")
+
+
+def _lines(found: dict[SeriesKey, dict[str, list[Point]]]) -> dict[str, list[Line]]:
+    """Per metric, a line per series (GPUs in order, then the host, then pools)."""
+    lines: dict[str, list[tuple[tuple[int, str], Line]]] = {}
+    for stored, metrics in found.items():
+        key, name, order = _stored_key(stored)
+        for metric, points in metrics.items():
+            lines.setdefault(metric, []).append((order, Line(key, name, points)))
+    return {metric: [line for _order, line in sorted(ordered, key=lambda o: o[0])] for metric, ordered in lines.items()}
+
+
+def _newest(found: dict[SeriesKey, dict[str, list[Point]]]) -> float | None:
+    return max((points[-1][0] for metrics in found.values() for points in metrics.values()), default=None)
+
+
+def _charts(
+    services: AppServices, node_id: str, time_range: TimeRange, now: float
+) -> tuple[list[dict[str, Any]], float | None]:
+    """One chart per metric the node has points of in the range, in catalog order; and the newest point's time
+    (None: no point), from which the live updates go on."""
+    start = now - time_range.seconds
     with services.engine.connect() as conn:
-        found = series_rollups(conn, [node_id], now - HISTORY_SECONDS, now)
-    charts: dict[str, list[dict[str, Any]]] = {}
-    for (_node, device, pool), metrics in sorted(found.items(), key=lambda kv: (kv[0][1], kv[0][2])):
-        title = f"GPU {device}" if device >= 0 else (f"pool {pool}" if pool else "host")
-        for name, points in metrics.items():
-            charts.setdefault(name, []).append(
-                {"name": title, "x": [p[0] * 1000 for p in points], "y": [p[1] for p in points]}
-            )
-    return {name: charts[name] for name in METRIC_NAMES if name in charts}  # in catalog order
+        if time_range.live:
+            found = series_samples(conn, node_id, start, now + CLOCK_AHEAD_SECONDS)
+        else:
+            found = series_rollups(conn, [node_id], start, now)
+    lines = _lines(found)
+    return [metric_chart(metric, lines[metric], start) for metric in METRIC_NAMES if metric in lines], _newest(found)
+
+
+def _new_samples(
+    services: AppServices, node_id: str, after: float, now: float
+) -> tuple[dict[str, list[dict[str, Any]]], float]:
+    """The samples stored since ``after``, per chart as the one table to append, and the newest one's time
+    (``after`` when there is none)."""
+    with services.engine.connect() as conn:
+        found = series_samples(conn, node_id, after, now + CLOCK_AHEAD_SECONDS)
+    tails = {metric: [table(lines, after)] for metric, lines in _lines(found).items()}
+    newest = _newest(found)
+    return tails, after if newest is None else newest
 
 
 def _read(services: AppServices, node_id: str) -> NodeView | None:
@@ -95,12 +143,20 @@ def _read(services: AppServices, node_id: str) -> NodeView | None:
 
 
 @router.get("/nodes/{node_id}", response_class=HTMLResponse)
-def node_detail(node_id: str, request: Request, user: Viewer, services: ServicesDep) -> HTMLResponse:
+def node_detail(
+    node_id: str,
+    request: Request,
+    user: Viewer,
+    services: ServicesDep,
+    range_: RangeKey = DEFAULT_RANGE,
+) -> HTMLResponse:
     view = _read(services, node_id)
     if view is None:
         raise PageNotFound(f"no node {node_id!r}")
     now = services.clock()
-    charts = _history(services, node_id, now)
+    time_range = RANGES[range_]
+    charts, newest = _charts(services, node_id, time_range, now)
+    since = newest if newest is not None else now - time_range.seconds
     return page(
         request,
         "node.html",
@@ -111,13 +167,11 @@ def node_detail(node_id: str, request: Request, user: Viewer, services: Services
         reported_by=reported_by(view.source, view.resolution_seconds),
         live_every=duration(view.resolution_seconds) if view.resolution_seconds else "500 ms",
         short=SHORT_NAMES,
+        ranges=RANGES.values(),
+        time_range=time_range,
         has_history=bool(charts),
         chart_data=script_json(
-            {
-                "charts": charts,
-                "titles": {n: SHORT_NAMES[n] for n in charts},
-                "units": {n: BY_NAME[n].unit for n in charts},
-            }
+            {"window": window(time_range, now), "charts": charts, "since": since, "meta": metric_meta()}
         ),
     )
 
@@ -129,26 +183,26 @@ async def node_live(
     _user: Viewer,
     services: ServicesDep,
     events: Annotated[int | None, Query(ge=1, le=100_000, description="stop after this many events")] = None,
+    since: Annotated[float | None, Query(description="also send the raw samples stored after this time")] = None,
 ) -> StreamingResponse:
     """``text/event-stream``: the node's latest values every 500 ms until the browser goes away or the session
-    ends (re-checked every ``SESSION_RECHECK_SECONDS``: a logout or a revoked token stops the stream within 5 s)."""
+    ends. With ``since`` (the newest sample a live chart holds) each event also carries the samples stored after
+    it, per chart as a table to append (``web.dashboard.charts.table``), and ``now``, the server's clock the
+    charts' window ends at."""
     if await run_in_threadpool(_read, services, node_id) is None:
         raise PageNotFound(f"no node {node_id!r}")
-    state = get_state(request)
+    after = since
 
-    async def stream() -> AsyncIterator[str]:
-        sent, checked_at = 0, services.clock()
-        while events is None or sent < events:
-            view = await run_in_threadpool(_read, services, node_id)
-            if view is not None:
-                yield f"data: {json.dumps(live_values(view, services.clock()))}\n\n"
-            sent += 1
-            if await request.is_disconnected() or (events is not None and sent >= events):
-                return
-            await asyncio.sleep(LIVE_INTERVAL_SECONDS)
-            if services.clock() - checked_at >= SESSION_RECHECK_SECONDS:
-                if await run_in_threadpool(session_token, request, state, services) is None:
-                    return
-                checked_at = services.clock()
+    def read() -> dict[str, Any] | None:
+        nonlocal after
+        view = _read(services, node_id)
+        if view is None:
+            return None
+        now = services.clock()
+        event = live_values(view, now)
+        if after is not None:
+            event["charts"], after = _new_samples(services, node_id, after, now)
+            event["now"] = now
+        return event
 
-    return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    return event_stream(request, services, read, interval_s=LIVE_INTERVAL_SECONDS, events=events)

@@ -5,20 +5,22 @@ API does it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request, status
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi import APIRouter, Query, Request, status
+from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from pydantic import ValidationError
 from starlette.datastructures import FormData
 
 from autoscaler.policy import PolicySettings
-from collector.series import SeriesQuery, pool_replica_history, query_series
+from collector.catalog import BY_NAME
+from collector.series import Point, SeriesQuery, pool_replica_history, query_series
 from fleet.pools import Pool
 from predictor.accuracy import distrusted
 from predictor.store import StoredForecast, SubjectKind
 from web.audit import AuditorDep
 from web.auth import ServicesDep
+from web.dashboard.charts import CHART_TITLES, DEFAULT_RANGE, RANGES, Line, RangeKey, TimeRange, chart, table, window
 from web.dashboard.deps import (
     CsrfForm,
     DashboardUser,
@@ -29,6 +31,7 @@ from web.dashboard.deps import (
     posted_version,
     validation_problem,
 )
+from web.dashboard.live_stream import event_stream
 from web.dashboard.render import page, script_json
 from web.dashboard.security import DashboardRoute
 from web.errors import ApiError
@@ -36,29 +39,88 @@ from web.routes.pools import PoolPatch, ScaleIn, apply_pool_patch, apply_pool_sc
 from web.services import AppServices
 
 router = APIRouter(route_class=DashboardRoute)
-REPLICA_HISTORY_SECONDS = 1800.0
-REPLICA_STEP_SECONDS = 10.0
-DEMAND_HISTORY_SECONDS = 7200.0
+FORECAST_AHEAD_SECONDS = 900.0  # the charts' window runs on past now by the forecast's 15 minutes
+LIVE_INTERVAL_SECONDS = 1.0  # a live pool page's update: its demand is in 1 s buckets
+TAIL_SECONDS = 30.0  # each update redraws its charts' last 30 s (a bucket still filling, a late report)
+MIN_REPLICA_STEP_SECONDS = 5.0
 DONE = {"scaled": "Manual scale recorded: the controller applies it at its next decision.", "mode": "Mode changed."}
 
 
-def _ms(ts: float) -> float:
-    return ts * 1000.0
-
-
-def _replica_chart(services: AppServices, pool: Pool, now: float) -> dict[str, Any]:
-    start = now - REPLICA_HISTORY_SECONDS
-    with services.engine.connect() as conn:
-        history = pool_replica_history(conn, pool.name, start, now, REPLICA_STEP_SECONDS)
-    decided = [e for e in services.events.list(pool=pool.name, limit=200) if e.ts >= start]
-    desired = [(_ms(e.ts), e.to_replicas) for e in reversed(decided)]
+def _desired(services: AppServices, pool: Pool, start: float, now: float) -> list[Point]:
+    """The desired count as a step line over [start, now]: what it was at ``start``, each decision's, and now's."""
+    decided = [e for e in services.events.list(pool=pool.name, limit=500) if e.ts >= start]
+    decided.reverse()  # oldest first
+    points = [(start, float(decided[0].from_replicas))] if decided else []
+    points += [(e.ts, float(e.to_replicas)) for e in decided]
     if pool.desired_replicas is not None:
-        desired.append((_ms(now), pool.desired_replicas))
-    return {
-        "ready": {"x": [_ms(t) for t, _r, _s in history], "y": [r for _t, r, _s in history]},
-        "running": {"x": [_ms(t) for t, _r, _s in history], "y": [r + s for _t, r, s in history]},
-        "desired": {"x": [x for x, _ in desired], "y": [y for _, y in desired]},
-    }
+        points.append((now, float(pool.desired_replicas)))
+    return points
+
+
+def _pool_charts(
+    services: AppServices, pool: Pool, forecast: StoredForecast | None, time_range: TimeRange, now: float, start: float
+) -> list[dict[str, Any]]:
+    """The pool's two charts over [start, now] (the page's range; a live update's last ``TAIL_SECONDS``):
+    replicas (running, ready, desired) and demand against capacity with the forecast's band. A live update
+    appends the history tables' tails and replaces the others (desired, the forecast, its limit) whole, so those
+    always span the page's range."""
+    origin = now - time_range.seconds
+    step = time_range.step
+    metric = pool.spec.demand_metric.value
+    query = SeriesQuery(metric, start, now, pool=pool.name, step=step)
+    with services.engine.connect() as conn:
+        points = query_series(conn, query, raw_max_seconds=services.settings.raw_query_max_seconds).points
+        history = pool_replica_history(conn, pool.name, start, now, max(step, MIN_REPLICA_STEP_SECONDS))
+    ready = [(t, float(r)) for t, r, _s in history]
+    running = Line("running", "running (ready + starting)", [(t, float(r + s)) for t, r, s in history], "step")
+    ready_line = Line("ready", "ready", ready, "step")
+    desired = Line("desired", "desired", _desired(services, pool, origin, now), "step-dash")
+    replicas = chart(
+        "replicas",
+        "Replicas",
+        "replicas",
+        [table([running, ready_line], origin), table([desired], origin, merge=False)],
+        [running, ready_line, desired],
+    )
+    actual = Line("demand", "demand", points)
+    tables, lines = [table([actual], origin)], [actual]
+    capacity = per_replica_capacity(pool, forecast)
+    if capacity is not None:
+        carried = Line("capacity", "capacity (ready × per replica)", [(t, r * capacity) for t, r in ready], "step")
+        tables.append(table([carried], origin))
+        lines.append(carried)
+    good = forecast.good if forecast is not None else None
+    if good is not None and good.points:
+        band = [
+            Line("hi", "90 % band, high", [(p.ts, p.hi) for p in good.points], "band"),
+            Line("lo", "90 % band, low", [(p.ts, p.lo) for p in good.points], "band"),
+            Line("forecast", "forecast", [(p.ts, p.yhat) for p in good.points], "dash"),
+        ]
+        tables.append(table(band, origin, merge=False))
+        lines += band
+        limit = (good.saturation or {}).get("capacity")
+        if isinstance(limit, int | float):
+            ends = [(good.points[0].ts, float(limit)), (good.points[-1].ts, float(limit))]
+            ahead = Line("limit", "capacity ahead", ends, "limit")
+            tables.append(table([ahead], origin, merge=False))
+            lines.append(ahead)
+    title = f"{CHART_TITLES[metric]}: demand against capacity, with the 15-min forecast"
+    demand = chart("demand", title, BY_NAME[metric].unit, tables, lines)
+    return [replicas, demand]
+
+
+def bound_state(pool: Pool) -> tuple[str, str] | None:
+    """Where the pool's desired count sits against its bounds, as a badge's text and class: ``at max (wants 7)``
+    (warn: demand it cannot meet), ``at max``, ``at min``; None: between them, or not decided yet."""
+    desired, spec = pool.desired_replicas, pool.spec
+    if desired is None:
+        return None
+    wanted = pool.provisioning.wanted if pool.provisioning is not None else None
+    if desired >= spec.max_replicas:
+        return (f"at max (wants {wanted})", "warn") if wanted is not None and wanted > desired else ("at max", "")
+    if desired <= spec.min_replicas:
+        return "at min", ""
+    return None
 
 
 def _distrusted(forecast: StoredForecast | None) -> str | None:
@@ -74,29 +136,6 @@ def per_replica_capacity(pool: Pool, forecast: StoredForecast | None) -> float |
     return forecast.learned_capacity if forecast is not None else None
 
 
-def _demand_chart(services: AppServices, pool: Pool, forecast: StoredForecast | None, now: float) -> dict[str, Any]:
-    query = SeriesQuery(pool.spec.demand_metric.value, now - DEMAND_HISTORY_SECONDS, now, pool=pool.name)
-    with services.engine.connect() as conn:
-        actual = query_series(conn, query, raw_max_seconds=services.settings.raw_query_max_seconds).points
-        replicas = pool_replica_history(conn, pool.name, now - DEMAND_HISTORY_SECONDS, now, 60.0)
-    capacity = per_replica_capacity(pool, forecast)
-    chart: dict[str, Any] = {"actual": {"x": [_ms(t) for t, _ in actual], "y": [v for _, v in actual]}}
-    if capacity is not None:
-        chart["capacity"] = {"x": [_ms(t) for t, _r, _s in replicas], "y": [r * capacity for _t, r, _s in replicas]}
-    good = forecast.good if forecast is not None else None
-    if good is not None:
-        chart["forecast"] = {
-            "x": [_ms(p.ts) for p in good.points],
-            "yhat": [p.yhat for p in good.points],
-            "lo": [p.lo for p in good.points],
-            "hi": [p.hi for p in good.points],
-        }
-        limit = (good.saturation or {}).get("capacity")
-        if isinstance(limit, int | float) and good.points:
-            chart["limit"] = {"x": [_ms(good.points[0].ts), _ms(good.points[-1].ts)], "y": [limit, limit]}
-    return chart
-
-
 def _pool_page(
     request: Request,
     user: DashboardUser,
@@ -105,6 +144,7 @@ def _pool_page(
     *,
     errors: dict[str, str] | None = None,
     form: FormData | None = None,
+    time_range: TimeRange = RANGES[DEFAULT_RANGE],
 ) -> HTMLResponse:
     pool = services.pools.get(name)
     if pool is None:
@@ -112,11 +152,7 @@ def _pool_page(
     now = services.clock()
     forecast = services.forecasts.get(SubjectKind.POOL, name)
     current = services.fleet.read(now).ready_replicas()
-    charts = {
-        "replicas": _replica_chart(services, pool, now),
-        "demand": _demand_chart(services, pool, forecast, now),
-        "unit": pool.spec.demand_metric.value,
-    }
+    charts = _pool_charts(services, pool, forecast, time_range, now, now - time_range.seconds)
     return page(
         request,
         "pool.html",
@@ -125,6 +161,7 @@ def _pool_page(
         pool=pool,
         now=now,
         ready=current.get(name, 0),
+        bound=bound_state(pool),
         manual=pool.manual_at(now),
         forecast=forecast,
         saturation=(forecast.good.saturation or {}) if forecast is not None and forecast.good is not None else {},
@@ -134,7 +171,9 @@ def _pool_page(
         events=services.events.list(pool=name, limit=50),
         provisioning=pool.provisioning,
         attainment_target=PolicySettings().attainment_target,
-        charts_json=script_json(charts),
+        ranges=RANGES.values(),
+        time_range=time_range,
+        charts_json=script_json({"window": window(time_range, now, ahead=FORECAST_AHEAD_SECONDS), "charts": charts}),
         errors=errors or {},
         form=form,
         done=DONE.get(request.query_params.get("done", "")),
@@ -150,15 +189,58 @@ def pools(request: Request, user: Viewer, services: ServicesDep) -> HTMLResponse
         forecast = services.forecasts.get(SubjectKind.POOL, pool.name)
         saturation = (forecast.good.saturation or {}) if forecast is not None and forecast.good is not None else {}
         rows.append(
-            {"pool": pool, "ready": current.get(pool.name, 0), "saturation": saturation, "manual": pool.manual_at(now)}
+            {
+                "pool": pool,
+                "ready": current.get(pool.name, 0),
+                "saturation": saturation,
+                "manual": pool.manual_at(now),
+                "bound": bound_state(pool),
+            }
         )
     unmanaged = sorted(set(current) - {p.name for p in services.pools.list()})
     return page(request, "pools.html", user, rows=rows, unmanaged=unmanaged, current=current)
 
 
 @router.get("/pools/{name}", response_class=HTMLResponse)
-def pool_detail(name: str, request: Request, user: Viewer, services: ServicesDep) -> HTMLResponse:
-    return _pool_page(request, user, services, name)
+def pool_detail(
+    name: str,
+    request: Request,
+    user: Viewer,
+    services: ServicesDep,
+    range_: RangeKey = DEFAULT_RANGE,
+) -> HTMLResponse:
+    return _pool_page(request, user, services, name, time_range=RANGES[range_])
+
+
+def _live_update(services: AppServices, name: str, time_range: TimeRange) -> dict[str, Any] | None:
+    """One live event: the charts' last ``TAIL_SECONDS`` (and the whole desired line and forecast), the figures."""
+    pool = services.pools.get(name)
+    if pool is None:
+        return None
+    now = services.clock()
+    forecast = services.forecasts.get(SubjectKind.POOL, name)
+    charts = _pool_charts(services, pool, forecast, time_range, now, now - TAIL_SECONDS)
+    ready = services.fleet.read(now).ready_replicas().get(name, 0)
+    desired = "—" if pool.desired_replicas is None else str(pool.desired_replicas)
+    return {"now": now, "charts": {c["id"]: c["tables"] for c in charts}, "ready": str(ready), "desired": desired}
+
+
+@router.get("/pools/{name}/live")
+async def pool_live(
+    name: str,
+    request: Request,
+    _user: Viewer,
+    services: ServicesDep,
+    events: Annotated[int | None, Query(ge=1, le=100_000, description="stop after this many events")] = None,
+) -> StreamingResponse:
+    """``text/event-stream``: every second, the last ``TAIL_SECONDS`` of the pool page's live charts (its demand in
+    1 s buckets, its replicas in 5 s), the whole desired line and forecast, and the ready and desired figures,
+    until the browser goes away or the session ends (re-checked as the node page's stream does)."""
+    if services.pools.get(name) is None:
+        raise PageNotFound(f"no pool {name!r}")
+    live = RANGES[DEFAULT_RANGE]
+    read = lambda: _live_update(services, name, live)  # noqa: E731
+    return event_stream(request, services, read, interval_s=LIVE_INTERVAL_SECONDS, events=events)
 
 
 @router.post("/pools/{name}/scale", response_class=HTMLResponse)

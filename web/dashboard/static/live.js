@@ -1,30 +1,48 @@
-// Node detail: the latest values over server-sent events (every 500 ms). The server formats each value with its
-// unit; this only swaps text, so nothing blinks and nothing is computed here.
+// Live pages (node, pool): one server-sent event every 500 ms (node) or second (pool). The server formats each value
+// with its unit, so this only swaps text; a live chart range also gets the event's new points (charts.js).
 (function () {
   "use strict";
   const main = document.querySelector("main[data-live-url]");
   if (!main || !window.EventSource) return;
   const flag = document.getElementById("live-flag");
-  const source = new EventSource(main.dataset.liveUrl);
-  const live = flag.textContent;  // "live every 500 ms", or a scraped node's interval, as the page rendered it
+  const charts = window.FleetCharts;
+  let url = main.dataset.liveUrl;
+  if (charts && charts.live && typeof charts.since === "number") {
+    url += (url.indexOf("?") < 0 ? "?" : "&") + "since=" + encodeURIComponent(String(charts.since));
+  }
+  const source = new EventSource(url);
+  const live = flag ? flag.textContent : "";  // "live every 500 ms", or a scraped node's interval, as rendered
   let events = 0;
+  function text(id, value) {
+    const el = document.getElementById(id);
+    if (el && value !== undefined && el.textContent !== value) el.textContent = value;
+  }
   source.onmessage = function (message) {
     const data = JSON.parse(message.data);
-    document.querySelectorAll("[data-series][data-metric]").forEach(function (cell) {
-      const series = data.values[cell.dataset.series] || {};
-      const text = series[cell.dataset.metric] || "—";
-      if (cell.textContent !== text) cell.textContent = text;
-    });
-    const status = document.getElementById("live-status");
-    status.textContent = data.status;
-    status.className = "badge " + data.status;
-    document.getElementById("live-age").textContent = data.last_seen;
+    if (data.values) {
+      document.querySelectorAll("[data-series][data-metric]").forEach(function (cell) {
+        const series = data.values[cell.dataset.series] || {};
+        const shown = series[cell.dataset.metric] || "—";
+        if (cell.textContent !== shown) cell.textContent = shown;
+      });
+    }
+    if (data.status) {
+      const status = document.getElementById("live-status");
+      status.textContent = data.status;
+      status.className = "badge " + data.status;
+    }
+    text("live-age", data.last_seen);
+    text("pool-ready", data.ready);
+    text("pool-desired", data.desired);
+    if (charts && charts.live && data.charts) charts.push(data);
     events += 1;
-    flag.dataset.events = String(events);
-    flag.dataset.ts = data.ts === null ? "" : String(data.ts);
-    flag.textContent = live;
+    if (flag) {
+      flag.dataset.events = String(events);
+      flag.dataset.ts = data.ts === null || data.ts === undefined ? "" : String(data.ts);
+      flag.textContent = live;
+    }
   };
   source.onerror = function () {
-    flag.textContent = "live updates paused: reconnecting";
+    if (flag) flag.textContent = "live updates paused: reconnecting";
   };
 })();
