@@ -1,9 +1,12 @@
 """``fleetpilot demo``: the whole system on this machine — a server on SQLite, three agents running the built-in CPU
-workload, two pools and two tenants, and the Azure LLM conv trace replayed into them — until Ctrl-C.
+workload, two pools and two tenants, and a day of real demand compressed into eight minutes played into them
+(``fleetpilot.demo_load``) — until Ctrl-C.
 
-The server's periodic jobs run faster than in production (rollups every 10 s, forecasts every 20 s) so that the
-dashboard shows a forecast, scaling decisions and an alert within the first two minutes; everything else is the
-production code path."""
+Before the agents start, the trace's hours before that day are seeded as chat's history (``fleetpilot.demo_history``)
+so the first forecast has hours to fit. The server's periodic jobs run faster than in production (rollups every
+10 s, forecasts every 20 s); everything else is the production code path: the autoscaler scales chat up at the
+day's peak and down in its night, the isolation enforcer throttles globex in its scripted burst and restores it,
+and the default alert rules judge the latency the burst causes. The printout's timeline says when to expect each."""
 
 from __future__ import annotations
 
@@ -16,10 +19,14 @@ from pathlib import Path
 import httpx
 
 from collector.database import make_engine
-from fleet.pools import PoolSpec, PoolStore
+from fleet.pools import Policy, PoolSpec, PoolStore
+from fleetpilot.demo_history import SeededHistory, seed_history
+from fleetpilot.demo_load import NOISY_EPISODE, CompressedDay, compressed_day, day_plan
+from fleetpilot.demo_timeline import timeline_lines
+from fleetpilot.jobs import enforcer_settings
 from fleetpilot.launch import AgentProcess, ServerProcess, free_port
+from fleetpilot.replay import Endpoint, HttpSender, run_replay
 from fleetpilot.settings import ServerSettings
-from fleetpilot.trace_load import AZURE_CONV_SLICE, load_trace, replay_over_http
 from inference_agent.stop_signals import stop_on_signals
 from isolation.tenant_keys import TenantKeyStore
 from isolation.tenants import QuotaSpec, SloClass, TenantStore
@@ -27,31 +34,25 @@ from migrations import runner
 from web.tokens import Role, TokenStore
 
 DEMO_NODES = ("demo-node-1", "demo-node-2", "demo-node-3")
-# Each demo node runs a replica of the image-classification pool it was started with (torch, CPU), and declares an
-# engine profile: the built-in text engine run as an external process, as a node would declare vLLM. The chat pool
-# names that profile and is placed by the control plane, one replica a node at its minimum.
+# Each demo node runs a replica of the image-classification pool it was started with (torch, CPU); the chat pool
+# names no node and is placed by the control plane, one replica a node at its minimum, as the built-in text engine:
+# its replicas report each tenant's tokens and latency, which is what the isolation enforcer judges.
 DEMO_POOLS = "vision=classify:1"
-DEMO_PROFILE = """
-[profiles.builtin-text]
-command = ["{python}", "-m", "inference_agent.serving.replica", "--pool", "{pool}", "--kind", "text",
-           "--port", "{port}", "--served-model-name", "{model}"]
-health_path = "/health"
-metrics_kind = "vllm"
-models = ["tiny-chat"]
-startup_timeout_seconds = 300
-"""
 # The same pools as the control plane knows them: CPU generation is slow, so the chat SLO is generous, and a
-# replica's capacity is what these small CPU replicas sustain (a chat replica about one trace request a second),
-# so the autoscaler has a target from the first tick rather than after learning one.
+# replica's capacity is what these small CPU replicas sustain on a busy 2-core machine (a chat replica about one
+# trace request every two seconds), so the autoscaler has a target from the first tick rather than after learning one.
+# chat scales reactively: its forecast (shown, scored, alerted on) is fitted on minutes of real time while the day
+# plays 180 times faster, and the demand stopping while the demo starts widened its band enough for the predictive
+# bound to ask for the fourth replica before any load came.
 DEMO_POOL_SPECS = {
     "chat": PoolSpec(
         min_replicas=3,
         max_replicas=4,
+        policy=Policy.REACTIVE,
         slo_p99_seconds=10.0,
         startup_seconds=30.0,
-        replica_capacity=1.0,
-        engine="builtin-text",
-        model="tiny-chat",
+        replica_capacity=0.5,
+        engine="text",
     ),
     "vision": PoolSpec(
         min_replicas=2,
@@ -71,6 +72,7 @@ DEMO_TENANTS = {
 CLASSIFY_INTERVAL_S = 0.2
 DEMO_KEY_NAME = "demo"  # each run revokes the keys the last one made and creates its own
 DEMO_JOB_INTERVALS = {"FLEETPILOT_ROLLUP_INTERVAL_SECONDS": "10", "FLEETPILOT_FORECAST_INTERVAL_SECONDS": "20"}
+PLAN_LAPS = 8  # days planned at once (64 minutes), played again and again until Ctrl-C
 
 
 def run_demo(settings: ServerSettings, *, state_dir: Path = Path(".fleetpilot")) -> int:
@@ -78,10 +80,10 @@ def run_demo(settings: ServerSettings, *, state_dir: Path = Path(".fleetpilot"))
     admin_token, agent_tokens = _demo_tokens(settings.database_url)
     _demo_pools_and_tenants(settings.database_url)
     tenant_keys = _demo_tenant_keys(settings.database_url)
+    day = compressed_day()
+    seeded = _seed_history(settings.database_url, day)
     logs = state_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    config = state_dir / "agent.toml"
-    config.write_text(DEMO_PROFILE)
     server = ServerProcess(
         settings.database_url,
         port=settings.port,
@@ -99,7 +101,6 @@ def run_demo(settings: ServerSettings, *, state_dir: Path = Path(".fleetpilot"))
             workload="builtin",
             pools=DEMO_POOLS,
             serve_port=free_port(),
-            config=config,
         )
         for node in DEMO_NODES
     ]
@@ -110,9 +111,10 @@ def run_demo(settings: ServerSettings, *, state_dir: Path = Path(".fleetpilot"))
         for agent in agents:
             agent.start()
         _announce(server, admin_token, agents, logs)
-        for target in (_replay_trace, _classify_load):
-            args = (stop, agents, tenant_keys)
-            threading.Thread(target=target, args=args, name=target.__name__, daemon=True).start()
+        lines = timeline_lines(day, NOISY_EPISODE, DEMO_POOL_SPECS, seeded, enforcer_settings(settings))
+        print("\n".join(lines), flush=True)
+        threading.Thread(target=_replay_day, args=(stop, agents, tenant_keys, day), daemon=True).start()
+        threading.Thread(target=_classify_load, args=(stop, agents, tenant_keys), daemon=True).start()
         _watch(stop, server, agents)
     finally:
         print("stopping the agents (they flush their spools) and the server ...", flush=True)
@@ -150,20 +152,28 @@ def _demo_pools_and_tenants(database_url: str) -> None:
         engine.dispose()
 
 
-def _demo_tenant_keys(database_url: str) -> dict[str, dict[str, str]]:
-    """A fresh key for each demo tenant (the previous run's revoked): tenant → the headers its requests carry."""
+def _demo_tenant_keys(database_url: str) -> dict[str, str]:
+    """A fresh key for each demo tenant (the previous run's revoked): tenant → its key."""
     engine = make_engine(database_url)
     try:
-        store, headers = TenantKeyStore(engine), {}
+        store, keys = TenantKeyStore(engine), {}
         for tenant in DEMO_TENANTS:
             for old in store.list(tenant):
                 if old.name == DEMO_KEY_NAME:
                     store.delete(tenant, old.id)
-            _key, clear = store.create(tenant, now=time.time(), name=DEMO_KEY_NAME)
-            headers[tenant] = {"Authorization": f"Bearer {clear}"}
+            _key, keys[tenant] = store.create(tenant, now=time.time(), name=DEMO_KEY_NAME)
     finally:
         engine.dispose()
-    return headers
+    return keys
+
+
+def _seed_history(database_url: str, day: CompressedDay) -> SeededHistory:
+    """chat's demand over the hours before the day, as rollups ending now (``fleetpilot.demo_history``)."""
+    engine = make_engine(database_url)
+    try:
+        return seed_history(engine, "chat", day.history_per_minute(), DEMO_NODES, now=time.time())
+    finally:
+        engine.dispose()
 
 
 def _announce(server: ServerProcess, admin_token: str, agents: list[AgentProcess], logs: Path) -> None:
@@ -173,13 +183,13 @@ def _announce(server: ServerProcess, admin_token: str, agents: list[AgentProcess
     print("Sign in to the dashboard with the admin token, then look at:", flush=True)
     for line in (
         f"  Fleet    {server.url}/            the three nodes, their 12 metrics live (a node's page: every 500 ms)",
-        f"  Pools    {server.url}/pools/chat  demand, the forecast and its 90 % band (after 3 rolled-up minutes), the",
-        "                                    autoscaler's decisions and why; scale by hand or switch to dry-run",
+        f"  Pools    {server.url}/pools/chat  demand, the forecast and its 90 % band (from the first minute, on the",
+        "                                    seeded history), the autoscaler's decisions and why; scale by hand or",
+        "                                    switch to dry-run",
         f"  Tenants  {server.url}/tenants     acme (latency-critical, vision) and globex (batch, chat, 50 % share),",
         "                                    each sending its own API key (POST /api/v1/tenants/NAME/keys makes one)",
-        f"  Alerts   {server.url}/alerts      the default rules at work within minutes (here, typically",
-        "                                    SaturationPredicted for chat as the replayed load nears its capacity);",
-        "                                    silence one there",
+        f"  Alerts   {server.url}/alerts      the default rules at work (the timeline below says which fires",
+        "                                    when, and why); silence one there",
     ):
         print(line, flush=True)
     print(f"Try: curl -H 'Authorization: Bearer {admin_token}' {server.url}/api/v1/pools/chat/forecast", flush=True)
@@ -191,32 +201,36 @@ def _announce(server: ServerProcess, admin_token: str, agents: list[AgentProcess
     )
 
 
-def _replay_trace(stop: threading.Event, agents: list[AgentProcess], keys: dict[str, dict[str, str]]) -> None:
-    """Once every agent's text replica is warm, replay the Azure conv trace slice into them until Ctrl-C."""
+def _replay_day(stop: threading.Event, agents: list[AgentProcess], keys: dict[str, str], day: CompressedDay) -> None:
+    """Once a text replica is warm, play the compressed day and its noisy-neighbour episode into chat until Ctrl-C."""
     urls = [str(a.serve_url) for a in agents]
     deadline = time.monotonic() + 180
     while not stop.is_set() and time.monotonic() < deadline and not any(_ready(url, "chat") for url in urls):
         stop.wait(1.0)
-    trace = load_trace(AZURE_CONV_SLICE, limit=600, compression=1.0)
+    plan = day_plan(day, NOISY_EPISODE, urls, laps=PLAN_LAPS)
     print(
-        f"Load: replaying {len(trace)} requests of the Azure LLM conv trace (CC-BY-4.0, Splitwise, ISCA 2024) "
-        f"every {trace[-1].arrival_s:.0f} s into the chat pools, tenants acme and globex (by their keys).",
+        f"Load: {time.strftime('%H:%M:%S')} the day starts: {len(plan) // PLAN_LAPS} chat requests a day "
+        f"({day.lap_s:.0f} s, time scale {day.time_scale:g}x), tenants acme and globex by their keys.",
         flush=True,
     )
-    replay_over_http(trace, urls, "chat", stop, tenants=(keys["acme"], keys["globex"]))
+    sender = HttpSender("chat", Endpoint.COMPLETIONS, tenant_keys=keys)
+    try:
+        while not stop.is_set():
+            run_replay(plan, sender, stop=stop)
+    finally:
+        sender.close()
 
 
-def _classify_load(stop: threading.Event, agents: list[AgentProcess], keys: dict[str, dict[str, str]]) -> None:
+def _classify_load(stop: threading.Event, agents: list[AgentProcess], keys: dict[str, str]) -> None:
     """acme's classifications: one image every 200 ms, round-robin over the agents, until Ctrl-C."""
     image = [[[0.5] * 64 for _ in range(64)] for _ in range(3)]
     urls = itertools.cycle(str(a.serve_url) for a in agents)
+    headers = {"Authorization": f"Bearer {keys['acme']}"}
     with httpx.Client(timeout=10.0) as client:
         while not stop.wait(CLASSIFY_INTERVAL_S):
-            # a replica still warming or moving is the load's business, as with the trace replay
+            # a replica still warming or moving is the load's business, as with the day's replay
             with contextlib.suppress(httpx.HTTPError):
-                client.post(
-                    f"{next(urls)}/v1/classify", json={"model": "vision", "inputs": [image]}, headers=keys["acme"]
-                )
+                client.post(f"{next(urls)}/v1/classify", json={"model": "vision", "inputs": [image]}, headers=headers)
 
 
 def _ready(url: str, pool: str) -> bool:

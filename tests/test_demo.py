@@ -1,4 +1,5 @@
-"""`fleetpilot demo` (what `make demo` runs): prints the two lines, its agents show up, Ctrl-C stops it cleanly."""
+"""`fleetpilot demo` (what `make demo` runs): what it plays and seeds, pure and on a real database; then one real run
+(slow): it prints the two lines, its agents show up, Ctrl-C stops it cleanly."""
 
 from __future__ import annotations
 
@@ -13,8 +14,149 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import Engine, func, select
 
-pytestmark = pytest.mark.slow
+from autoscaler.policy import PolicySettings, scale_down_window_seconds
+from collector.rollups import WATERMARK_NAME
+from collector.tables import ROLLUP_BUCKET_SECONDS, job_state, rollups_1m, samples
+from fleetpilot.demo import DEMO_NODES, DEMO_POOL_SPECS
+from fleetpilot.demo_history import SeededHistory, seed_history
+from fleetpilot.demo_load import NOISY_EPISODE, TENANTS, NoisyEpisode, compressed_day, day_plan
+from fleetpilot.demo_timeline import clock, latency_rule, scale_thresholds, timeline_lines
+from fleetpilot.jobs import enforcer_settings
+from fleetpilot.settings import ServerSettings
+from predictor.inputs import Window, pool_demand
+
+NOW = 1_800_000_030.5  # half a minute into a minute
+DAY = compressed_day()
+CHAT = DEMO_POOL_SPECS["chat"]
+
+
+def test_the_compressed_day_scales_chat_up_in_the_evening_and_down_in_the_night() -> None:
+    up_rps, down_rps = scale_thresholds(CHAT)
+    assert (up_rps, down_rps) == pytest.approx((1.155, 1.05))  # 3 replicas × 0.5 × 0.7 (× 1.1)
+    up_s, down_s = DAY.crossings(up_rps, down_rps)
+    assert DAY.lap_s == 480.0 and DAY.step_s == pytest.approx(600 / 180)
+    assert 30 < up_s < NOISY_EPISODE.start_s < down_s  # the rise comes after the first forecasts
+    # after the fall nothing asks for the 4th replica again, and HPA's window has agreed well before the next day
+    assert max(DAY.day_rps[round(down_s / DAY.step_s) :]) <= down_rps
+    window_s = scale_down_window_seconds(PolicySettings(), CHAT.startup_seconds)
+    assert max(down_s, NOISY_EPISODE.end_s) + window_s < DAY.lap_s + up_s  # before the next day's evening
+    assert max(DAY.day_rps) == pytest.approx(1.65) and max(DAY.day_rps) / (CHAT.max_replicas * 0.5) < 1
+
+
+def test_a_day_that_never_crosses_a_threshold_says_so() -> None:
+    with pytest.raises(ValueError, match="never rises past 9"):
+        DAY.crossings(9.0, 1.0)
+    with pytest.raises(ValueError, match=r"never falls back to 0\.1"):
+        DAY.crossings(1.5, 0.1)
+
+
+def test_the_history_is_the_six_hours_before_the_day_at_the_same_scale() -> None:
+    minutes = DAY.history_per_minute()
+    assert len(minutes) == 360 and minutes[::10] == pytest.approx(DAY.history_rps)
+    assert minutes[5] == pytest.approx((DAY.history_rps[0] + DAY.history_rps[1]) / 2)
+    assert abs(minutes[-1] - DAY.day_rps[0]) < abs(DAY.history_rps[-1] - DAY.day_rps[0])  # 15:59 leads into 16:00
+
+
+def test_the_plan_alternates_tenants_and_adds_the_noisy_tenants_burst_each_day() -> None:
+    servers = ["http://a", "http://b", "http://c"]
+    plan = day_plan(DAY, NOISY_EPISODE, servers, laps=2)
+    assert [r.at_s for r in plan] == sorted(r.at_s for r in plan)
+    per_day = sum(rps * DAY.step_s for rps in DAY.day_rps)
+    burst = NOISY_EPISODE.rps * (NOISY_EPISODE.end_s - NOISY_EPISODE.start_s)
+    assert len(plan) == pytest.approx(2 * (per_day + burst), abs=2)
+    for lap in (0, 1):
+        start, end = lap * DAY.lap_s + NOISY_EPISODE.start_s, lap * DAY.lap_s + NOISY_EPISODE.end_s
+        inside = [r for r in plan if start <= r.at_s < end]
+        before = [r for r in plan if start - 60 <= r.at_s < start]
+        assert {r.tenant for r in before} == set(TENANTS)
+        assert sum(r.tenant == "globex" for r in inside) >= burst  # the burst, and the day's share of globex
+        assert sum(r.tenant == "globex" for r in inside) / len(inside) > 0.8
+        assert {r.max_tokens for r in inside if r.tenant == "globex"} >= {NOISY_EPISODE.generated_tokens}
+    assert {r.server for r in plan} == set(servers) and all(r.prompt_tokens >= 1 for r in plan)
+    day_tokens = [r.max_tokens for r in plan if r.tenant == "acme"]
+    assert sum(day_tokens) / len(day_tokens) < NOISY_EPISODE.generated_tokens / 2  # the burst's are long
+
+
+@pytest.mark.parametrize(
+    ("episode", "message"),
+    [
+        (dict(start_s=100.0, end_s=90.0, rps=1.0), "start_s < end_s"),
+        (dict(start_s=100.0, end_s=120.0, rps=0.0), "rps > 0"),
+        (dict(start_s=100.0, end_s=120.0, rps=1.0, generated_tokens=0), "generated_tokens"),
+    ],
+)
+def test_a_bad_episode_is_refused(episode: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        NoisyEpisode("globex", **episode)
+
+
+def test_an_episode_past_the_day_is_refused() -> None:
+    with pytest.raises(ValueError, match="after the day's 480 s"):
+        day_plan(DAY, NoisyEpisode("globex", 400.0, 500.0, 1.0), ["http://a"], laps=1)
+
+
+def _chat_demand(engine: Engine, start: float, end: float) -> list[float]:
+    with engine.connect() as conn:
+        return [float(v) for v in pool_demand(conn, "chat", "request_rate_per_second", Window(start, end)).values]
+
+
+def test_history_is_seeded_as_rollups_ending_at_now_with_the_watermark(engine: Engine) -> None:
+    minutes = DAY.history_per_minute()
+    seeded = seed_history(engine, "chat", minutes, DEMO_NODES, now=NOW)
+    end = 1_800_000_000.0  # the open minute is not seeded
+    assert (seeded.start, seeded.end, seeded.minutes, seeded.rows) == (end - 360 * 60, end, 360, 360 * 3)
+    assert _chat_demand(engine, seeded.start, end) == pytest.approx(minutes)  # the nodes' thirds add up
+    with engine.connect() as conn:
+        assert conn.scalar(select(job_state.c.watermark).where(job_state.c.name == WATERMARK_NAME)) == end
+        assert conn.scalar(select(func.max(rollups_1m.c.bucket))) == end - ROLLUP_BUCKET_SECONDS
+        other = conn.scalar(select(func.count()).where(rollups_1m.c.token_throughput_per_second_mean.is_not(None)))
+    assert other == 0  # what was not measured stays absent
+
+
+def test_a_second_seeding_writes_nothing_over_earlier_history(engine: Engine) -> None:
+    minutes = DAY.history_per_minute()
+    first = seed_history(engine, "chat", minutes, DEMO_NODES, now=NOW)
+    assert seed_history(engine, "chat", minutes, DEMO_NODES, now=NOW + 20).rows == 0  # a restart in the minute
+    later = seed_history(engine, "chat", minutes, DEMO_NODES, now=NOW + 3600)  # an hour on: the window starts in it
+    assert (later.start, later.minutes, later.rows) == (first.start + 3600, 0, 0)
+    with engine.connect() as conn:
+        assert conn.scalar(select(func.count()).select_from(rollups_1m)) == 360 * 3
+
+
+def test_seeding_stops_at_the_first_live_sample_and_keeps_the_jobs_watermark(engine: Engine) -> None:
+    live_ts = NOW - 600  # an agent's sample of a run ten minutes ago, not rolled up yet
+    with engine.begin() as conn:
+        row = {"node_id": "demo-node-1", "seq": 1, "ts": live_ts, "device": -1, "pool": "chat"}
+        conn.execute(samples.insert(), [{**row, "request_rate_per_second": 2.0}])
+    seeded = seed_history(engine, "chat", DAY.history_per_minute(), DEMO_NODES, now=NOW)
+    assert seeded.end == 1_800_000_000.0 - 600 and seeded.minutes == 350
+    with engine.begin() as conn:
+        assert conn.scalar(select(job_state.c.watermark)) == seeded.end  # the job rolls the live minutes from here
+        conn.execute(job_state.update().values(watermark=NOW))
+    seed_history(engine, "chat", DAY.history_per_minute(), DEMO_NODES, now=NOW + 7200)
+    with engine.connect() as conn:
+        assert conn.scalar(select(job_state.c.watermark)) == NOW  # a job that has run keeps its own
+
+
+@pytest.mark.parametrize(
+    ("per_minute", "nodes", "message"), [([1.0], [], "at least one node"), ([-1.0], ["n"], ">= 0")]
+)
+def test_bad_history_is_refused(engine: Engine, per_minute: list[float], nodes: list[str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        seed_history(engine, "chat", per_minute, nodes, now=NOW)
+
+
+def test_the_timeline_gives_the_times_the_plan_and_the_products_knobs_make() -> None:
+    up_s, down_s = DAY.crossings(*scale_thresholds(CHAT))
+    seeded = SeededHistory(1080, 0.0, 21_600.0)
+    lines = "\n".join(timeline_lines(DAY, NOISY_EPISODE, DEMO_POOL_SPECS, seeded, enforcer_settings(ServerSettings())))
+    assert clock(70) == "1:10" and clock(up_s) in lines and clock(down_s) in lines
+    assert "360 minutes seeded" in lines and f"{clock(NOISY_EPISODE.start_s)}  globex bursts" in lines
+    rule = latency_rule()
+    assert f"{rule.name} ({rule.severity.value}) fires" in lines and f"{rule.keep_firing_seconds:.0f} s after" in lines
+    assert "after 30 s (3 windows)" in lines
 
 
 def read_announcement(demo: subprocess.Popen[str], timeout_s: float = 90.0) -> tuple[str, str]:
@@ -41,6 +183,7 @@ def wait_for(what: str, probe: Callable[[], bool], timeout_s: float) -> None:
         time.sleep(1.0)
 
 
+@pytest.mark.slow
 def test_demo_runs_three_agents_and_shows_decisions_and_alerts_until_ctrl_c(tmp_path: Path) -> None:
     demo = subprocess.Popen(
         [sys.executable, "-m", "fleetpilot", "demo"],

@@ -1,0 +1,85 @@
+"""The demo's timeline, pure: what the printout says to expect and when, computed from the plan (the compressed day,
+the noisy episode) and the product's own knobs (the HPA target and tolerance, the scale-down window, the enforcer's
+windows, the alert rule's ``for`` and keep-firing), so that it stays true when one of them changes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from alerting.defaults import DEFAULT_RULES
+from alerting.rules import RuleSpec
+from autoscaler.policy import PolicySettings, scale_down_window_seconds
+from fleet.pools import PoolSpec
+from fleetpilot.demo_history import SeededHistory
+from fleetpilot.demo_load import CompressedDay, NoisyEpisode
+from isolation.enforcer import EnforcerLoopSettings
+
+LATENCY_RULE = "P99LatencyAboveSlo"  # the default rule the episode breaks: chat's p99 over its SLO
+
+
+def clock(seconds: float) -> str:
+    """Seconds from the load's start as m:ss: 70 → 1:10."""
+    whole = round(seconds)
+    return f"{whole // 60}:{whole % 60:02d}"
+
+
+def scale_thresholds(spec: PoolSpec, settings: PolicySettings | None = None) -> tuple[float, float]:
+    """The demand past which the pool's minimum scales up (HPA: past the target by more than the tolerance), and
+    the demand its minimum carries within the target (what a scale-down back to it needs): chat's 3 replicas of
+    1 request/s at 0.7 → 2.31 and 2.1 requests/s."""
+    if spec.replica_capacity is None:
+        raise ValueError("the demo's pools configure their replica capacity")
+    settings = settings or PolicySettings()
+    carried = spec.min_replicas * settings.target_utilization * spec.replica_capacity
+    return carried * (1 + settings.tolerance), carried
+
+
+def latency_rule(name: str = LATENCY_RULE) -> RuleSpec:
+    return next(spec for _key, spec in DEFAULT_RULES if spec.name == name)
+
+
+def timeline_lines(
+    day: CompressedDay,
+    episode: NoisyEpisode,
+    pools: Mapping[str, PoolSpec],
+    seeded: SeededHistory,
+    enforcer: EnforcerLoopSettings,
+) -> list[str]:
+    chat = pools["chat"]
+    up_rps, down_rps = scale_thresholds(chat)
+    up_s, down_s = day.crossings(up_rps, down_rps)
+    window_s = scale_down_window_seconds(PolicySettings(), chat.startup_seconds)
+    # the burst's admitted requests are demand too: no scale-down is agreed on before it is over
+    scale_down_s = max(down_s, episode.end_s) + window_s
+    judged_s = enforcer.interval_seconds
+    throttle_s = enforcer.decide.trigger_windows * judged_s
+    calm_s = enforcer.decide.calm_windows * judged_s
+    rule = latency_rule()
+    hours = len(day.history_rps) * day.trace_step_s / 3600
+    seeded_text = (
+        f"{seeded.minutes} minutes seeded"
+        if seeded.minutes
+        else "already there from an earlier run (nothing seeded twice)"
+    )
+    return [
+        f"What the next minutes show (from the 'Load:' line on; the day repeats every {clock(day.lap_s)}):",
+        f"  0:00  chat has {hours:g} h of history: the trace's hours before the day, as 1-minute rollups ending now",
+        f"        ({seeded_text}); its forecast and band show on /pools/chat from the first forecast (every 20 s)",
+        f"  0:00  the day starts at 16:00 of the trace, one trace hour every {3600 / day.time_scale:g} s "
+        f"(time scale {day.time_scale:g}x); vision starts with a replica on each node, more than acme's",
+        "        classifications need: it scales down to its minimum in the first minute",
+        f"  {clock(up_s)}  the evening: chat demand passes {up_rps:.2f} requests/s ({chat.min_replicas} replicas past "
+        f"the HPA target and tolerance) → chat scales up",
+        f"  {clock(episode.start_s)}  globex bursts: {episode.rps:g} more requests/s into chat for "
+        f"{episode.end_s - episode.start_s:.0f} s, past its 50 % share; once acme's chat p99 is over chat's",
+        f"        {chat.slo_p99_seconds:g} s SLO the enforcer throttles globex after {throttle_s:.0f} s "
+        f"({enforcer.decide.trigger_windows} windows), and restores it after {calm_s:.0f} s of calm once the "
+        "burst is over",
+        f"  ~{clock(episode.start_s + rule.for_seconds)}  {rule.name} ({rule.severity.value}) fires for chat when "
+        f"its p99 stays over the SLO for {rule.for_seconds:.0f} s in the burst;",
+        f"        it resolves {rule.keep_firing_seconds:.0f} s after the p99 is back under (keep-firing), "
+        f"~{clock(episode.end_s + rule.keep_firing_seconds)} or later",
+        f"  {clock(down_s)}  the night: chat demand falls to {down_rps:.2f} requests/s, what {chat.min_replicas} "
+        f"replicas carry; chat scales down once {window_s:.0f} s of decisions agree",
+        f"        (HPA's stabilization window), ~{clock(scale_down_s)}",
+    ]
