@@ -1,14 +1,18 @@
 """The built-in workload's serving metrics: each pool's ready replicas' ``/stats`` combined into one pool reading.
 
-Per pool (CONTRACT section 4): request arrivals and generated tokens per second (counter deltas over the time since
-the previous read, so the first read has no rates), requests waiting (in the replicas' engines plus the front end's
-queue), p99 end-to-end latency over every replica's trailing 10 s, and KV blocks used over blocks available (absent
-for classify pools, which have no KV cache). A replica that does not answer puts an error on the reading; the
-figures then cover the replicas that did.
+Per pool (CONTRACT section 4): request arrivals and generated tokens per second (counter deltas over the last
+``RATE_WINDOW_S``, from the oldest read kept, so the first read has no rates), requests waiting (in the replicas'
+engines plus the front end's queue), p99 end-to-end latency over every replica's trailing 10 s, and KV blocks used
+over blocks available (absent for classify pools, which have no KV cache). A replica that does not answer puts an
+error on the reading; the figures then cover the replicas that did.
 
-A replica counts toward a rate from its second read on (same ``instance``): a replica new since the previous read
-(just warm, its counters holding the warm-up) or restarted between reads (a new instance, counters reset) gives no
-delta yet, so neither warm-up tokens nor a counter reset ever distort a rate.
+A replica counts toward a rate once the read a rate is measured from has it (same ``instance``): a replica new since
+then (just warm, its counters holding the warm-up) or restarted since (a new instance, counters reset) gives no delta
+yet, so neither warm-up tokens nor a counter reset ever distort a rate.
+
+Rates over a window, not over the 0.5 s since the previous read: a replica getting a request every 3 s read 0 or
+2 requests/s every half second, so a pool of three such replicas at 1 request/s read up to 6, and the autoscaler
+deciding on the latest reading scaled up on every coincidence and never agreed on a scale-down.
 
 Per tenant (the replicas' ``tenants`` in ``/stats``), the same figures as ``collector.control.TenantUsage``
 (requests and tokens per second, p99 latency, KV blocks held), each left out where nothing measured it (no comparable
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +50,9 @@ class _Counts:
     tenants: Mapping[str, tuple[int, int]]  # tenant → (arrived, generated tokens)
 
 
+RATE_WINDOW_S = 10.0  # what rates are measured over, as an engine's scraped counters are (probes.engines)
+
+
 @dataclass(frozen=True)
 class _PoolRead:
     at: float  # monotonic
@@ -66,7 +74,7 @@ class BuiltinEngineProbe:
         self._queued = queued
         self._client = client or httpx.Client(timeout=httpx.Timeout(1.0, connect=0.3))
         self._clock = clock
-        self._previous: dict[str, _PoolRead] = {}
+        self._reads: dict[str, deque[_PoolRead]] = {}  # per pool, the reads of the last RATE_WINDOW_S, oldest first
         self._usage: tuple[float, dict[str, dict[str, TenantUsage]]] | None = None  # (read at, by pool and tenant)
 
     def read(self) -> list[Reading]:
@@ -96,14 +104,16 @@ class BuiltinEngineProbe:
                 errors.append(f"replica {endpoint.replica_id}: {type(exc).__name__}: {exc}")
         counts = {rid: _counts(s) for rid, s in stats.items()}
         metrics = _gauges(routes.kind, stats.values(), self._queued(pool))
-        previous = self._previous.get(pool)
-        comparable = previous if previous is not None and now > previous.at else None
-        if comparable is not None:
-            metrics.update(_rates(routes.kind, comparable, counts, now))
-        self._previous[pool] = _PoolRead(now, counts)
+        reads = self._reads.setdefault(pool, deque())
+        while len(reads) > 1 and reads[1].at <= now - RATE_WINDOW_S:
+            reads.popleft()  # the oldest kept is the last read at or before the window's start
+        earlier = tuple(reads) if reads and now > reads[0].at else None
+        if earlier is not None:
+            metrics.update(_rates(routes.kind, earlier, counts, now))
+        reads.append(_PoolRead(now, counts))
         extra: dict[str, Any] = {"replica_consecutive_crashes": routes.consecutive_crashes}
         extra.update(_extras(stats.values()))
-        usage[pool] = _tenant_usage(routes.kind, stats.values(), comparable, counts, now)
+        usage[pool] = _tenant_usage(routes.kind, stats.values(), earlier, counts, now)
         return Reading(metrics, pool=pool, extra=extra, error="; ".join(errors) or None)
 
     def close(self) -> None:
@@ -135,18 +145,28 @@ def _gauges(kind: str, stats: Any, queued: int) -> dict[str, float]:
     return metrics
 
 
-def _rates(kind: str, previous: _PoolRead, counts: Mapping[str, _Counts], now: float) -> dict[str, float]:
-    """Per-second increases since the previous read; worked: 40 arrivals in 0.5 s → 80 requests/s."""
-    arrived = tokens = 0
-    for rid, current in counts.items():
-        before = previous.counts.get(rid)
+def _baseline(earlier: tuple[_PoolRead, ...], rid: str, current: _Counts) -> tuple[_Counts, float] | None:
+    """The oldest of the ``earlier`` reads that has this replica's current instance: its counts then, and when."""
+    for read in earlier:
+        before = read.counts.get(rid)
         if before is not None and before.instance == current.instance:
-            arrived += current.arrived - before.arrived
-            tokens += current.generated_tokens - before.generated_tokens
-    elapsed = now - previous.at
-    rates = {"request_rate_per_second": max(0, arrived) / elapsed}
+            return before, read.at
+    return None
+
+
+def _rates(kind: str, earlier: tuple[_PoolRead, ...], counts: Mapping[str, _Counts], now: float) -> dict[str, float]:
+    """Per-second increases, each replica's since its oldest comparable read; worked: 40 arrivals in 0.5 s → 80
+    requests/s."""
+    arrived = tokens = 0.0
+    for rid, current in counts.items():
+        found = _baseline(earlier, rid, current)
+        if found is not None:
+            before, at = found
+            arrived += max(0, current.arrived - before.arrived) / (now - at)
+            tokens += max(0, current.generated_tokens - before.generated_tokens) / (now - at)
+    rates = {"request_rate_per_second": arrived}
     if kind == "text":
-        rates["token_throughput_per_second"] = max(0, tokens) / elapsed
+        rates["token_throughput_per_second"] = tokens
     return rates
 
 
@@ -166,15 +186,15 @@ def _extras(stats: Any) -> dict[str, float]:
 
 
 def _tenant_usage(
-    kind: str, stats: Any, previous: _PoolRead | None, counts: Mapping[str, _Counts], now: float
+    kind: str, stats: Any, earlier: tuple[_PoolRead, ...] | None, counts: Mapping[str, _Counts], now: float
 ) -> dict[str, TenantUsage]:
-    """Each tenant's rates (deltas over replicas comparable with the previous read), p99 and KV blocks in use; a name
+    """Each tenant's rates (deltas over replicas comparable with an earlier read), p99 and KV blocks in use; a name
     the wire would refuse (never one the front end gives) is left out rather than sink the node's report."""
     by_replica = [s.get("tenants") or {} for s in stats]
     out: dict[str, TenantUsage] = {}
     for name in sorted({name for tenants in by_replica for name in tenants}):
         mine = [tenants[name] for tenants in by_replica if name in tenants]
-        figures = _tenant_rates(kind, name, previous, counts, now) if previous is not None else {}
+        figures = _tenant_rates(kind, name, earlier, counts, now) if earlier is not None else {}
         latencies = [x for t in mine for x in t.get("latency_samples_seconds", [])]
         if latencies:
             figures["latency_p99_seconds"] = percentile(latencies, 99.0)
@@ -190,22 +210,23 @@ def _tenant_usage(
 
 
 def _tenant_rates(
-    kind: str, tenant: str, previous: _PoolRead, counts: Mapping[str, _Counts], now: float
+    kind: str, tenant: str, earlier: tuple[_PoolRead, ...], counts: Mapping[str, _Counts], now: float
 ) -> dict[str, float]:
     """A tenant's per-second increases; a tenant new on a replica seen before started from 0 there."""
-    arrived = tokens = compared = 0
+    arrived = tokens = 0.0
+    compared = 0
     for rid, current in counts.items():
-        before = previous.counts.get(rid)
-        if before is None or before.instance != current.instance or tenant not in current.tenants:
+        found = _baseline(earlier, rid, current) if tenant in current.tenants else None
+        if found is None:
             continue
+        before, at = found
         then = before.tenants.get(tenant, (0, 0))
-        arrived += current.tenants[tenant][0] - then[0]
-        tokens += current.tenants[tenant][1] - then[1]
+        arrived += max(0, current.tenants[tenant][0] - then[0]) / (now - at)
+        tokens += max(0, current.tenants[tenant][1] - then[1]) / (now - at)
         compared += 1
     if not compared:
         return {}
-    elapsed = now - previous.at
-    rates = {"requests_per_second": max(0, arrived) / elapsed}
+    rates = {"requests_per_second": arrived}
     if kind == "text":
-        rates["tokens_per_second"] = max(0, tokens) / elapsed
+        rates["tokens_per_second"] = tokens
     return rates

@@ -97,6 +97,23 @@ def test_a_restarted_or_new_replica_gives_no_delta_yet() -> None:
     assert reading.metrics["token_throughput_per_second"] == pytest.approx(40.0)
 
 
+def test_rates_are_measured_over_the_last_ten_seconds_of_reads() -> None:
+    """A request every 3 s read every 0.5 s: over the window about 0.33 requests/s, never the 0 or 2 of one read."""
+    replicas = Replicas()
+    replicas.answers = {1001: stats("i1", 0, 0), 1002: stats("i2", 0, 0)}
+    probe = replicas.probe(TEXT)
+    probe.read()
+    rates = []
+    for tick in range(1, 61):  # 30 s
+        replicas.now += 0.5
+        arrived = (tick + 5) // 6  # one more at 0.5 s, 3.5 s, 6.5 s, ...
+        replicas.answers = {1001: stats("i1", arrived, arrived), 1002: stats("i2", 0, 0)}
+        [reading] = probe.read()
+        rates.append(reading.metrics["request_rate_per_second"])
+    assert all(r == pytest.approx(1 / 3, abs=0.11) for r in rates[20:])  # 3 or 4 arrivals in each 10 s
+    assert rates[1] == pytest.approx(1.0)  # 1 arrival in the first 1 s: less than a window read so far
+
+
 def test_a_replica_that_does_not_answer_is_an_error_on_the_reading() -> None:
     replicas = Replicas()
     replicas.answers = {1001: stats("i1", 1, 1, waiting=3)}
