@@ -72,7 +72,9 @@ def test_the_plan_alternates_tenants_and_adds_the_noisy_tenants_burst_each_day()
         before = [r for r in plan if start - 60 <= r.at_s < start]
         assert {r.tenant for r in before} == set(TENANTS)
         assert sum(r.tenant == "globex" for r in inside) >= burst  # the burst, and the day's share of globex
-        assert sum(r.tenant == "globex" for r in inside) / len(inside) > 0.8
+        assert sum(r.tenant == "globex" for r in inside) / len(inside) > 0.7  # of the requests
+        tokens = sum(r.max_tokens for r in inside if r.tenant == "globex") / sum(r.max_tokens for r in inside)
+        assert tokens > 0.8  # of what chat generates: past its 50 % share and the enforcer's 60 %
         assert {r.max_tokens for r in inside if r.tenant == "globex"} >= {NOISY_EPISODE.generated_tokens}
     assert {r.server for r in plan} == set(servers) and all(r.prompt_tokens >= 1 for r in plan)
     day_tokens = [r.max_tokens for r in plan if r.tenant == "acme"]
