@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 
 from collector.database import make_engine
-from fleet.pools import Policy, PoolSpec, PoolStore
+from fleet.pools import SPEC_FIELDS, Policy, PoolSpec, PoolStore
 from fleetpilot.demo_history import SeededHistory, seed_history
 from fleetpilot.demo_load import NOISY_EPISODE, CompressedDay, compressed_day, day_plan
 from fleetpilot.demo_timeline import timeline_lines
@@ -73,6 +73,7 @@ CLASSIFY_INTERVAL_S = 0.2
 DEMO_KEY_NAME = "demo"  # each run revokes the keys the last one made and creates its own
 DEMO_JOB_INTERVALS = {"FLEETPILOT_ROLLUP_INTERVAL_SECONDS": "10", "FLEETPILOT_FORECAST_INTERVAL_SECONDS": "20"}
 PLAN_LAPS = 8  # days planned at once (64 minutes), played again and again until Ctrl-C
+RETIRED_PROFILE = "builtin-text"  # the engine profile chat ran as in earlier demos
 
 
 def run_demo(settings: ServerSettings, *, state_dir: Path = Path(".fleetpilot")) -> int:
@@ -138,13 +139,17 @@ def _demo_tokens(database_url: str) -> tuple[str, dict[str, str]]:
 
 
 def _demo_pools_and_tenants(database_url: str) -> None:
-    """Configure the demo's pools and tenants once (a later run keeps whatever was edited through the API)."""
+    """Configure the demo's pools and tenants once (a later run keeps whatever was edited through the API, except a
+    pool still naming the engine profile earlier demos declared: no node declares it now, so it gets today's spec)."""
     engine = make_engine(database_url)
     try:
         pools, tenants, now = PoolStore(engine), TenantStore(engine), time.time()
         for name, spec in DEMO_POOL_SPECS.items():
-            if pools.get(name) is None:
+            pool = pools.get(name)
+            if pool is None:
                 pools.create(name, spec, now=now)
+            elif pool.spec.engine == RETIRED_PROFILE:
+                pools.update(name, {field: getattr(spec, field) for field in SPEC_FIELDS}, now=now)
         for tenant, (slo_class, quotas) in DEMO_TENANTS.items():
             if tenants.get(tenant) is None:
                 tenants.create(tenant, slo_class, quotas, now=now)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import signal
 import subprocess
@@ -19,7 +20,8 @@ from sqlalchemy import Engine, func, select
 from autoscaler.policy import PolicySettings, scale_down_window_seconds
 from collector.rollups import WATERMARK_NAME
 from collector.tables import ROLLUP_BUCKET_SECONDS, job_state, rollups_1m, samples
-from fleetpilot.demo import DEMO_NODES, DEMO_POOL_SPECS
+from fleet.pools import Policy, PoolStore
+from fleetpilot.demo import DEMO_NODES, DEMO_POOL_SPECS, RETIRED_PROFILE, _demo_pools_and_tenants
 from fleetpilot.demo_history import SeededHistory, seed_history
 from fleetpilot.demo_load import NOISY_EPISODE, TENANTS, NoisyEpisode, compressed_day, day_plan
 from fleetpilot.demo_timeline import clock, latency_rule, scale_thresholds, timeline_lines
@@ -97,6 +99,17 @@ def test_a_bad_episode_is_refused(episode: dict[str, Any], message: str) -> None
 def test_an_episode_past_the_day_is_refused() -> None:
     with pytest.raises(ValueError, match="after the day's 480 s"):
         day_plan(DAY, NoisyEpisode("globex", 400.0, 500.0, 1.0), ["http://a"], laps=1)
+
+
+def test_a_chat_left_on_an_earlier_demos_engine_profile_gets_todays_spec(database_url: str, engine: Engine) -> None:
+    store = PoolStore(engine)
+    old = dataclasses.replace(CHAT, engine=RETIRED_PROFILE, model="tiny-chat", policy=Policy.HYBRID)
+    store.create("chat", old, now=NOW)
+    store.create("vision", dataclasses.replace(DEMO_POOL_SPECS["vision"], max_replicas=3), now=NOW)  # an edit
+    _demo_pools_and_tenants(database_url)
+    chat, vision = store.get("chat"), store.get("vision")
+    assert chat is not None and chat.spec == CHAT
+    assert vision is not None and vision.spec.max_replicas == 3  # what an operator edited stays
 
 
 def _chat_demand(engine: Engine, start: float, end: float) -> list[float]:
