@@ -227,12 +227,20 @@ def series_samples(
         .order_by(samples.c.ts)
         .limit(limit)
     )
-    out: dict[SeriesKey, dict[str, list[Point]]] = defaultdict(lambda: defaultdict(list))
-    for row in conn.execute(stmt):
-        for m, value in zip(METRICS, row[4:], strict=True):
-            if value is not None:
-                out[(row[0], row[1], row[2])][m.name].append((float(row[3]), float(value)))
-    return {k: dict(v) for k, v in out.items()}
+    rows: dict[SeriesKey, list[Any]] = defaultdict(list)
+    for row in conn.execute(stmt).all():  # all at once: row by row costs a fetch call per row
+        rows[(row[0], row[1], row[2])].append(row)
+    out: dict[SeriesKey, dict[str, list[Point]]] = {}
+    for key, found in rows.items():  # a series' rows as columns: 15 minutes of one node is 7,200 rows × 12 metrics
+        columns = list(zip(*found, strict=True))
+        times = columns[3]  # Double columns come back as floats
+        metrics = {}
+        for m, column in zip(METRICS, columns[4:], strict=True):
+            points = [(ts, v) for ts, v in zip(times, column, strict=True) if v is not None]
+            if points:
+                metrics[m.name] = points
+        out[key] = metrics
+    return out
 
 
 def recent_node_rollups(

@@ -70,7 +70,9 @@ CHART_TITLES: dict[str, str] = {
 
 def significant(value: float) -> float:
     """4 significant digits: 0.123456 → 0.1235, 61203283968.0 → 6.12e10 (what a chart can show, and no more)."""
-    return float(f"{value:.4g}") if math.isfinite(value) else value
+    if value == 0 or not math.isfinite(value):
+        return value
+    return round(value, 3 - math.floor(math.log10(abs(value))))
 
 
 @dataclass(frozen=True)
@@ -88,14 +90,19 @@ def table(lines: Sequence[Line], origin: float, *, merge: bool = True) -> dict[s
     """uPlot's aligned columns for ``lines``: ``x``, the union of their times in whole ms after ``origin``, and
     ``y``, one column per line (named in ``keys``) with ``None`` where it has no point at that time. A live update
     appends to a ``merge`` table (a history) and replaces any other whole (a forecast)."""
-    times = sorted({ts for line in lines for ts, _ in line.points})
-    at = {ts: i for i, ts in enumerate(times)}
-    ys: list[list[float | None]] = []
-    for line in lines:
-        column: list[float | None] = [None] * len(times)
-        for ts, value in line.points:
-            column[at[ts]] = significant(value)
-        ys.append(column)
+    own = [[ts for ts, _ in line.points] for line in lines]
+    if own and all(o == own[0] for o in own):  # the usual case (a node's GPUs are sampled together): no gaps
+        times = own[0]
+        ys: list[list[float | None]] = [[significant(v) for _, v in line.points] for line in lines]
+    else:
+        times = sorted({ts for o in own for ts in o})
+        at = {ts: i for i, ts in enumerate(times)}
+        ys = []
+        for line in lines:
+            column: list[float | None] = [None] * len(times)
+            for ts, value in line.points:
+                column[at[ts]] = significant(value)
+            ys.append(column)
     return {
         "origin": origin,
         "merge": merge,
