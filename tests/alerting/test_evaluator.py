@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from alerting.silences import Matcher
 from alerting.tables import alert_rules
 from alerting.target_address import AddressPolicy
 from alerting.webhooks import TargetKind, WebhookStore
+from collector.aggregate import Stat
 from collector.skipped_rows import Job, SkippedRows, skipped_rows_counter
 from collector.tables import NO_POOL, job_state, series_latest
 from collector.wire import IngestBatch
@@ -292,6 +294,25 @@ def test_a_newer_pack_replaces_the_shipped_rules_nobody_edited_and_leaves_the_re
     assert "disk_full" not in after  # deleted stays deleted
     assert changed == (len(after) - 1) + 1  # every unedited rule replaced or added, and the one removed
     assert store.seed_defaults(now=3) == 0  # applied once
+
+
+def test_pack_3_judges_network_latency_on_its_floor_in_a_database_pack_2_seeded(engine: Engine) -> None:
+    store = RuleStore(engine)
+    store.seed_defaults(now=0)
+    shipped = {r.builtin: r for r in store.list()}
+    pack_2 = {  # as pack 2 shipped them
+        "network_latency_high": replace(dict(DEFAULT_RULES)["network_latency_high"], stat=Stat.P99, for_seconds=0),
+        "saturation_predicted": replace(dict(DEFAULT_RULES)["saturation_predicted"], for_seconds=0),
+    }
+    with engine.begin() as conn:
+        conn.execute(update(job_state).where(job_state.c.name == PACK_MARKER).values(watermark=2.0))
+        for key, spec in pack_2.items():
+            conn.execute(update(alert_rules).where(alert_rules.c.builtin == key).values(spec=spec_columns(spec)))
+    store.update(shipped["saturation_predicted"].id, {"probability": 0.8}, now=1)  # an operator's: kept
+    store.seed_defaults(now=2)
+    after = {r.builtin: r.spec for r in store.list()}
+    assert (after["network_latency_high"].stat, after["network_latency_high"].for_seconds) == (Stat.MIN, 300)
+    assert after["saturation_predicted"].probability == 0.8 and after["saturation_predicted"].for_seconds == 0
 
 
 def test_alerting_metrics_are_on_the_services_registry(services: AppServices, clock: FakeClock) -> None:
