@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,3 +53,36 @@ def chromium() -> Iterator[Any]:
 def screenshots() -> Path:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     return SCREENSHOTS
+
+
+def wait_for(condition: Callable[[], bool], page: Any, timeout_s: float = 15.0) -> None:
+    """Poll ``condition`` from Python (the pages' CSP forbids the eval that ``page.wait_for_function`` needs)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "the page did not update in time"
+        page.wait_for_timeout(100)
+
+
+@contextmanager
+def signed_in(chromium: Any, base_url: str, token: str, *, allowed_errors: tuple[str, ...] = ()) -> Iterator[Any]:
+    """A page signed in with ``token``, 1360 × 900; on leaving, no console error nor script error happened (a CSP
+    violation, a failed script, a missing file) other than those containing one of ``allowed_errors``."""
+    context = chromium.new_context(viewport={"width": 1360, "height": 900}, base_url=base_url)
+    page = context.new_page()
+    errors: list[str] = []
+
+    def console(message: Any) -> None:
+        if message.type == "error" and not any(allowed in message.text for allowed in allowed_errors):
+            errors.append(f"{message.text} at {message.location.get('url')}")
+
+    page.on("console", console)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto("/login")
+    page.fill("#token", token)
+    page.click("button:has-text('Sign in')")
+    page.wait_for_url("**/")
+    try:
+        yield page
+    finally:
+        context.close()
+    assert errors == [], errors

@@ -9,7 +9,7 @@ samples appended from the page's server-sent events, no reload). Screenshots go 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,17 +18,11 @@ import pytest
 
 from fleetpilot.launch import AgentProcess, ServerProcess
 from inference_agent.probes import replay
+from tests.browser.conftest import signed_in, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 RECORDING = Path(replay.__file__).resolve().parent / "fixtures" / "nvml_h100_recording.jsonl"
 NODE = "chart-node-1"
-
-
-def _wait_for(condition: Callable[[], bool], page: Any, timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "the page did not update in time"
-        page.wait_for_timeout(100)
 
 
 @pytest.fixture(scope="module")
@@ -58,19 +52,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 @pytest.fixture
 def page(chromium: Any, server: ServerProcess) -> Iterator[Any]:
-    context = chromium.new_context(viewport={"width": 1360, "height": 900}, base_url=server.url)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(f"{m.text} {m.location}") if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("response", lambda r: errors.append(f"{r.status} {r.url}") if r.status == 404 else None)
-    page.goto("/")
-    page.fill("#token", server.admin_token)
-    page.click("button:has-text('Sign in')")
-    page.wait_for_url("**/")
-    yield page
-    context.close()
-    assert errors == [], errors  # no CSP violation (style-src 'self' too), no script error
+    with signed_in(chromium, server.url, server.admin_token) as page:  # no CSP violation (style-src 'self' too)
+        yield page
 
 
 def _chart(page: Any, metric: str) -> Any:
@@ -85,7 +68,7 @@ def test_the_node_page_in_its_first_seconds(page: Any, screenshots: Path) -> Non
     page.goto(f"/nodes/{NODE}")
     temperature = _chart(page, "gpu_temperature_celsius")
     temperature.wait_for()
-    _wait_for(lambda: temperature.get_attribute("data-x-span") is not None, page)
+    wait_for(lambda: temperature.get_attribute("data-x-span") is not None, page)
     page.screenshot(path=str(screenshots / "node-first-seconds.png"), full_page=True)
     assert temperature.get_attribute("data-keys") == "gpu-0,gpu-1"  # a line per GPU
     for metric in ("gpu_temperature_celsius", "gpu_utilization_ratio", "gpu_memory_used_bytes", "gpu_power_watts"):
@@ -105,10 +88,10 @@ def test_the_500_ms_chart_grows_live_without_a_reload(page: Any, screenshots: Pa
     page.goto(f"/nodes/{NODE}")
     power = _chart(page, "gpu_power_watts")
     power.wait_for()
-    _wait_for(lambda: power.get_attribute("data-points") is not None, page)
+    wait_for(lambda: power.get_attribute("data-points") is not None, page)
     before = int(power.get_attribute("data-points") or 0)
     marker = page.locator("#live-flag").get_attribute("data-events")
-    _wait_for(lambda: int(power.get_attribute("data-points") or 0) >= before + 4, page)  # two seconds of samples
+    wait_for(lambda: int(power.get_attribute("data-points") or 0) >= before + 4, page)  # two seconds of samples
     assert int(page.locator("#live-flag").get_attribute("data-events") or 0) > int(marker or 0)
     assert page.url.endswith(f"/nodes/{NODE}")  # the same page: appended, not reloaded
     page.screenshot(path=str(screenshots / "node-live.png"), full_page=True)
@@ -128,11 +111,11 @@ def test_the_pool_page_shares_one_range_and_names_its_unit(page: Any, screenshot
     page.goto("/pools/chat")
     demand, replicas = _chart(page, "demand"), _chart(page, "replicas")
     demand.wait_for()
-    _wait_for(lambda: demand.get_attribute("data-x-span") is not None, page)
+    wait_for(lambda: demand.get_attribute("data-x-span") is not None, page)
     assert demand.get_attribute("data-x-span") == replicas.get_attribute("data-x-span") == "1800"  # 15 min + 15 ahead
     assert page.locator('[data-chart="demand"] .u-title').inner_text().startswith("Requests/s")
     assert all(t.endswith(" /s") for t in _ticks(page, "demand"))
     ticks = _ticks(page, "replicas")
     assert len(set(ticks)) == len(ticks) and all(t.isdigit() for t in ticks), ticks  # whole replicas
-    _wait_for(lambda: int(page.locator("#live-flag").get_attribute("data-events") or 0) >= 2, page)
+    wait_for(lambda: int(page.locator("#live-flag").get_attribute("data-events") or 0) >= 2, page)
     page.screenshot(path=str(screenshots / "pool-first-seconds.png"), full_page=True)

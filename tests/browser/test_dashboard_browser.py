@@ -5,7 +5,7 @@ an alert. Each page is saved as a screenshot under tests/artifacts/screenshots/ 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from fleet.scaling_events import EventStore, ScalingEvent
 from fleetpilot.launch import AgentProcess, ServerProcess
 from inference_agent.probes import replay
 from predictor.store import ForecastPoint, ForecastStore, GoodForecast, SubjectKind
+from tests.browser.conftest import signed_in, wait_for
 from tests.support.rollups import rollup_row
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -35,13 +36,6 @@ class Fleet:
         answer = httpx.request(method, f"{self.server.url}/api/v1{path}", headers=self.admin, timeout=10, **kwargs)
         assert answer.status_code < 300, answer.text
         return answer
-
-
-def _wait_for(condition: Callable[[], bool], page: Any, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "the page did not update in time"
-        page.wait_for_timeout(100)
 
 
 @pytest.fixture(scope="module")
@@ -93,19 +87,9 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
 
 @pytest.fixture
 def page(chromium: Any, fleet: Fleet) -> Iterator[Any]:
-    context = chromium.new_context(viewport={"width": 1360, "height": 900}, base_url=fleet.server.url)
-    page = context.new_page()
-    errors: list[str] = []
     # a refused form answers 422 on purpose; any other console error (a CSP violation, a failed script) counts
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" and "status of 422" not in m.text else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto("/")
-    page.fill("#token", fleet.server.admin_token)
-    page.click("button:has-text('Sign in')")
-    page.wait_for_url("**/")
-    yield page
-    context.close()
-    assert errors == [], errors  # no CSP violation, no script error on any page
+    with signed_in(chromium, fleet.server.url, fleet.server.admin_token, allowed_errors=("status of 422",)) as page:
+        yield page
 
 
 def test_login_page(chromium: Any, fleet: Fleet, screenshots: Path) -> None:
@@ -127,9 +111,9 @@ def test_fleet_and_a_nodes_live_metrics(page: Any, screenshots: Path) -> None:
     page.click(f"text={NODE}")
     page.wait_for_selector("#live-flag")
     # (polled from Python: the page's CSP forbids the eval that page.wait_for_function would need)
-    _wait_for(lambda: int(page.get_attribute("#live-flag", "data-events") or 0) >= 1, page)
+    wait_for(lambda: int(page.get_attribute("#live-flag", "data-events") or 0) >= 1, page)
     first_ts = page.get_attribute("#live-flag", "data-ts")
-    _wait_for(lambda: page.get_attribute("#live-flag", "data-ts") != first_ts, page)  # newer samples, shown live
+    wait_for(lambda: page.get_attribute("#live-flag", "data-ts") != first_ts, page)  # newer samples, shown live
     assert int(page.get_attribute("#live-flag", "data-events") or 0) >= 2
     temperature = page.locator('[data-series="gpu-0"][data-metric="gpu_temperature_celsius"]').inner_text()
     assert temperature.endswith("°C"), temperature
