@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from fleetpilot.launch import ServerProcess
+from tests.browser.conftest import signed_in, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 GIB = 1 << 30
@@ -98,46 +99,28 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
             pusher.thread.join(timeout=5)
 
 
-def _wait_for(condition: Callable[[], bool], page: Any, timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "the page did not update in time"
-        page.wait_for_timeout(100)
-
-
 def test_the_fleet_page_updates_live_says_why_and_marks_the_alerted_node(
     chromium: Any, fleet: Fleet, screenshots: Path
 ) -> None:
-    context = chromium.new_context(viewport={"width": 1360, "height": 900}, base_url=fleet.server.url)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto("/login")
-    page.fill("#token", fleet.server.admin_token)
-    page.click("button:has-text('Sign in')")
-    page.wait_for_url("**/")
-    loads: list[str] = []
-    page.on("load", lambda _page: loads.append("load"))
+    with signed_in(chromium, fleet.server.url, fleet.server.admin_token) as page:
+        loads: list[str] = []
+        page.on("load", lambda _page: loads.append("load"))
+        cpu = page.locator('li[data-node="cpu-1"]')
+        queue = cpu.locator('[data-metric="queue_depth_requests"]')
+        assert queue.inner_text() == "2.00 req"
+        assert cpu.locator('[data-field="gpus"]').inner_text() == f"no GPU ({NO_NVML})"
+        assert cpu.locator('[data-why="gpu_utilization_ratio"]').inner_text() == f"no GPU ({NO_NVML})"
+        assert cpu.locator('[data-why="kv_cache_utilization_ratio"]').inner_text() == "tgi exposes no KV-cache metric"
+        assert page.locator('li[data-node="gpu-1"] [data-field="gpus"]').inner_text() == "1 GPU"
+        assert page.locator('section.pool-group[data-pool="chat"] [data-pool-field="nodes"]').inner_text() == "1"
+        assert not cpu.locator('[data-field="mark"]').is_visible()
 
-    cpu = page.locator('li[data-node="cpu-1"]')
-    queue = cpu.locator('[data-metric="queue_depth_requests"]')
-    assert queue.inner_text() == "2.00 req"
-    assert cpu.locator('[data-field="gpus"]').inner_text() == f"no GPU ({NO_NVML})"
-    assert cpu.locator('[data-why="gpu_utilization_ratio"]').inner_text() == f"no GPU ({NO_NVML})"
-    assert cpu.locator('[data-why="kv_cache_utilization_ratio"]').inner_text() == "tgi exposes no KV-cache metric"
-    assert page.locator('li[data-node="gpu-1"] [data-field="gpus"]').inner_text() == "1 GPU"
-    assert page.locator('section.pool-group[data-pool="chat"] [data-pool-field="nodes"]').inner_text() == "1"
-    assert not cpu.locator('[data-field="mark"]').is_visible()
-
-    fleet.pusher.queue = 9.0
-    _wait_for(lambda: queue.inner_text() == "9.00 req", page)
-    _wait_for(lambda: "alert-critical" in (cpu.get_attribute("class") or ""), page)
-    mark = cpu.locator('[data-field="mark"]')
-    assert mark.is_visible() and mark.inner_text() == "1 firing: QueueDeep"
-    assert mark.get_attribute("href") == "/alerts?state=firing&node=cpu-1"
-    assert loads == []  # all of it without a reload
-    assert int(page.get_attribute("#fleet-live", "data-events") or 0) >= 2
-    page.screenshot(path=str(screenshots / "fleet-live.png"), full_page=True)
-    context.close()
-    assert errors == [], errors
+        fleet.pusher.queue = 9.0
+        wait_for(lambda: queue.inner_text() == "9.00 req", page)
+        wait_for(lambda: "alert-critical" in (cpu.get_attribute("class") or ""), page)
+        mark = cpu.locator('[data-field="mark"]')
+        assert mark.is_visible() and mark.inner_text() == "1 firing: QueueDeep"
+        assert mark.get_attribute("href") == "/alerts?state=firing&node=cpu-1"
+        assert loads == []  # all of it without a reload
+        assert int(page.get_attribute("#fleet-live", "data-events") or 0) >= 2
+        page.screenshot(path=str(screenshots / "fleet-live.png"), full_page=True)
