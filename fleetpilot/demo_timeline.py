@@ -70,17 +70,17 @@ def timeline_lines(
         "        vision starts with a replica on each node, more than acme's classifications need: down to its minimum",
         f"  {clock(up_s)}  the evening: chat demand passes {up_rps:.2f} requests/s ({chat.min_replicas} replicas "
         "past the HPA target and tolerance): chat scales up",
-        f"  {clock(episode.start_s)}  globex bursts: {episode.rps:g} more request/s into chat for "
+        f"  {clock(episode.start_s)}  globex bursts: {episode.rps:g} more requests/s into chat for "
         f"{episode.end_s - episode.start_s:.0f} s, {episode.generated_tokens} tokens each, past its 50 % share;",
         f"        once acme's chat p99 is over chat's {chat.slo_p99_seconds:g} s SLO the enforcer throttles globex "
         f"after {throttle_s:.0f} s ({enforcer.decide.trigger_windows} windows)",
         f"        (TenantThrottled fires), and restores it after {calm_s:.0f} s of calm once the burst is over",
-        f"  ~{clock(episode.start_s + rule.for_seconds)}  {rule.name} ({rule.severity.value}) fires for chat: "
-        f"its p99 over the SLO for {rule.for_seconds:.0f} s in the burst;",
-        f"        it resolves {rule.keep_firing_seconds:.0f} s after the p99 is back under (keep-firing), "
-        f"~{clock(episode.end_s + rule.keep_firing_seconds)} or later",
         f"  {clock(down_s)}  the night: chat demand falls to {down_rps:.2f} requests/s, what {chat.min_replicas} "
         "replicas carry;",
         f"        chat scales down once {window_s:.0f} s of decisions agree (HPA's stabilization), "
         f"~{clock(scale_down_s)}",
+        f"  ~{clock(episode.start_s + rule.for_seconds)}  {rule.name} ({rule.severity.value}) fires for chat: "
+        f"its p99 over the SLO for {rule.for_seconds:.0f} s in the burst;",
+        f"        it resolves {rule.keep_firing_seconds:.0f} s after the p99 is back under (keep-firing), "
+        f"~{clock(episode.end_s + rule.keep_firing_seconds)} or later",
     ]
