@@ -124,3 +124,7 @@ def test_the_fleet_page_updates_live_says_why_and_marks_the_alerted_node(
         assert loads == []  # all of it without a reload
         assert int(page.get_attribute("#fleet-live", "data-events") or 0) >= 2
         page.screenshot(path=str(screenshots / "fleet-live.png"), full_page=True)
+        mark.click()  # to the alerts it stands for, and only those
+        page.wait_for_url("**/alerts?state=firing&node=cpu-1")
+        assert page.locator("tr[data-alert]").first.get_attribute("data-alert") == "QueueDeep"
+        assert "Alerts of node cpu-1" in page.locator("h1").inner_text()

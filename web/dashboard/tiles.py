@@ -102,6 +102,16 @@ class AlertMark:
         return f"{len(self.names)} firing: {', '.join(self.names)}"
 
 
+def concerned_nodes(labels: Mapping[str, str], node_pools: Mapping[str, Collection[str]]) -> list[str]:
+    """The nodes of ``node_pools`` (node → the pools it serves) that an alert with ``labels`` concerns: the node it
+    names, else every node serving the pool it names."""
+    if "node" in labels:
+        return [labels["node"]] if labels["node"] in node_pools else []
+    if "pool" in labels:
+        return [n for n, pools in node_pools.items() if labels["pool"] in pools]
+    return []
+
+
 def alert_marks(firing: Sequence[Alert], node_pools: Mapping[str, Collection[str]]) -> dict[str, AlertMark]:
     """Each node of ``node_pools`` (node → the pools it serves) that a firing alert concerns, with its mark.
 
@@ -112,13 +122,7 @@ def alert_marks(firing: Sequence[Alert], node_pools: Mapping[str, Collection[str
     for alert in firing:
         labels = alert.labels
         severity = labels.get("severity", "")
-        if "node" in labels:
-            concerned = [labels["node"]] if labels["node"] in node_pools else []
-        elif "pool" in labels:
-            concerned = [n for n, pools in node_pools.items() if labels["pool"] in pools]
-        else:
-            concerned = []
-        for node in concerned:
+        for node in concerned_nodes(labels, node_pools):
             found.setdefault(node, []).append(
                 (SEVERITY_RANK.get(severity, len(SEVERITY_RANK)), severity, labels.get("alertname", "?"))
             )

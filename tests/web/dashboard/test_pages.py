@@ -278,6 +278,28 @@ def test_alerts_are_grouped_per_rule_and_pool_the_most_urgent_first_in_their_uni
     assert "rule_id=" not in page
 
 
+def test_the_alerts_of_one_node_are_those_naming_it_or_a_pool_it_serves(
+    browser: Browser, services: AppServices, clock: FakeClock
+) -> None:
+    client = browser("viewer")
+    push(services, client, "node-b", clock, pool="chat")
+    rule = RuleStore(services.engine).create(
+        RuleSpec(name="Hot", kind=RuleKind.THRESHOLD, metric="gpu_temperature_celsius", op=Op.GT, threshold=85), now=0
+    )
+
+    def firing(name: str, **where: str) -> Alert:
+        labels = {"alertname": name, "severity": "warning", **where}
+        return Alert(rule.id, name, labels, {}, AlertStatus.FIRING, 90.0, clock(), clock(), clock())
+
+    alerts = [firing("OnB", node="node-b"), firing("OnA", node="node-a"), firing("ChatSlow", pool="chat")]
+    AlertStore(services.engine).commit([*alerts, firing("VisionSlow", pool="vision")], [], [], [])
+    page = client.get("/alerts?state=firing&node=node-b").text
+    assert sorted(re.findall(r'<tr data-alert="(\w+)"', page)) == ["ChatSlow", "OnB"]  # the fleet page's mark
+    assert "Alerts of node node-b" in page and 'href="/alerts?state=pending&amp;node=node-b"' in page
+    everyone = client.get("/alerts?state=firing").text  # OnA and OnB: one rule, no pool, one group of 2 nodes
+    assert sorted(re.findall(r'<tr data-alert="(\w+)"', everyone)) == ["ChatSlow", "OnA", "VisionSlow"]
+
+
 def test_health_report_says_not_measured_rather_than_inventing(
     browser: Browser, services: AppServices, clock: FakeClock
 ) -> None:

@@ -29,18 +29,21 @@ from alerting.silences import Silence, silenced
 from alerting.webhooks import WebhookStore
 from collector.catalog import BY_NAME
 from collector.errors import FieldError
+from collector.registry import pools_on_nodes
 from web.audit import AuditorDep
 from web.auth import ServicesDep
 from web.dashboard import units
 from web.dashboard.deps import CsrfForm, DashboardUser, Operator, Viewer, field, validation_problem
 from web.dashboard.render import page
 from web.dashboard.security import DashboardRoute
+from web.dashboard.tiles import concerned_nodes
 from web.errors import ApiError
 from web.routes.alerts import SilenceIn, apply_silence_create, apply_silence_expire
 from web.services import AppServices
 
 router = APIRouter(route_class=DashboardRoute)
 DELIVERIES_SHOWN = 10
+NODE_ALERTS_READ = 2000  # the newest alerts searched for those of one node
 # "alertname=HighTemp", "pool!=chat", "node=~gpu-.*": one matcher per comma-separated part
 MATCHER = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*(.*?)\s*$")
 DONE = {"silenced": "Silence created.", "expired": "Silence expired."}
@@ -155,13 +158,21 @@ def _page(
     services: AppServices,
     state: str = "",
     *,
+    node: str = "",
     error: str = "",
     form: FormData | None = None,
 ) -> HTMLResponse:
     now = services.clock()
     silences = SilenceStore(services.engine)
     active = silences.list(active_at=now)
-    shown = AlertStore(services.engine).list(status=state or None, limit=100)
+    if node:  # the alerts the fleet page marks the node with: naming it, or a pool it serves
+        with services.engine.connect() as conn:
+            down_after = services.fleet.node_down_after_seconds
+            serves = {p.pool for p in pools_on_nodes(conn, [node], down_after_seconds=down_after)}
+        found = AlertStore(services.engine).list(status=state or None, limit=NODE_ALERTS_READ)
+        shown = [a for a in found if concerned_nodes(a.labels, {node: serves})][:100]
+    else:
+        shown = AlertStore(services.engine).list(status=state or None, limit=100)
     rules = {rule.id: rule.spec for rule in RuleStore(services.engine).list()}
     hooks = WebhookStore(services.engine).list()
     return page(
@@ -171,6 +182,7 @@ def _page(
         status_code=422 if error else 200,
         groups=alert_groups(shown, active, rules, now),
         state=state,
+        node=node,
         states=[s.value for s in AlertStatus],
         silences=silences.list()[:50],
         now=now,
@@ -187,8 +199,9 @@ def alerts(
     user: Viewer,
     services: ServicesDep,
     state: Annotated[str, Query(pattern="^(pending|firing|resolved)?$")] = "",
+    node: Annotated[str, Query(max_length=128, description="only the alerts concerning this node")] = "",
 ) -> HTMLResponse:
-    return _page(request, user, services, state)
+    return _page(request, user, services, state, node=node)
 
 
 @router.post("/silences", response_class=HTMLResponse)
