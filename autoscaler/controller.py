@@ -31,6 +31,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from sqlalchemy import Engine
 
 from autoscaler.actuators.base import ActuationError, Actuator, NoPlacement, ScaledElsewhere
+from autoscaler.hpa import KUBERNETES_SCALE_DOWN_WINDOW_S
 from autoscaler.policy import (
     Decision,
     ForecastView,
@@ -69,6 +70,8 @@ class ControllerSettings:
     # A new leader watches this long before acting: agents that were pushing to another server (or have just
     # started) must be seen first, or the first placement would put every replica on the first node to report.
     settle_seconds: float = 0.0
+    # HPA's scale-down stabilization window (PolicySettings.stabilization_window_seconds), at least the startup
+    scale_down_window_seconds: float = KUBERNETES_SCALE_DOWN_WINDOW_S
 
 
 class AutoscalerTelemetry:
@@ -195,13 +198,14 @@ class Controller:
 
     def context(self, pool: Pool, fleet: FleetView, now: float) -> PoolContext:
         startup = self.startup(pool)
-        window = scale_down_window_seconds(PolicySettings(), startup.seconds)
-        recent = [(r, at) for r, at in self._recent[pool.name] if now - at <= window]
-        self._recent[pool.name] = recent
         settings = PolicySettings(
+            stabilization_window_seconds=self.settings.scale_down_window_seconds,
             scale_up_rules=rules_per_interval(PolicySettings().scale_up_rules, self.settings.interval_seconds),
             scale_down_rules=rules_per_interval(PolicySettings().scale_down_rules, self.settings.interval_seconds),
         )
+        window = scale_down_window_seconds(settings, startup.seconds)
+        recent = [(r, at) for r, at in self._recent[pool.name] if now - at <= window]
+        self._recent[pool.name] = recent
         return pool_context(
             pool,
             fleet,

@@ -151,6 +151,7 @@ def build_loops(
             forecast_stale_after_seconds=settings.forecast_stale_after_seconds,
             lease_seconds=settings.leader_lease_seconds,
             settle_seconds=max(10.0, 3 * services.fleet.node_down_after_seconds),
+            scale_down_window_seconds=settings.scale_down_window_seconds,
         ),
         services.actuator,
         fleet=services.fleet,

@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from autoscaler.hpa import KUBERNETES_SCALE_DOWN_WINDOW_S
 from fleetpilot.secret_strength import weak_secret_problem
 
 DEFAULT_DATABASE_URL = "sqlite:///./.fleetpilot/fleetpilot.db"
@@ -116,6 +117,9 @@ class ServerSettings(BaseSettings):
 
     # The autoscaler (autoscaler.controller): how often it decides, how it acts, who leads.
     autoscale_interval_seconds: float = Field(5.0, gt=0)
+    # A scale-down waits until every recommendation of this window agrees (HPA's
+    # behavior.scaleDown.stabilizationWindowSeconds, default 300 s); stretched to a pool's replica startup, if longer.
+    scale_down_window_seconds: float = Field(KUBERNETES_SCALE_DOWN_WINDOW_S, ge=0)
     actuator: ActuatorKind = ActuatorKind.LOCAL
     kubernetes_namespace: str = "default"  # where a pool without a scale_target has its Deployment
     # Agents on Kubernetes authenticate with their pod's projected ServiceAccount token (web.kube_tokens): a

@@ -23,6 +23,13 @@ def test_environment_variables_override_defaults_and_flags_override_both(monkeyp
     assert ServerSettings(port=9002).port == 9002
 
 
+def test_the_scale_down_window_is_hpas_300_s_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert ServerSettings().scale_down_window_seconds == 300.0
+    monkeypatch.setenv("FLEETPILOT_SCALE_DOWN_WINDOW_SECONDS", "60")
+    assert ServerSettings().scale_down_window_seconds == 60.0
+    assert ServerSettings(scale_down_window_seconds=0).scale_down_window_seconds == 0.0  # HPA allows 0: no wait
+
+
 def test_worker_processes_default_to_the_cores_on_postgresql_and_one_on_sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("os.cpu_count", lambda: 6)
     assert ServerSettings().worker_processes == 1  # SQLite: one writer, whatever the cores
@@ -45,6 +52,7 @@ def test_worker_processes_default_to_the_cores_on_postgresql_and_one_on_sqlite(m
         ({"webhook_allowed_networks": ["localhost"]}, "webhook_allowed_networks"),
         ({"raw_retention_hours": 0}, "raw_retention_hours"),
         ({"workers": 0}, "workers"),
+        ({"scale_down_window_seconds": -1}, "scale_down_window_seconds"),
         ({"environment": "production"}, "FLEETPILOT_DATABASE_URL"),
         ({"unknown_knob": 1}, "unknown_knob"),
     ],

@@ -476,3 +476,25 @@ def test_the_pool_keeps_what_its_max_holds_back_until_the_policy_wants_less(engi
     loop.run(clock())
     within = PoolStore(engine).get("chat")
     assert within is not None and within.provisioning is not None and within.provisioning.wanted is None
+
+
+@pytest.mark.parametrize(
+    ("settings", "down_after_s"),
+    [({"scale_down_window_seconds": 60.0}, 65), ({}, 305)],  # {}: the default, HPA's 300 s
+    ids=["60 s", "default"],
+)
+def test_the_scale_down_waits_the_configured_stabilization_window(
+    engine: Engine, clock: FakeClock, settings: dict[str, Any], down_after_s: int
+) -> None:
+    chat(engine, clock, max_replicas=4, startup_seconds=10.0)
+    loop = controller(engine, RecordingActuator(), **settings)
+    report(engine, clock, "node-a", "chat", demand=28.0, ready=4)  # 28/s: 4 replicas at 0.7 × 10
+    start = clock()
+    assert loop.run(start)["chat"].replicas == 4
+    replicas: dict[int, int] = {}
+    while clock() - start < down_after_s:
+        clock.advance(5)
+        report(engine, clock, "node-a", "chat", demand=7.0, ready=4)  # 7/s: 1 replica
+        replicas[round(clock() - start)] = loop.run(clock())["chat"].replicas
+    assert replicas[down_after_s - 10] == 4  # every recommendation in the window still includes the 4
+    assert replicas[down_after_s] < 4
