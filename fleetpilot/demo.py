@@ -1,12 +1,13 @@
 """``fleetpilot demo``: the whole system on this machine — a server on SQLite, three agents running the built-in CPU
-workload, two pools and two tenants, and a day of real demand compressed into eight minutes played into them
+workload, two pools and two tenants, and a day of real demand compressed into five minutes played into them
 (``fleetpilot.demo_load``) — until Ctrl-C.
 
 Before the agents start, the trace's hours before that day are seeded as chat's history (``fleetpilot.demo_history``)
-so the first forecast has hours to fit. The server's periodic jobs run faster than in production (rollups every
-10 s, forecasts every 20 s); everything else is the production code path: the autoscaler scales chat up at the
-day's peak and down in its night, the isolation enforcer throttles globex in its scripted burst and restores it,
-and the default alert rules judge the latency the burst causes. The printout's timeline says when to expect each."""
+so the first forecast has hours to fit. A few server settings are shorter than their production defaults
+(``DEMO_SETTINGS``: rollups every 10 s, forecasts every 20 s, a 60-s scale-down window); everything else is the
+production code path: the autoscaler scales chat up at the day's peak and down in its night, the isolation enforcer
+throttles globex in its scripted burst and restores it, and the default alert rules judge the latency the burst
+causes. The printout's timeline says when to expect each."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import httpx
 
+from autoscaler.policy import PolicySettings
 from collector.database import make_engine
 from fleet.pools import SPEC_FIELDS, Policy, PoolSpec, PoolStore
 from fleetpilot.demo_history import SeededHistory, seed_history
@@ -42,7 +44,7 @@ DEMO_POOLS = "vision=classify:1"
 # replica's capacity is what these small CPU replicas sustain on a busy 2-core machine (a chat replica about one
 # trace request every two seconds), so the autoscaler has a target from the first tick rather than after learning one.
 # chat scales reactively: its forecast (shown, scored, alerted on) is fitted on minutes of real time while the day
-# plays 180 times faster, and the demand stopping while the demo starts widened its band enough for the predictive
+# plays 288 times faster, and the demand stopping while the demo starts widened its band enough for the predictive
 # bound to ask for the fourth replica before any load came.
 DEMO_POOL_SPECS = {
     "chat": PoolSpec(
@@ -71,12 +73,20 @@ DEMO_TENANTS = {
 }
 CLASSIFY_INTERVAL_S = 0.2
 DEMO_KEY_NAME = "demo"  # each run revokes the keys the last one made and creates its own
-DEMO_JOB_INTERVALS = {"FLEETPILOT_ROLLUP_INTERVAL_SECONDS": "10", "FLEETPILOT_FORECAST_INTERVAL_SECONDS": "20"}
-PLAN_LAPS = 8  # days planned at once (64 minutes), played again and again until Ctrl-C
+# Server settings the demo shortens, so five minutes show what production takes longer to: setting → (what the
+# banner calls it, the demo's value in seconds). The scale-down window stays above chat's startup_seconds, which
+# would otherwise stretch it (autoscaler.policy.scale_down_window_seconds).
+DEMO_SETTINGS = {
+    "rollup_interval_seconds": ("rollups every", 10.0),
+    "forecast_interval_seconds": ("forecasts every", 20.0),
+    "scale_down_window_seconds": ("scale-down window", 60.0),
+}
+PLAN_LAPS = 8  # days planned at once (40 minutes; even, for the burst of every other day), played until Ctrl-C
 RETIRED_PROFILE = "builtin-text"  # the engine profile chat ran as in earlier demos
 
 
 def run_demo(settings: ServerSettings, *, state_dir: Path = Path(".fleetpilot")) -> int:
+    settings = settings.model_copy(update={name: value for name, (_label, value) in DEMO_SETTINGS.items()})
     runner.upgrade(settings.database_url)
     admin_token, agent_tokens = _demo_tokens(settings.database_url)
     _demo_pools_and_tenants(settings.database_url)
@@ -90,7 +100,7 @@ def run_demo(settings: ServerSettings, *, state_dir: Path = Path(".fleetpilot"))
         port=settings.port,
         admin_token=admin_token,
         log_path=logs / "server.log",
-        env=DEMO_JOB_INTERVALS,
+        env={f"FLEETPILOT_{name.upper()}": f"{value:g}" for name, (_label, value) in DEMO_SETTINGS.items()},
     )
     agents = [
         AgentProcess(
@@ -112,7 +122,8 @@ def run_demo(settings: ServerSettings, *, state_dir: Path = Path(".fleetpilot"))
         for agent in agents:
             agent.start()
         _announce(server, admin_token, agents, logs)
-        lines = timeline_lines(day, NOISY_EPISODE, DEMO_POOL_SPECS, seeded, enforcer_settings(settings))
+        policy = PolicySettings(stabilization_window_seconds=settings.scale_down_window_seconds)
+        lines = timeline_lines(day, NOISY_EPISODE, DEMO_POOL_SPECS, seeded, enforcer_settings(settings), policy)
         print("\n".join(lines), flush=True)
         threading.Thread(target=_replay_day, args=(stop, agents, tenant_keys, day), daemon=True).start()
         threading.Thread(target=_classify_load, args=(stop, agents, tenant_keys), daemon=True).start()
@@ -197,12 +208,22 @@ def _announce(server: ServerProcess, admin_token: str, agents: list[AgentProcess
         "                                    when, and why); silence one there",
     ):
         print(line, flush=True)
+    print(f"Shortened for the demo: {demo_settings_text()}", flush=True)
     print(f"Try: curl -H 'Authorization: Bearer {admin_token}' {server.url}/api/v1/pools/chat/forecast", flush=True)
     print(f"Agents {', '.join(DEMO_NODES)} push every second; logs in {logs}/. Ctrl-C stops everything.", flush=True)
     print(
         f"Inference on each agent ({', '.join(str(a.serve_url) for a in agents)}); the small model has random "
         "weights, so its text is noise while the load it puts on the node is real.",
         flush=True,
+    )
+
+
+def demo_settings_text() -> str:
+    """What ``DEMO_SETTINGS`` shortens, beside the defaults: "rollups every 10 s (production default 60 s), ..."."""
+    defaults = ServerSettings.model_fields
+    return ", ".join(
+        f"{label} {value:g} s (production default {defaults[name].default:g} s)"
+        for name, (label, value) in DEMO_SETTINGS.items()
     )
 
 

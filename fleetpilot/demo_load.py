@@ -1,5 +1,6 @@
-"""What the demo plays into its chat pool, pure: a day of real demand compressed into eight minutes, the hours before
-it (the history ``fleetpilot.demo_history`` seeds), and a noisy-neighbour episode at a fixed offset of each day.
+"""What the demo plays into its chat pool, pure: a day of real demand compressed into five minutes, the hours before
+it (the history ``fleetpilot.demo_history`` seeds), and a noisy-neighbour episode at a fixed offset of every other
+day.
 
 The day's shape is ServeGen's ``m-small`` requests per 10 minutes (``data/traces/series``, Apache-2.0, Xiang et al.,
 "ServeGen", arXiv 2505.09999) from 16:00 of its first day to 16:00 of the next: an evening peak at 21:00, a night, a
@@ -26,10 +27,11 @@ DAY_TRACE = AZURE_CONV_SLICE.parent / "series" / "servegen_m-small_requests_per_
 DAY_START_STEP = 96  # 16:00 of the trace's first day, in its 10-minute steps
 DAY_STEPS = 144  # 24 hours
 HISTORY_STEPS = 36  # the six hours before the day: 10:00 to 16:00
-TIME_SCALE = 180.0  # trace seconds per demo second: the day in 8 minutes, one trace hour every 20 s
+TIME_SCALE = 288.0  # trace seconds per demo second: the day in 5 minutes, one trace hour every 12.5 s
 # The day's peak (21:00) as chat demand: above 1.155 requests/s, where 3 replicas of 0.5 request/s pass the HPA
-# target 0.7 and its tolerance (3 × 0.35 × 1.1), from about 19:30 to 23:00; the night and the next morning (at most
-# 660 of the peak's 1163 thousand requests, 0.94 requests/s) stay under the 1.05 requests/s 3 replicas carry at 0.7.
+# target 0.7 and its tolerance (3 × 0.35 × 1.1), from about 19:20 to 23:30 (0:42 to 1:34 of the demo); the night
+# and the next morning (at most 660 of the peak's 1163 thousand requests, 0.94 requests/s) stay under the
+# 1.05 requests/s 3 replicas carry at 0.7.
 CHAT_PEAK_RPS = 1.65
 TENANTS = ("acme", "globex")  # the day's requests alternate between the two tenants
 
@@ -50,7 +52,7 @@ class CompressedDay:
 
     @property
     def lap_s(self) -> float:
-        """How long the day lasts in the demo: 144 steps of 600 s at 180× → 480 s."""
+        """How long the day lasts in the demo: 144 steps of 600 s at 288× → 300 s."""
         return len(self.day_rps) * self.step_s
 
     def history_per_minute(self) -> list[float]:
@@ -96,28 +98,34 @@ def compressed_day(
 
 @dataclass(frozen=True)
 class NoisyEpisode:
-    """``tenant`` sends ``rps`` more requests/s into chat from ``start_s`` to ``end_s`` of each day, each asking for
-    ``generated_tokens`` (a batch job's long generations; the day's requests ask for the trace's)."""
+    """``tenant`` sends ``rps`` more requests/s into chat from ``start_s`` to ``end_s`` of the first day and of every
+    ``every_days``-th after it, each asking for ``generated_tokens`` (a batch job's long generations; the day's
+    requests ask for the trace's)."""
 
     tenant: str
     start_s: float
     end_s: float
     rps: float
     generated_tokens: int = MAX_GENERATED_TOKENS
+    every_days: int = 1
 
     def __post_init__(self) -> None:
         if not (0 <= self.start_s < self.end_s and self.rps > 0):
             raise ValueError(f"episode: needs 0 <= start_s < end_s and rps > 0, got {self}")
+        if self.every_days < 1:
+            raise ValueError(f"episode: every_days must be >= 1, got {self.every_days}")
         if not 1 <= self.generated_tokens <= MAX_GENERATED_TOKENS:
             raise ValueError(f"episode: generated_tokens must be in 1..{MAX_GENERATED_TOKENS}")
 
 
-# globex's batch job floods chat from the end of the evening peak: 2 more requests/s of 128 generated tokens each
-# (the day's ask for 32 on average) take it past 80 % of chat's tokens, far over its 50 % share, and, at about three
-# times what chat's four CPU replicas generate, queue acme's requests past chat's 10 s SLO for about two minutes
-# (1 request/s of 96 tokens kept chat's p99 over the SLO for under a minute in a run: neither a throttle nor an alert).
-# Its admitted requests are demand too, so chat's scale-down waits for the burst's end.
-NOISY_EPISODE = NoisyEpisode("globex", start_s=120.0, end_s=180.0, rps=2.0, generated_tokens=128)
+# globex's batch job floods chat over the evening peak (0:50 to 1:35 of the day): 2 more requests/s of 128 generated
+# tokens each (the day's ask for 32 on average) take it past 80 % of chat's tokens, far over its 50 % share, and, at
+# about three times what chat's four CPU replicas generate, queue acme's requests past chat's 10 s SLO for over a
+# minute (1 request/s of 96 tokens kept chat's p99 over the SLO for under a minute in a run: neither a throttle nor an
+# alert). Its admitted requests are demand too, so chat's scale-down waits for the burst's end. Every other day only:
+# the alerts it raises keep firing 5 minutes after their condition ends (alerting.defaults), as long as a day lasts,
+# so a burst each day would keep them firing for good instead of showing them resolve.
+NOISY_EPISODE = NoisyEpisode("globex", start_s=50.0, end_s=95.0, rps=2.0, generated_tokens=128, every_days=2)
 
 
 def day_plan(
@@ -128,7 +136,8 @@ def day_plan(
     laps: int,
     sizes: Sequence[TraceRequest] | None = None,
 ) -> list[PlannedRequest]:
-    """``laps`` days one after the other, each with its episode, in time order: the day's requests alternate between
+    """``laps`` days one after the other, every ``episode.every_days``-th from the first with its episode, in time
+    order: the day's requests alternate between
     the tenants, the episode's are the noisy tenant's, and both go round-robin over ``servers``; prompt sizes are the
     Azure conv trace's, in turn (``sizes``), and so are the day's generated tokens."""
     if episode.end_s > day.lap_s:
@@ -143,7 +152,9 @@ def day_plan(
     bursts = [
         TraceRequest(lap * day.lap_s + episode.start_s + a.arrival_s, size.prompt_tokens, episode.generated_tokens)
         for (lap, a), size in zip(
-            itertools.product(range(laps), arrivals_from_series([episode.rps * burst_s], burst_s, 0, 0)),
+            itertools.product(
+                range(0, laps, episode.every_days), arrivals_from_series([episode.rps * burst_s], burst_s, 0, 0)
+            ),
             itertools.cycle(sizes),
         )
     ]

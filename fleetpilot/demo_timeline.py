@@ -44,17 +44,20 @@ def timeline_lines(
     pools: Mapping[str, PoolSpec],
     seeded: SeededHistory,
     enforcer: EnforcerLoopSettings,
+    policy: PolicySettings,
 ) -> list[str]:
+    """The printout's timeline; ``policy`` carries the server's scale-down window (``scale_down_window_seconds``)."""
     chat = pools["chat"]
-    up_rps, down_rps = scale_thresholds(chat)
+    up_rps, down_rps = scale_thresholds(chat, policy)
     up_s, down_s = day.crossings(up_rps, down_rps)
-    window_s = scale_down_window_seconds(PolicySettings(), chat.startup_seconds)
+    window_s = scale_down_window_seconds(policy, chat.startup_seconds)
     # the burst's admitted requests are demand too: no scale-down is agreed on before it is over
     scale_down_s = max(down_s, episode.end_s) + window_s
     judged_s = enforcer.interval_seconds
     throttle_s = enforcer.decide.trigger_windows * judged_s
     calm_s = enforcer.decide.calm_windows * judged_s
     rule = latency_rule()
+    keep_min = rule.keep_firing_seconds / 60
     hours = len(day.history_rps) * day.trace_step_s / 3600
     seeded_text = (
         f"{seeded.minutes} minutes seeded"
@@ -76,11 +79,18 @@ def timeline_lines(
         f"after {throttle_s:.0f} s ({enforcer.decide.trigger_windows} windows)",
         f"        (TenantThrottled fires), and restores it after {calm_s:.0f} s of calm once the burst is over",
         f"  {clock(down_s)}  the night: chat demand falls to {down_rps:.2f} requests/s, what {chat.min_replicas} "
-        "replicas carry;",
-        f"        chat scales down once {window_s:.0f} s of decisions agree (HPA's stabilization), "
-        f"~{clock(scale_down_s)}",
+        "replicas carry",
         f"  ~{clock(episode.start_s + rule.for_seconds)}  {rule.name} ({rule.severity.value}) fires for chat: "
-        f"its p99 over the SLO for {rule.for_seconds:.0f} s in the burst;",
-        f"        it resolves {rule.keep_firing_seconds:.0f} s after the p99 is back under (keep-firing), "
-        f"~{clock(episode.end_s + rule.keep_firing_seconds)} or later",
+        f"its p99 over the SLO for {rule.for_seconds:.0f} s in the burst",
+        f"  ~{clock(scale_down_s)}  chat scales down once {window_s:.0f} s of decisions agree (HPA's stabilization "
+        "window, after the burst's requests)",
+        f"  {clock(day.lap_s)}  the next day: chat scales up and down again"
+        + (
+            f"; globex bursts every {episode.every_days} days, {clock(episode.every_days * day.lap_s)} apart"
+            if episode.every_days > 1
+            else ""
+        ),
+        f"  ~{clock(episode.end_s + rule.keep_firing_seconds)}  {rule.name} resolves ~{keep_min:g} min after the "
+        f"burst: every rule keeps firing {keep_min:g} min",
+        f"        ({rule.keep_firing_seconds:.0f} s after the p99 is back under) so one burst does not page twice",
     ]

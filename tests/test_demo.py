@@ -21,7 +21,14 @@ from autoscaler.policy import PolicySettings, scale_down_window_seconds
 from collector.rollups import WATERMARK_NAME
 from collector.tables import ROLLUP_BUCKET_SECONDS, job_state, rollups_1m, samples
 from fleet.pools import Policy, PoolStore
-from fleetpilot.demo import DEMO_NODES, DEMO_POOL_SPECS, RETIRED_PROFILE, _demo_pools_and_tenants
+from fleetpilot.demo import (
+    DEMO_NODES,
+    DEMO_POOL_SPECS,
+    DEMO_SETTINGS,
+    RETIRED_PROFILE,
+    _demo_pools_and_tenants,
+    demo_settings_text,
+)
 from fleetpilot.demo_history import SeededHistory, seed_history
 from fleetpilot.demo_load import NOISY_EPISODE, TENANTS, NoisyEpisode, compressed_day, day_plan
 from fleetpilot.demo_timeline import clock, latency_rule, scale_thresholds, timeline_lines
@@ -32,18 +39,23 @@ from predictor.inputs import Window, pool_demand
 NOW = 1_800_000_030.5  # half a minute into a minute
 DAY = compressed_day()
 CHAT = DEMO_POOL_SPECS["chat"]
+DEMO_POLICY = PolicySettings(stabilization_window_seconds=DEMO_SETTINGS["scale_down_window_seconds"][1])
 
 
-def test_the_compressed_day_scales_chat_up_in_the_evening_and_down_in_the_night() -> None:
+def test_the_compressed_day_scales_chat_up_and_down_within_five_minutes() -> None:
     up_rps, down_rps = scale_thresholds(CHAT)
     assert (up_rps, down_rps) == pytest.approx((1.155, 1.05))  # 3 replicas × 0.5 × 0.7 (× 1.1)
     up_s, down_s = DAY.crossings(up_rps, down_rps)
-    assert DAY.lap_s == 480.0 and DAY.step_s == pytest.approx(600 / 180)
+    assert DAY.lap_s == 300.0 and DAY.step_s == pytest.approx(600 / 288)
     assert 30 < up_s < NOISY_EPISODE.start_s < down_s  # the rise comes after the first forecasts
-    # after the fall nothing asks for the 4th replica again, and HPA's window has agreed well before the next day
+    # after the fall nothing asks for the 4th replica again, and the demo's window is not stretched to the startup
     assert max(DAY.day_rps[round(down_s / DAY.step_s) :]) <= down_rps
-    window_s = scale_down_window_seconds(PolicySettings(), CHAT.startup_seconds)
-    assert max(down_s, NOISY_EPISODE.end_s) + window_s < DAY.lap_s + up_s  # before the next day's evening
+    window_s = scale_down_window_seconds(DEMO_POLICY, CHAT.startup_seconds)
+    assert window_s == DEMO_SETTINGS["scale_down_window_seconds"][1] == 60.0
+    # the scale-down, after the burst's requests and the window, inside the first day, with a minute to spare
+    assert max(down_s, NOISY_EPISODE.end_s) + window_s < DAY.lap_s - 60
+    # production's 300 s would not have agreed inside the day
+    assert max(down_s, NOISY_EPISODE.end_s) + scale_down_window_seconds(PolicySettings(), CHAT.startup_seconds) > 300
     assert max(DAY.day_rps) == pytest.approx(1.65) and max(DAY.day_rps) / (CHAT.max_replicas * 0.5) < 1
 
 
@@ -63,12 +75,14 @@ def test_the_history_is_the_six_hours_before_the_day_at_the_same_scale() -> None
 
 def test_the_plan_alternates_tenants_and_adds_the_noisy_tenants_burst_each_day() -> None:
     servers = ["http://a", "http://b", "http://c"]
-    plan = day_plan(DAY, NOISY_EPISODE, servers, laps=2)
+    plan = day_plan(DAY, NOISY_EPISODE, servers, laps=3)
     assert [r.at_s for r in plan] == sorted(r.at_s for r in plan)
     per_day = sum(rps * DAY.step_s for rps in DAY.day_rps)
     burst = NOISY_EPISODE.rps * (NOISY_EPISODE.end_s - NOISY_EPISODE.start_s)
-    assert len(plan) == pytest.approx(2 * (per_day + burst), abs=2)
-    for lap in (0, 1):
+    assert NOISY_EPISODE.every_days == 2 and len(plan) == pytest.approx(3 * per_day + 2 * burst, abs=3)
+    quiet = [r for r in plan if DAY.lap_s + NOISY_EPISODE.start_s <= r.at_s < DAY.lap_s + NOISY_EPISODE.end_s]
+    assert {r.tenant for r in quiet} == set(TENANTS) and max(r.max_tokens for r in quiet) <= 100  # day 2: no burst
+    for lap in (0, 2):
         start, end = lap * DAY.lap_s + NOISY_EPISODE.start_s, lap * DAY.lap_s + NOISY_EPISODE.end_s
         inside = [r for r in plan if start <= r.at_s < end]
         before = [r for r in plan if start - 60 <= r.at_s < start]
@@ -89,6 +103,7 @@ def test_the_plan_alternates_tenants_and_adds_the_noisy_tenants_burst_each_day()
         (dict(start_s=100.0, end_s=90.0, rps=1.0), "start_s < end_s"),
         (dict(start_s=100.0, end_s=120.0, rps=0.0), "rps > 0"),
         (dict(start_s=100.0, end_s=120.0, rps=1.0, generated_tokens=0), "generated_tokens"),
+        (dict(start_s=100.0, end_s=120.0, rps=1.0, every_days=0), "every_days"),
     ],
 )
 def test_a_bad_episode_is_refused(episode: dict[str, Any], message: str) -> None:
@@ -97,8 +112,8 @@ def test_a_bad_episode_is_refused(episode: dict[str, Any], message: str) -> None
 
 
 def test_an_episode_past_the_day_is_refused() -> None:
-    with pytest.raises(ValueError, match="after the day's 480 s"):
-        day_plan(DAY, NoisyEpisode("globex", 400.0, 500.0, 1.0), ["http://a"], laps=1)
+    with pytest.raises(ValueError, match="after the day's 300 s"):
+        day_plan(DAY, NoisyEpisode("globex", 250.0, 350.0, 1.0), ["http://a"], laps=1)
 
 
 def test_a_chat_left_on_an_earlier_demos_engine_profile_gets_todays_spec(database_url: str, engine: Engine) -> None:
@@ -166,12 +181,22 @@ def test_bad_history_is_refused(engine: Engine, per_minute: list[float], nodes: 
 def test_the_timeline_gives_the_times_the_plan_and_the_products_knobs_make() -> None:
     up_s, down_s = DAY.crossings(*scale_thresholds(CHAT))
     seeded = SeededHistory(1080, 0.0, 21_600.0)
-    lines = "\n".join(timeline_lines(DAY, NOISY_EPISODE, DEMO_POOL_SPECS, seeded, enforcer_settings(ServerSettings())))
+    enforcer = enforcer_settings(ServerSettings())
+    lines = "\n".join(timeline_lines(DAY, NOISY_EPISODE, DEMO_POOL_SPECS, seeded, enforcer, DEMO_POLICY))
     assert clock(70) == "1:10" and clock(up_s) in lines and clock(down_s) in lines
     assert "360 minutes seeded" in lines and f"{clock(NOISY_EPISODE.start_s)}  globex bursts" in lines
     rule = latency_rule()
     assert f"{rule.name} ({rule.severity.value}) fires" in lines and f"{rule.keep_firing_seconds:.0f} s after" in lines
-    assert "after 30 s (3 windows)" in lines
+    assert "after 30 s (3 windows)" in lines and "every rule keeps firing 5 min" in lines
+    assert f"~{clock(max(down_s, NOISY_EPISODE.end_s) + 60)}  chat scales down once 60 s of decisions agree" in lines
+    assert "globex bursts every 2 days, 10:00 apart" in lines
+
+
+def test_the_banner_names_what_the_demo_shortens_beside_the_production_defaults() -> None:
+    assert demo_settings_text() == (
+        "rollups every 10 s (production default 60 s), forecasts every 20 s (production default 60 s), "
+        "scale-down window 60 s (production default 300 s)"
+    )
 
 
 def read_announcement(demo: subprocess.Popen[str], timeout_s: float = 90.0) -> tuple[str, str]:
