@@ -91,6 +91,7 @@ def timeline_lines(
             else ""
         ),
         f"  ~{clock(episode.end_s + rule.keep_firing_seconds)}  {rule.name} resolves ~{keep_min:g} min after the "
-        f"burst: every rule keeps firing {keep_min:g} min",
-        f"        ({rule.keep_firing_seconds:.0f} s after the p99 is back under) so one burst does not page twice",
+        "burst, later by as long as its queue takes to serve:",
+        f"        every rule keeps firing {keep_min:g} min ({rule.keep_firing_seconds:.0f} s after the p99 is back "
+        "under) so one burst does not page twice",
     ]
