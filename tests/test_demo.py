@@ -252,7 +252,7 @@ def test_demo_runs_three_agents_and_shows_a_forecast_and_decisions_until_ctrl_c(
         # vision starts with a replica on each node, one more than its minimum: a decision within the first minute
         wait_for("scaling event", lambda: bool(items("/scaling-events")), 120)
         assert api.get("/nodes/demo-node-1").json()["series"]  # live metrics
-        # the burst's throttle and alerts come about three minutes into the load; docs/demo.md has one run's times
+        # the burst's throttle and alerts come about two minutes into the load; docs/demo.md has one run's times
     finally:
         demo.send_signal(signal.SIGINT)
         code = demo.wait(60)
