@@ -15,6 +15,7 @@ from sqlalchemy import insert
 from collector.series import series_samples
 from collector.tables import rollups_1m
 from fleet.pools import PoolSpec, Provisioning
+from predictor.store import ForecastPoint, ForecastStore, GoodForecast, SubjectKind
 from tests.support.clock import FakeClock
 from tests.support.rollups import rollup_row
 from tests.web.dashboard.conftest import push
@@ -185,3 +186,27 @@ def test_the_pools_list_shows_the_bound_state(browser: Browser, services: AppSer
     services.pools.set_provisioning("chat", Provisioning(None, 60.0, 0, clock(), 5))
     page = browser("viewer").get("/pools")
     assert '<span class="badge bound warn" data-bound>at max (wants 5)</span>' in page.text
+
+
+def test_a_pools_minutes_before_its_samples_come_from_rollups_and_its_band_stops_at_zero(
+    browser: Browser, services: AppServices, clock: FakeClock
+) -> None:
+    client = browser("viewer")
+    services.pools.create("chat", PoolSpec(min_replicas=1, max_replicas=6), now=clock())
+    with services.engine.begin() as conn:  # imported history: 1-minute means only (the demo seeds such hours)
+        minutes = [(clock() // 60 - k) * 60 for k in (12, 11, 10)]
+        rows = [rollup_row("node-a", -1, "chat", t, request_rate_per_second=2.0) for t in minutes]
+        conn.execute(insert(rollups_1m), rows)
+    push(services, client, "node-a", clock, request_rate_per_second=3.0)
+    now = clock()
+    points = [ForecastPoint(now + 60 * k, -1.0, -4.0, 5.0) for k in range(1, 16)]  # a model's band past zero
+    metric = "request_rate_per_second"
+    ForecastStore(services.engine).save(
+        [GoodForecast(SubjectKind.POOL, "chat", metric, now, "auto", now, 60.0, 900.0, now - 3600, now, points, None)]
+    )
+    data = _chart_data(client.get("/pools/chat").text)
+    demand = data["charts"][1]
+    history = demand["tables"][0]
+    assert history["y"][0] == [2.0, 2.0, 2.0, 3.0]  # three minutes of means, then the raw sample
+    band = next(t for t in demand["tables"] if t["keys"][0] == "hi")
+    assert min(v for column in band["y"] for v in column if v is not None) == 0.0  # never below no demand

@@ -5,6 +5,7 @@ API does it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, status
@@ -14,7 +15,8 @@ from starlette.datastructures import FormData
 
 from autoscaler.policy import PolicySettings
 from collector.catalog import BY_NAME
-from collector.series import Point, SeriesQuery, pool_replica_history, query_series
+from collector.series import Point, SeriesQuery, Source, pool_replica_history, query_series
+from collector.tables import ROLLUP_BUCKET_SECONDS
 from fleet.pools import Pool
 from predictor.accuracy import distrusted
 from predictor.store import StoredForecast, SubjectKind
@@ -69,7 +71,12 @@ def _pool_charts(
     metric = pool.spec.demand_metric.value
     query = SeriesQuery(metric, start, now, pool=pool.name, step=step)
     with services.engine.connect() as conn:
-        points = query_series(conn, query, raw_max_seconds=services.settings.raw_query_max_seconds).points
+        found = query_series(conn, query, raw_max_seconds=services.settings.raw_query_max_seconds)
+        points = found.points
+        if found.source is Source.RAW and start < (points[0][0] if points else now) - ROLLUP_BUCKET_SECONDS:
+            # minutes before the raw samples (history imported as rollups, samples past retention): their 1-minute means
+            minutes = query_series(conn, replace(query, step=None), raw_max_seconds=0.0).points
+            points = [p for p in minutes if not points or p[0] + ROLLUP_BUCKET_SECONDS <= points[0][0]] + points
         history = pool_replica_history(conn, pool.name, start, now, max(step, MIN_REPLICA_STEP_SECONDS))
     ready = [(t, float(r)) for t, r, _s in history]
     running = Line("running", "running (ready + starting)", [(t, float(r + s)) for t, r, s in history], "step")
@@ -91,10 +98,11 @@ def _pool_charts(
         lines.append(carried)
     good = forecast.good if forecast is not None else None
     if good is not None and good.points:
+        floor = BY_NAME[metric].minimum  # no demand below 0: the band is drawn from there
         band = [
-            Line("hi", "90 % band, high", [(p.ts, p.hi) for p in good.points], "band"),
-            Line("lo", "90 % band, low", [(p.ts, p.lo) for p in good.points], "band"),
-            Line("forecast", "forecast", [(p.ts, p.yhat) for p in good.points], "dash"),
+            Line("hi", "90 % band, high", [(p.ts, max(p.hi, floor)) for p in good.points], "band"),
+            Line("lo", "90 % band, low", [(p.ts, max(p.lo, floor)) for p in good.points], "band"),
+            Line("forecast", "forecast", [(p.ts, max(p.yhat, floor)) for p in good.points], "dash"),
         ]
         tables.append(table(band, origin, merge=False))
         lines += band
@@ -166,7 +174,8 @@ def _pool_page(
         forecast=forecast,
         saturation=(forecast.good.saturation or {}) if forecast is not None and forecast.good is not None else {},
         capacity=per_replica_capacity(pool, forecast),
-        accuracy=list((forecast.accuracy or {}).values()) if forecast is not None else [],
+        # a window with no scored forecast yet has no figures to show: the page says "not scored yet" instead
+        accuracy=[w for w in (forecast.accuracy or {}).values() if w.forecasts] if forecast is not None else [],
         distrusted=_distrusted(forecast),
         events=services.events.list(pool=name, limit=50),
         provisioning=pool.provisioning,
