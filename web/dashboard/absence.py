@@ -29,6 +29,12 @@ def gpu_absence(view: NodeView, absent: MetricAbsences | None) -> str | None:
     return NO_GPU
 
 
+def gpu_summary(view: NodeView, absent: MetricAbsences | None) -> str:
+    """What a node's header says of its GPUs: ``2 GPUs``, or why it has none (``gpu_absence``)."""
+    count = len({g.index for g in view.gpus} | {s.device for s in view.series if s.device is not None})
+    return gpu_absence(view, absent) or f"{count} GPU{'' if count == 1 else 's'}"
+
+
 def node_pools(view: NodeView) -> list[str]:
     """The pools the node reports replica series of (a GPU row naming its pod's pool is not one)."""
     return sorted({s.pool for s in view.series if s.pool is not None and s.device is None})

@@ -173,3 +173,15 @@ def test_the_live_stream_sends_the_pages_tiles_then_only_what_changed(
     assert list(after["tiles"]) == ["node-c"]  # the cursor kept
     assert client.get("/fleet/live?size=0").status_code == 422
     assert client.get("/fleet/live?status=sideways").status_code == 422
+
+
+def test_the_node_page_says_why_too(browser: Browser, services: AppServices, clock: FakeClock) -> None:
+    client = browser("viewer")
+    absent = {"gpu": "NVML Shared Library Not Found", "pools": {"chat": {"kv_cache_utilization_ratio": "tgi has none"}}}
+    push_cpu_node(services, client, "cpu-1", clock, absent)
+    page = client.get("/nodes/cpu-1").text
+    assert '<span id="node-gpus">no GPU (NVML Shared Library Not Found)</span>' in page and "0 GPUs" not in page
+    kv = re.search(r'data-why-metric="kv_cache_utilization_ratio">([^<]*)</small>', page)
+    assert kv is not None and kv[1] == "tgi has none"
+    rate = re.search(r'data-why-metric="request_rate_per_second" hidden>', page)
+    assert rate is not None  # a measured value's reason is hidden (live.js shows it again if the value goes)

@@ -21,7 +21,7 @@ from collector.registry import NodeStatus, NodeView, PoolOnNode, latest_reports,
 from collector.series import recent_node_rollups
 from fleet.pools import Pool
 from web.auth import ServicesDep
-from web.dashboard.absence import gpu_absence, why_absent
+from web.dashboard.absence import gpu_summary, why_absent
 from web.dashboard.deps import Viewer
 from web.dashboard.live_stream import event_stream
 from web.dashboard.pool_groups import PoolGroup, PoolSummary, group_by_pool, pool_summary
@@ -102,11 +102,6 @@ class Tile:
         }
 
 
-def _gpu_count(view: NodeView) -> str:
-    count = len({g.index for g in view.gpus} | {s.device for s in view.series if s.device is not None})
-    return f"{count} GPU{'' if count == 1 else 's'}"
-
-
 def build_tile(
     view: NodeView,
     history: Mapping[str, list[tuple[float, float]]],
@@ -130,7 +125,7 @@ def build_tile(
     )
     hot = SHORT_NAMES[heat.worst_metric] if heat.worst_metric else None
     by = reported_by(view.source, view.resolution_seconds)
-    gpus = gpu_absence(view, absent) or _gpu_count(view)
+    gpus = gpu_summary(view, absent)
     return Tile(view.id, view.status.value, gpus, shown.css, hot, cells, by, alert)
 
 

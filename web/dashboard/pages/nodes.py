@@ -13,10 +13,12 @@ from fastapi.responses import HTMLResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from collector.catalog import BY_NAME, METRIC_NAMES, Scope
-from collector.registry import NodeView
+from collector.control import MetricAbsences
+from collector.registry import NodeView, latest_reports
 from collector.series import Point, SeriesKey, series_rollups, series_samples
 from collector.tables import NO_DEVICE, NO_POOL
 from web.auth import ServicesDep
+from web.dashboard.absence import gpu_summary, why_absent
 from web.dashboard.charts import (
     DEFAULT_RANGE,
     RANGES,
@@ -137,6 +139,13 @@ def _new_samples(
     return tails, after if newest is None else newest
 
 
+def _absent(services: AppServices, node_id: str) -> MetricAbsences | None:
+    """What the node's agent last said of its missing metrics (None: it said nothing, or sent no report)."""
+    with services.engine.connect() as conn:
+        report = latest_reports(conn, [node_id]).get(node_id)
+    return report.absent if report is not None else None
+
+
 def _read(services: AppServices, node_id: str) -> NodeView | None:
     with services.engine.connect() as conn:
         return services.fleet.node(conn, node_id, services.clock())
@@ -156,13 +165,18 @@ def node_detail(
     now = services.clock()
     time_range = RANGES[range_]
     charts, newest = _charts(services, node_id, time_range, now)
+    absent = _absent(services, node_id)
+    rows = _rows(view)
+    why = {(row.key, name): why_absent(name, view, absent) for row in rows for name in row.metrics}
     since = newest if newest is not None else now - time_range.seconds
     return page(
         request,
         "node.html",
         user,
         node=view,
-        rows=_rows(view),
+        rows=rows,
+        gpu_summary=gpu_summary(view, absent),
+        why=why,
         live=live_values(view, now),
         reported_by=reported_by(view.source, view.resolution_seconds),
         live_every=duration(view.resolution_seconds) if view.resolution_seconds else "500 ms",

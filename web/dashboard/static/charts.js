@@ -42,8 +42,11 @@
       default: return { div: 1, suffix: "" };
     }
   }
-  function decimals(step) {
-    return step >= 1 || !(step > 0) ? 0 : Math.min(3, Math.ceil(-Math.log10(step) - 1e-9));
+  function decimals(step) {  // the fewest that write the tick step exactly: 2.5 kB/s steps read 2.5, 5.0, 7.5
+    for (let d = 0; d < 3; d += 1) {
+      if (Math.abs(Math.round(step * Math.pow(10, d)) - step * Math.pow(10, d)) < 1e-6) return d;
+    }
+    return 3;
   }
   function tickText(unit, splits) {
     const top = Math.max.apply(null, splits.map(Math.abs));

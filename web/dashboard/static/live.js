@@ -24,6 +24,8 @@
         const series = data.values[cell.dataset.series] || {};
         const shown = series[cell.dataset.metric] || "—";
         if (cell.textContent !== shown) cell.textContent = shown;
+        const why = cell.nextElementSibling;  // why it is missing, shown only while it is
+        if (why && why.classList.contains("why")) why.hidden = shown !== "—";
       });
     }
     if (data.status) {
