@@ -300,6 +300,18 @@ def test_the_alerts_of_one_node_are_those_naming_it_or_a_pool_it_serves(
     assert sorted(re.findall(r'<tr data-alert="(\w+)"', everyone)) == ["ChatSlow", "OnA", "VisionSlow"]
 
 
+def test_a_predictive_alerts_value_is_its_probability_in_percent(
+    browser: Browser, services: AppServices, clock: FakeClock
+) -> None:
+    rule = RuleStore(services.engine).create(
+        RuleSpec(name="Saturating", kind=RuleKind.PREDICTIVE, probability=0.5, horizon_seconds=900), now=0
+    )
+    labels = {"alertname": "Saturating", "severity": "warning", "pool": "chat"}
+    alert = Alert(rule.id, "s", labels, {}, AlertStatus.FIRING, 0.798, clock(), clock(), clock())
+    AlertStore(services.engine).commit([alert], [], [], [])
+    assert ">80 %<" in browser("viewer").get("/alerts").text
+
+
 def test_health_report_says_not_measured_rather_than_inventing(
     browser: Browser, services: AppServices, clock: FakeClock
 ) -> None:

@@ -24,7 +24,7 @@ from alerting.lifecycle import Alert, AlertStatus
 from alerting.outbox import delivery_log
 from alerting.payload import visible_labels
 from alerting.rule_store import RuleStore
-from alerting.rules import Op, RuleSpec
+from alerting.rules import Op, RuleKind, RuleSpec
 from alerting.silences import Silence, silenced
 from alerting.webhooks import WebhookStore
 from collector.catalog import BY_NAME
@@ -101,6 +101,14 @@ class AlertGroup:
         return ", ".join(f"{k}={v}" for k, v in parts.items())
 
 
+def _value_text(spec: RuleSpec | None, value: float | None) -> str:
+    """An alert's value in its rule's unit: the metric's, a predictive rule's saturation probability as a %."""
+    if spec is not None and spec.kind is RuleKind.PREDICTIVE:
+        return units.by_unit("ratio", value)
+    metric = spec.metric if spec is not None else None
+    return units.metric_value(metric, value) if metric in BY_NAME else units.by_unit("", value)
+
+
 def alert_groups(
     alerts: Sequence[Alert], active: Sequence[Silence], rules: Mapping[int, RuleSpec], now: float
 ) -> list[AlertGroup]:
@@ -111,8 +119,7 @@ def alert_groups(
     for a in alerts:
         quiet = a.status is not AlertStatus.RESOLVED and silenced(a.labels, active, now)
         spec = rules.get(a.rule_id)
-        metric = spec.metric if spec is not None else None
-        value = units.metric_value(metric, a.value) if metric in BY_NAME else units.by_unit("", a.value)
+        value = _value_text(spec, a.value)
         scope = {k: v for k, v in sorted(visible_labels(a.labels).items()) if k not in SHOWN_ELSEWHERE}
         groups.setdefault((a.rule_id, a.labels.get("pool", ""), a.status), []).append(Member(a, quiet, value, scope))
     out = []
