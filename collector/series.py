@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -243,19 +243,31 @@ def series_samples(
     return out
 
 
+def recent_section_rollups(
+    conn: Connection, sections: Mapping[str, Sequence[str | None]], start: float, end: float
+) -> dict[tuple[str, str | None], dict[str, list[Point]]]:
+    """Per (node, pool) of ``sections`` (node → the pools whose view of it is wanted) and metric, the 1-minute means
+    in [start, end], combined as the catalog says over the series that view holds: the node's GPUs and host and
+    that pool's replicas; pool None: all its series (the overview's sparklines: 12 metrics × 30 buckets a tile)."""
+    by_bucket: dict[tuple[str, str | None, str], list[dict[float, float]]] = defaultdict(list)
+    for (node, device, pool), metrics in series_rollups(conn, list(sections), start, end).items():
+        for section in sections[node]:
+            if section is not None and device == NO_DEVICE and pool not in (NO_POOL, section):
+                continue  # another pool's replicas
+            for name, points in metrics.items():
+                by_bucket[(node, section, name)].append(dict(points))
+    out: dict[tuple[str, str | None], dict[str, list[Point]]] = defaultdict(dict)
+    for (node, section, name), per_series in by_bucket.items():
+        out[(node, section)][name] = combine_buckets(per_series, BY_NAME[name].pool_aggregate)
+    return dict(out)
+
+
 def recent_node_rollups(
     conn: Connection, node_ids: Sequence[str], start: float, end: float
 ) -> dict[str, dict[str, list[Point]]]:
-    """Per node and metric, the 1-minute means in [start, end], combined over the node's series as the catalog says
-    (the overview's sparklines: 12 metrics × 30 buckets per node)."""
-    by_bucket: dict[tuple[str, str], list[dict[float, float]]] = defaultdict(list)
-    for (node, _device, _pool), metrics in series_rollups(conn, node_ids, start, end).items():
-        for name, points in metrics.items():
-            by_bucket[(node, name)].append(dict(points))
-    out: dict[str, dict[str, list[Point]]] = defaultdict(dict)
-    for (node, name), per_series in by_bucket.items():
-        out[node][name] = combine_buckets(per_series, BY_NAME[name].pool_aggregate)
-    return dict(out)
+    """Per node and metric, the 1-minute means in [start, end], combined over all the node's series."""
+    found = recent_section_rollups(conn, {node: [None] for node in node_ids}, start, end)
+    return {node: metrics for (node, _pool), metrics in found.items()}
 
 
 @dataclass(frozen=True)

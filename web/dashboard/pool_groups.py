@@ -74,22 +74,18 @@ class PoolGroup(Generic[T]):
 
 
 def group_by_pool(
-    tiles: Sequence[tuple[str, T]],
-    pools_of: Mapping[str, Sequence[str]],
+    tiles: Sequence[tuple[str | None, T]],
     summaries: Mapping[str, PoolSummary],
     *,
     only: str | None = None,
 ) -> list[PoolGroup[T]]:
-    """``tiles`` (node id, tile) in sections by pool name, "no pool" last; with ``only`` (the page's pool filter)
-    the one section of that pool, holding every tile (the filter already chose them)."""
+    """``tiles`` (the pool whose section each is in, None for a node serving none; a node in two pools has a tile
+    in each) in sections by pool name, "no pool" last; with ``only`` (the page's pool filter) that one section."""
     if only is not None:
         return [PoolGroup(only, summaries.get(only), tuple(t for _, t in tiles))] if tiles else []
-    sections: dict[str, list[T]] = {}
-    alone: list[T] = []
-    for node, tile in tiles:
-        for pool in pools_of.get(node, ()):
-            sections.setdefault(pool, []).append(tile)
-        if not pools_of.get(node):
-            alone.append(tile)
-    groups = [PoolGroup(pool, summaries.get(pool), tuple(sections[pool])) for pool in sorted(sections)]
-    return groups + ([PoolGroup(None, None, tuple(alone))] if alone else [])
+    sections: dict[str | None, list[T]] = {}
+    for pool, tile in tiles:
+        sections.setdefault(pool, []).append(tile)
+    named = sorted(pool for pool in sections if pool is not None)
+    groups = [PoolGroup(pool, summaries.get(pool), tuple(sections[pool])) for pool in named]
+    return groups + ([PoolGroup(None, None, tuple(sections[None]))] if None in sections else [])

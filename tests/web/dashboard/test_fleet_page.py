@@ -28,7 +28,7 @@ Browser = Callable[[str], TestClient]
 
 def tile(page: str, node: str) -> str:
     """The first tile of ``node`` on the page, its ``<li>`` through its ``</li>``."""
-    found = re.search(rf'<li class="[^"]*" data-node="{node}">.*?</li>', page, re.S)
+    found = re.search(rf'<li class="[^"]*" data-node="{node}" data-tile="[^"]*">.*?</li>', page, re.S)
     assert found is not None, f"no tile of {node}"
     return found.group()
 
@@ -113,12 +113,13 @@ def test_nodes_with_firing_alerts_are_marked_and_coloured_by_the_worst(
     )
     page = client.get("/").text
     a, b = tile(page, "node-a"), tile(page, "node-b")
-    assert a.startswith('<li class="tile critical alerted alert-critical" data-node="node-a">')  # calm metrics, red
+    red = '<li class="tile critical alerted alert-critical" data-node="node-a" data-tile="node-a/chat">'
+    assert a.startswith(red)  # calm metrics, red
     assert "2 firing: GpuHot, ChatSlow</a>" in a
     assert 'href="/alerts?state=firing&amp;node=node-a"' in a
-    assert b.startswith('<li class="tile warn alerted alert-warning" data-node="node-b">')  # the pool's alert
+    assert b.startswith('<li class="tile warn alerted alert-warning" data-node="node-b" data-tile="node-b/chat">')
     assert "1 firing: ChatSlow" in b
-    assert tile(page, "node-c").startswith('<li class="tile ok" data-node="node-c">')  # silenced: no mark
+    assert tile(page, "node-c").startswith('<li class="tile ok" data-node="node-c" data-tile="node-c/vision">')
     assert re.search(r'class="alert-mark" data-field="mark" href="[^"]*" hidden></a>', tile(page, "node-c"))
 
 
@@ -162,15 +163,15 @@ def test_the_live_stream_sends_the_pages_tiles_then_only_what_changed(
     for node in ("node-a", "node-b", "node-c"):
         push(services, client, node, clock, gpus=1, queue_depth_requests=2.0)
     first, second = events_of(client, "/fleet/live?size=2&events=2")
-    assert sorted(first["tiles"]) == ["node-a", "node-b"]  # the page's nodes only, its size kept
-    a = first["tiles"]["node-a"]
+    assert sorted(first["tiles"]) == ["node-a/chat", "node-b/chat"]  # the page's nodes only, its size kept
+    a = first["tiles"]["node-a/chat"]
     assert (a["status"], a["heat"], a["gpus"], a["alert"]) == ("up", "ok", "1 GPU", None)
     assert a["values"]["queue_depth_requests"] == "2.00 req"
     assert a["why"]["kv_cache_utilization_ratio"] == "not reported yet"
     assert first["pools"]["chat"]["nodes"] == "3" and first["counts"] == {"total": 3, "up": 3, "down": 0}
     assert second["tiles"] == {} and second["pools"] == {}  # nothing changed
     [after] = events_of(client, "/fleet/live?after=node-b&events=1")
-    assert list(after["tiles"]) == ["node-c"]  # the cursor kept
+    assert list(after["tiles"]) == ["node-c/chat"]  # the cursor kept
     assert client.get("/fleet/live?size=0").status_code == 422
     assert client.get("/fleet/live?status=sideways").status_code == 422
 
@@ -185,3 +186,29 @@ def test_the_node_page_says_why_too(browser: Browser, services: AppServices, clo
     assert kv is not None and kv[1] == "tgi has none"
     rate = re.search(r'data-why-metric="request_rate_per_second" hidden>', page)
     assert rate is not None  # a measured value's reason is hidden (live.js shows it again if the value goes)
+
+
+def test_a_node_of_two_pools_shows_each_pools_values_in_its_section(
+    browser: Browser, services: AppServices, clock: FakeClock
+) -> None:
+    client = browser("viewer")
+    services.pools.create("chat", PoolSpec(min_replicas=1, max_replicas=4, slo_p99_seconds=10.0), now=clock())
+    services.pools.create("vision", PoolSpec(min_replicas=1, max_replicas=4, slo_p99_seconds=1.0), now=clock())
+    seq = push(services, client, "node-a", clock, pool="chat", request_latency_p99_seconds=12.0)
+    push(services, client, "node-a", clock, seq=seq, pool="vision", request_latency_p99_seconds=0.05)
+    rule = {"alertname": "ChatSlow", "severity": "critical", "pool": "chat", "node": "node-a"}
+    slow = Alert(1, fingerprint(rule), rule, {}, AlertStatus.FIRING, 12.0, clock(), clock(), clock())
+    AlertStore(services.engine).commit([slow], [], [], [])
+    page = client.get("/").text
+
+    def section_tile(key: str) -> str:
+        found = re.search(rf'<li class="([^"]*)" data-node="node-a" data-tile="{key}">.*?</li>', page, re.S)
+        assert found is not None, key
+        return found.group()
+
+    chat, vision = section_tile("node-a/chat"), section_tile("node-a/vision")
+    assert cell(chat, "request_latency_p99_seconds")[0] == "12.0 s"
+    assert cell(vision, "request_latency_p99_seconds")[0] == "50.0 ms"  # vision's own, not the node's worst
+    assert "alert-critical" in chat.split(">", 1)[0] and "alerted" not in vision.split(">", 1)[0]
+    [event] = events_of(client, "/fleet/live?events=1")
+    assert {"node-a/chat", "node-a/vision"} <= set(event["tiles"])

@@ -119,9 +119,13 @@ def test_a_pools_summary_sums_demand_takes_the_worst_p99_and_judges_it_against_t
 
 
 def test_tiles_split_per_pool_a_node_of_two_in_both_and_the_poolless_last() -> None:
-    tiles = [("a", "A"), ("b", "B"), ("c", "C")]
-    groups = group_by_pool(tiles, NODE_POOLS, {})
-    assert [(g.pool, g.tiles) for g in groups] == [("chat", ("A", "B")), ("vision", ("B",)), (None, ("C",))]
-    only = group_by_pool([("b", "B")], NODE_POOLS, {}, only="vision")
-    assert [(g.pool, g.tiles) for g in only] == [("vision", ("B",))]
-    assert group_by_pool([], NODE_POOLS, {}, only="vision") == []
+    tiles = [("chat", "A"), ("chat", "B@chat"), ("vision", "B@vision"), (None, "C")]
+    groups = group_by_pool(tiles, {})
+    assert [(g.pool, g.tiles) for g in groups] == [
+        ("chat", ("A", "B@chat")),
+        ("vision", ("B@vision",)),
+        (None, ("C",)),
+    ]
+    only = group_by_pool([("vision", "B@vision")], {}, only="vision")
+    assert [(g.pool, g.tiles) for g in only] == [("vision", ("B@vision",))]
+    assert group_by_pool([], {}, only="vision") == []

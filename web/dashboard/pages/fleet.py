@@ -6,7 +6,7 @@ tiles every 2 s, only those that changed, so the page updates without a reload."
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -18,7 +18,7 @@ from alerting.silences import silenced
 from collector.catalog import METRIC_NAMES
 from collector.control import MetricAbsences
 from collector.registry import NodeStatus, NodeView, PoolOnNode, latest_reports, pools_on_nodes, reported_pools
-from collector.series import recent_node_rollups
+from collector.series import recent_section_rollups
 from fleet.pools import Pool
 from web.auth import ServicesDep
 from web.dashboard.absence import gpu_summary, why_absent
@@ -80,6 +80,7 @@ class MetricCell:
 @dataclass(frozen=True)
 class Tile:
     id: str
+    key: str  # the node, or "node/pool" for its tile in that pool's section (the live updates find it by this)
     status: str
     gpus: str  # "2 GPUs", or why there are none: "no GPU (NVML Shared Library Not Found)"
     heat: str
@@ -102,8 +103,15 @@ class Tile:
         }
 
 
+def scoped(view: NodeView, pool: str) -> NodeView:
+    """The node as ``pool``'s section shows it: its GPUs and host, and that pool's replicas only (a node serving
+    chat and vision shows chat's p99 under chat, vision's under vision)."""
+    return replace(view, series=[s for s in view.series if s.device is not None or s.pool in (None, pool)])
+
+
 def build_tile(
     view: NodeView,
+    key: str,
     history: Mapping[str, list[tuple[float, float]]],
     slo: Mapping[str, float],
     absent: MetricAbsences | None,
@@ -126,7 +134,7 @@ def build_tile(
     hot = SHORT_NAMES[heat.worst_metric] if heat.worst_metric else None
     by = reported_by(view.source, view.resolution_seconds)
     gpus = gpu_summary(view, absent)
-    return Tile(view.id, view.status.value, gpus, shown.css, hot, cells, by, alert)
+    return Tile(view.id, key, view.status.value, gpus, shown.css, hot, cells, by, alert)
 
 
 @dataclass(frozen=True)
@@ -150,27 +158,36 @@ def read_page(services: AppServices, query: PageQuery, *, sparklines: bool, summ
         )
         shown = views[: query.size]
         ids = [v.id for v in shown]
-        history = recent_node_rollups(conn, ids, now - SPARKLINE_SECONDS, now) if sparklines else {}
         reports = latest_reports(conn, ids)
         pools_of: dict[str, list[str]] = {}
         for p in pools_on_nodes(conn, ids, down_after_seconds=services.fleet.node_down_after_seconds, reports=reports):
             pools_of.setdefault(p.node_id, []).append(p.pool)
+        # each node's sections: the page's pool, else every pool it serves, else none (None: the whole node)
+        sections: dict[str, list[str | None]] = {
+            v.id: [query.pool] if query.pool else list(pools_of.get(v.id, [])) or [None] for v in shown
+        }
+        start = now - SPARKLINE_SECONDS
+        history = recent_section_rollups(conn, sections, start, now) if sparklines else {}
         statuses = services.fleet.statuses(conn, now)
         on_up_nodes = services.fleet.pools_on_nodes(conn, now) if summaries else []
         known = reported_pools(conn)
     configured = {p.name: p for p in services.pools.list()}
     slo = {name: p.spec.slo_p99_seconds for name, p in configured.items()}
-    marks = alert_marks(_firing(services, now), pools_of)
-    tiles = [
-        build_tile(v, history.get(v.id, {}), slo, reports[v.id].absent if v.id in reports else None, marks.get(v.id))
-        for v in shown
-    ]
+    marks = _section_marks(_firing(services, now), sections)
+    entries: list[tuple[str | None, Tile]] = []
+    for v in shown:
+        absent = reports[v.id].absent if v.id in reports else None
+        for pool in sections[v.id]:
+            view, key = (v, v.id) if pool is None else (scoped(v, pool), f"{v.id}/{pool}")
+            mark = marks.get((v.id, pool))
+            entries.append((pool, build_tile(view, key, history.get((v.id, pool), {}), slo, absent, mark)))
+    tiles = [tile for _pool, tile in entries]
     named = {p for pools in pools_of.values() for p in pools} | ({query.pool} if query.pool else set())
     found = _summaries(on_up_nodes, sorted(named), configured) if summaries else {}
     up = sum(1 for s in statuses.values() if s is NodeStatus.UP)
     return FleetPage(
         tiles=tiles,
-        groups=group_by_pool([(t.id, t) for t in tiles], pools_of, found, only=query.pool),
+        groups=group_by_pool(entries, found, only=query.pool),
         summaries=found,
         counts={"total": len(statuses), "up": up, "down": len(statuses) - up},
         next_after=shown[-1].id if len(views) > query.size else None,
@@ -186,6 +203,24 @@ def _summaries(
         if p.pool in by_pool:
             by_pool[p.pool].append(p)
     return {name: pool_summary(on, configured.get(name)) for name, on in by_pool.items()}
+
+
+def _section_marks(
+    firing: Sequence[Alert], sections: Mapping[str, Sequence[str | None]]
+) -> dict[tuple[str, str | None], AlertMark]:
+    """Each tile's mark: in a pool's section the alerts on the node or that pool (another pool's stay in its own
+    section); a node serving no pool, every alert on it."""
+    unpooled = [a for a in firing if "pool" not in a.labels]
+    by_pool: dict[str, list[Alert]] = {}
+    for a in firing:
+        if "pool" in a.labels:
+            by_pool.setdefault(a.labels["pool"], []).append(a)
+    marks: dict[tuple[str, str | None], AlertMark] = {}
+    for pool in {p for pools in sections.values() for p in pools}:
+        nodes = {node: [pool] if pool is not None else [] for node, pools in sections.items() if pool in pools}
+        found = alert_marks(firing if pool is None else unpooled + by_pool.get(pool, []), nodes)
+        marks.update({(node, pool): mark for node, mark in found.items()})
+    return marks
 
 
 def _firing(services: AppServices, now: float) -> list[Alert]:
@@ -232,7 +267,7 @@ class LiveChanges:
         found = read_page(self.services, self.query, sparklines=False, summaries=summaries)
         if summaries:
             self.summed_at = now
-        tiles = {t.id: t.live() for t in found.tiles}
+        tiles = {t.key: t.live() for t in found.tiles}
         pools = {name: s.live() for name, s in found.summaries.items()}
         changed = {node: v for node, v in tiles.items() if self.tiles.get(node) != v}
         moved = {name: v for name, v in pools.items() if self.pools.get(name) != v}

@@ -48,11 +48,10 @@
   const source = new EventSource(main.dataset.fleetLive);
   source.onmessage = function (message) {
     const data = JSON.parse(message.data);
-    Object.keys(data.tiles).forEach(function (node) {
-      // a node in two pools has a tile in each of their sections
-      document.querySelectorAll("li.tile").forEach(function (tile) {
-        if (tile.dataset.node === node) updateTile(tile, data.tiles[node]);
-      });
+    // a tile per node and section: "node/pool" in a pool's section (its values that pool's), "node" alone else
+    document.querySelectorAll("li.tile").forEach(function (tile) {
+      const changed = data.tiles[tile.dataset.tile];
+      if (changed) updateTile(tile, changed);
     });
     Object.keys(data.pools).forEach(function (pool) {
       document.querySelectorAll("section.pool-group").forEach(function (section) {
