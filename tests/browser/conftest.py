@@ -11,10 +11,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+
+from fleetpilot.launch import AgentProcess, ServerProcess
+from inference_agent.probes import replay
 
 CHROMIUM_CANDIDATES = ("/usr/lib/chromium/chromium", "chromium", "chromium-browser")
 SCREENSHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
+RECORDING = Path(replay.__file__).resolve().parent / "fixtures" / "nvml_h100_recording.jsonl"
 
 
 def chromium_path() -> str | None:
@@ -86,3 +91,26 @@ def signed_in(chromium: Any, base_url: str, token: str, *, allowed_errors: tuple
     finally:
         context.close()
     assert errors == [], errors
+
+
+@contextmanager
+def replaying_agent(server: ServerProcess, tmp: Path, node: str) -> Iterator[AgentProcess]:
+    """A real agent pushing to ``server`` as ``node``, its GPU probe replaying a recorded two-GPU H100 at 500 ms;
+    entered once the node has reported (a page is drawn with the nodes it finds), stopped on leaving."""
+    agent = AgentProcess(
+        collector=server.url,
+        token=server.create_agent_token(node),
+        node_id=node,
+        spool_dir=tmp / "spool",
+        gpu_probe=f"replay:{RECORDING}:2",
+        log_path=tmp / "agent.log",
+    ).start()
+    try:
+        admin = {"Authorization": f"Bearer {server.admin_token}"}
+        deadline = time.monotonic() + 60
+        while not httpx.get(f"{server.url}/api/v1/nodes", headers=admin, timeout=10).json()["items"]:
+            assert time.monotonic() < deadline, f"{node} never reported:\n{agent.log_tail()}"
+            time.sleep(0.1)
+        yield agent
+    finally:
+        agent.stop()

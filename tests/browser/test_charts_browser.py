@@ -8,7 +8,6 @@ samples appended from the page's server-sent events, no reload). Screenshots go 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,12 +15,10 @@ from typing import Any
 import httpx
 import pytest
 
-from fleetpilot.launch import AgentProcess, ServerProcess
-from inference_agent.probes import replay
-from tests.browser.conftest import signed_in, wait_for
+from fleetpilot.launch import ServerProcess
+from tests.browser.conftest import replaying_agent, signed_in, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-RECORDING = Path(replay.__file__).resolve().parent / "fixtures" / "nvml_h100_recording.jsonl"
 NODE = "chart-node-1"
 
 
@@ -32,22 +29,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         admin = {"Authorization": f"Bearer {server.admin_token}"}
         pool = {"name": "chat", "min_replicas": 1, "max_replicas": 4, "slo": {"latency_p99_seconds": 2.0}}
         assert httpx.post(f"{server.url}/api/v1/pools", json=pool, headers=admin, timeout=10).status_code == 201
-        agent = AgentProcess(
-            collector=server.url,
-            token=server.create_agent_token(NODE),
-            node_id=NODE,
-            spool_dir=tmp / "spool",
-            gpu_probe=f"replay:{RECORDING}:2",
-            log_path=tmp / "agent.log",
-        ).start()
-        try:
-            deadline = time.monotonic() + 60
-            while not httpx.get(f"{server.url}/api/v1/nodes", headers=admin, timeout=10).json()["items"]:
-                assert time.monotonic() < deadline, f"{NODE} never reported:\n{agent.log_tail()}"
-                time.sleep(0.1)
+        with replaying_agent(server, tmp, NODE):
             yield server
-        finally:
-            agent.stop()
 
 
 @pytest.fixture

@@ -16,14 +16,12 @@ from sqlalchemy import insert
 from collector.database import make_engine
 from collector.tables import rollups_1m
 from fleet.scaling_events import EventStore, ScalingEvent
-from fleetpilot.launch import AgentProcess, ServerProcess
-from inference_agent.probes import replay
+from fleetpilot.launch import ServerProcess
 from predictor.store import ForecastPoint, ForecastStore, GoodForecast, SubjectKind
-from tests.browser.conftest import signed_in, wait_for
+from tests.browser.conftest import replaying_agent, signed_in, wait_for
 from tests.support.rollups import rollup_row
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-RECORDING = Path(replay.__file__).resolve().parent / "fixtures" / "nvml_h100_recording.jsonl"
 NODE = "gpu-node-1"
 
 
@@ -41,48 +39,32 @@ class Fleet:
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     tmp = tmp_path_factory.mktemp("browser")
-    with ServerProcess(f"sqlite:///{tmp}/dashboard.db") as server:
-        agent = AgentProcess(
-            collector=server.url,
-            token=server.create_agent_token(NODE),
-            node_id=NODE,
-            spool_dir=tmp / "spool",
-            gpu_probe=f"replay:{RECORDING}:2",
-            log_path=tmp / "agent.log",
-        ).start()
-        try:
-            found = Fleet(server)
-            found.api("POST", "/pools", json={"name": "chat", "min_replicas": 1, "max_replicas": 6})
-            found.api(
-                "POST",
-                "/tenants",
-                json={
-                    "name": "acme",
-                    "slo_class": "standard",
-                    "quotas": {"chat": {"rate_rps": 20, "max_concurrency": 8}},
-                },
-            )
-            found.api(
-                "POST",
-                "/alert-rules",
-                json={
-                    "name": "GpuWarm",
-                    "kind": "threshold",
-                    "metric": "gpu_temperature_celsius",
-                    "op": ">=",
-                    "threshold": 0,
-                    "for_seconds": 0,
-                    "severity": "warning",
-                },
-            )
-            # the fleet page is drawn once per load: the tests start when the node has reported, not before
-            deadline = time.monotonic() + 60
-            while not found.api("GET", "/nodes").json()["items"]:
-                assert time.monotonic() < deadline, f"{NODE} never reported:\n{agent.log_tail()}"
-                time.sleep(0.2)
-            yield found
-        finally:
-            agent.stop()
+    with ServerProcess(f"sqlite:///{tmp}/dashboard.db") as server, replaying_agent(server, tmp, NODE):
+        found = Fleet(server)
+        found.api("POST", "/pools", json={"name": "chat", "min_replicas": 1, "max_replicas": 6})
+        found.api(
+            "POST",
+            "/tenants",
+            json={
+                "name": "acme",
+                "slo_class": "standard",
+                "quotas": {"chat": {"rate_rps": 20, "max_concurrency": 8}},
+            },
+        )
+        found.api(
+            "POST",
+            "/alert-rules",
+            json={
+                "name": "GpuWarm",
+                "kind": "threshold",
+                "metric": "gpu_temperature_celsius",
+                "op": ">=",
+                "threshold": 0,
+                "for_seconds": 0,
+                "severity": "warning",
+            },
+        )
+        yield found
 
 
 @pytest.fixture
