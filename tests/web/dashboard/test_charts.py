@@ -115,6 +115,8 @@ def test_a_live_update_carries_only_the_samples_after_since(
     assert event["charts"]["request_rate_per_second"][0]["y"] == [[3.0]]
     [plain] = _events(client, "/nodes/node-a/live?events=1")
     assert "charts" not in plain  # a page without a live chart (a rollup range) gets the values only
+    refused = client.get("/nodes/node-a/live?events=1&since=nan")
+    assert refused.status_code == 422 and "since" in refused.text  # not a stream that never sends a sample
 
 
 def test_longer_ranges_are_rollups_and_a_wrong_range_is_refused(

@@ -197,7 +197,9 @@ async def node_live(
     _user: Viewer,
     services: ServicesDep,
     events: Annotated[int | None, Query(ge=1, le=100_000, description="stop after this many events")] = None,
-    since: Annotated[float | None, Query(description="also send the raw samples stored after this time")] = None,
+    since: Annotated[
+        float | None, Query(allow_inf_nan=False, description="also send the raw samples stored after this time")
+    ] = None,
 ) -> StreamingResponse:
     """``text/event-stream``: the node's latest values every 500 ms until the browser goes away or the session
     ends. With ``since`` (the newest sample a live chart holds) each event also carries the samples stored after
