@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TORCH_VERSION ?= 2.13.0
 
-.PHONY: install test lint demo clean
+.PHONY: install test lint demo clean gpu-bundle
 
 # torch goes first, pinned to the CPU build this project is tested with; left to pick torch itself, pip may pull a
 # multi-GB CUDA build.
@@ -30,6 +30,10 @@ test: lint
 demo: install
 	$(BIN)/fleetpilot db upgrade
 	$(BIN)/fleetpilot demo
+
+# the wheels of the server's stack for the lent GPU machine, which has no network (scripts/gpu-check.sh installs them)
+gpu-bundle: install
+	$(BIN)/python scripts/gpu_bundle.py --dest .whl $(if $(BUNDLE_PYTHON),--python-version $(BUNDLE_PYTHON))
 
 clean:
 	rm -rf $(VENV) .fleetpilot .pytest_cache .mypy_cache .ruff_cache

@@ -1,23 +1,151 @@
 #!/usr/bin/env bash
-# The GPU checks, as ONE script for a lent GPU machine (the `device` tool): nvidia-smi, the tests marked `gpu`
-# (NVML readings compared with nvidia-smi), and a real NVML recording for the replay probe. Results land in $OUT.
-set -euo pipefail
+# The GPU checks, as ONE script for a lent GPU machine (the `device` tool), which has no network:
+#   0. the server's stack from the wheel bundle (`make gpu-bundle` builds .whl/; the device call carries it)
+#   1. nvidia-smi; the tests marked `gpu`; the NVML probe for 60 s beside `nvidia-smi -lms 500` (bench.gpu_nvml),
+#      which also writes a real NVML recording for the replay fixture
+#   2. the built-in engine on CUDA: continuous vs static batching on the trace (bench.workload --part engine)
+#   3. MPS: a private daemon, thread shares 25/75, a pinned-memory limit, a limit change (bench.mps)
+#   4. bench.isolation with GPU replicas (--device cuda)
+#   5. the agent end to end against a server on SQLite, 500 ms samples, all 12 metrics (bench.agent_e2e)
+# Each step runs under its own time limit; a step whose GPU (or tool) is missing says so and is skipped, and the
+# script goes on. Results land in $OUT (at most 8 files come back from the device): gpu-check.log (everything
+# printed), summary.json (each step's status and its bench's JSON), nvidia-smi.txt, nvml_recording.jsonl,
+# mps-logs.txt. Exit status: 0 when no step failed (ran or skipped), 1 otherwise.
+#
+# Interpreter: $PYTHON, else python3 when it has torch (the GPU machine's image), else this checkout's .venv.
+# On the device:  run(command="bash scripts/gpu-check.sh", carry=[".whl"], timeout_s=560)
+# Here, with no GPU:  make gpu-bundle && PIP_NO_INDEX=1 bash scripts/gpu-check.sh
+set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT="${OUT:-./gpu-check-out}"
+REPO="$(pwd)"
+OUT="${OUT:-$REPO/gpu-check-out}"
 mkdir -p "$OUT"
+exec > >(tee "$OUT/gpu-check.log") 2>&1
+export PYTHONUNBUFFERED=1 PIP_NO_INDEX=1
+STARTED=$(date +%s)
+SUMMARY="$OUT/steps.jsonl"
+: > "$SUMMARY"
 
-nvidia-smi | tee "$OUT/nvidia-smi.txt"
-python3 -m venv .venv-gpu
-.venv-gpu/bin/pip install -q --upgrade pip
-.venv-gpu/bin/pip install -q -e '.[server,agent,dev]'
-.venv-gpu/bin/pytest -m gpu -v -p no:cacheprovider tests 2>&1 | tee "$OUT/pytest-gpu.txt"
-.venv-gpu/bin/python scripts/record_nvml.py "$OUT/nvml_recording.jsonl" --samples 160 --interval 0.5
-echo "recording: $OUT/nvml_recording.jsonl ($(wc -l < "$OUT/nvml_recording.jsonl") lines)"
+say() { printf '[gpu-check %4ds] %s\n' "$(( $(date +%s) - STARTED ))" "$*"; }
 
-# MPS: a private daemon, a thread percentage applied through MpsControl and read back with
-# get_active_thread_percentage, then the daemon quit (tests/inference_agent/isolation/test_mps_gpu.py).
-if command -v nvidia-cuda-mps-control >/dev/null; then
-  .venv-gpu/bin/pytest -v -s -p no:cacheprovider tests/inference_agent/isolation/test_mps_gpu.py 2>&1 | tee "$OUT/mps-check.txt"
-else
-  echo "no nvidia-cuda-mps-control on this machine: MPS check skipped" | tee "$OUT/mps-check.txt"
+if [[ -z "${PYTHON:-}" ]]; then
+    if python3 -c 'import torch' 2>/dev/null; then PYTHON=python3
+    elif [[ -x .venv/bin/python ]]; then PYTHON="$REPO/.venv/bin/python"
+    else PYTHON=python3; fi
 fi
+say "python: $PYTHON ($("$PYTHON" --version 2>&1))"
+
+# ---- 0. the server's stack: import it, else install the bundle beside the interpreter's own packages
+STACK='import fastapi, starlette, uvicorn, pydantic, pydantic_settings, sqlalchemy, alembic, apscheduler, re2, cramjam'
+SITE="${FLEETPILOT_GPU_SITE:-/tmp/fleetpilot-gpu-site}"
+export PYTHONPATH="$REPO"
+if "$PYTHON" -c "$STACK" 2>/dev/null; then
+    say "bundle: not needed, $PYTHON already has the server's stack"
+elif compgen -G ".whl/*.whl" >/dev/null; then
+    say "bundle: installing $(ls .whl/*.whl | wc -l) wheels ($(du -sh .whl | cut -f1)) into $SITE"
+    rm -rf "$SITE"
+    if ! "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" .whl/*.whl; then
+        say "bundle: pip could not install .whl/ for this interpreter (built for $(head -1 .whl/MANIFEST.txt))"
+        exit 2
+    fi
+    export PYTHONPATH="$REPO:$SITE"
+else
+    say "bundle: $PYTHON lacks the server's stack and there is no .whl/ (make gpu-bundle, then carry .whl)"
+    exit 2
+fi
+if ! "$PYTHON" -c "$STACK; import fleetpilot.cli, inference_agent.daemon, bench.workload"; then
+    say "the project does not import with $PYTHON: nothing can run"
+    exit 2
+fi
+HAS_CUDA=$("$PYTHON" -c 'import torch; print(int(torch.cuda.is_available()))' 2>/dev/null || echo 0)
+say "torch sees CUDA: $HAS_CUDA"
+
+# step NAME LIMIT_S COMMAND...: runs COMMAND under its limit, keeps its last line when it is JSON (a bench's result)
+step() {
+    local name=$1 limit=$2
+    shift 2
+    say "== $name (limit ${limit}s): $*"
+    local log="$OUT/.step-$name.txt" begun rc
+    begun=$(date +%s)
+    timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    "$PYTHON" - "$name" "$rc" "$(( $(date +%s) - begun ))" "$log" >> "$SUMMARY" <<'EOF'
+import json, sys
+name, rc, seconds, log = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+lines = [line for line in open(log, errors="replace").read().splitlines() if line.strip()]
+result = None
+if lines and lines[-1].startswith("{"):
+    try:
+        result = json.loads(lines[-1])
+    except ValueError:
+        pass
+if rc in (124, 137):
+    status = f"timed out after {seconds} s"
+elif rc != 0:
+    status = f"failed (rc {rc})"
+elif isinstance(result, dict) and "skipped" in result:
+    status = f"skipped: {result['skipped']}"
+elif result is None and lines and " skipped" in lines[-1] and " passed" not in lines[-1]:
+    # pytest's summary line: every test skipped; its -rs lines give each reason
+    reasons = sorted({line.split("] ", 1)[-1] for line in lines if line.startswith("SKIPPED")})
+    status = "skipped: " + "; ".join(reasons)
+elif result is None and lines:
+    status = "ran: " + lines[-1].strip("= ")
+else:
+    misses = [k for k, v in (result or {}).items() if v is False]  # a target that did not hold
+    status = "ran" + (f"; not held: {', '.join(misses)}" if misses else "")
+print(json.dumps({"step": name, "status": status, "seconds": seconds, "result": result}))
+EOF
+    rm -f "$log"
+    say "   $name: $(tail -1 "$SUMMARY" | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["status"])')"
+}
+
+# skip NAME REASON: a step that cannot start here, recorded as skipped
+skip() {
+    printf '{"step": "%s", "status": "skipped: %s", "seconds": 0, "result": null}\n' "$1" "$2" >> "$SUMMARY"
+    say "== $1: skipped: $2"
+}
+
+# ---- 1. NVML
+if command -v nvidia-smi >/dev/null; then
+    nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
+    nvidia-smi -q >> "$OUT/nvidia-smi.txt" 2>&1
+    head -20 "$OUT/nvidia-smi.txt"
+else
+    echo "no nvidia-smi on PATH" > "$OUT/nvidia-smi.txt"
+fi
+GPU_TESTS=(tests/inference_agent/test_nvml_gpu.py tests/inference_agent/engine/test_engine.py
+           tests/inference_agent/isolation/test_mps_gpu.py)
+step pytest-gpu 90 "$PYTHON" -m pytest -m gpu -v -rs -p no:cacheprovider "${GPU_TESTS[@]}"
+step nvml 100 "$PYTHON" -m bench.gpu_nvml --out "$OUT"
+
+# ---- 2. the built-in engine on CUDA (on a CPU the same comparison is `python -m bench.workload`, not this script's)
+if [[ $HAS_CUDA == 1 ]]; then
+    step workload 120 "$PYTHON" -m bench.workload --part engine --quick
+else
+    skip workload "torch sees no CUDA device"
+fi
+
+# ---- 3. MPS, 4. isolation with GPU replicas, 5. the agent end to end
+step mps 150 "$PYTHON" -m bench.mps --quick --out "$OUT"
+step isolation 120 "$PYTHON" -m bench.isolation --device cuda --quick
+step agent-e2e 75 "$PYTHON" -m bench.agent_e2e --quick --gpu-probe nvml
+
+# ---- the summary: every step's status, and what failed or was skipped
+"$PYTHON" - "$SUMMARY" "$OUT/summary.json" <<'EOF'
+import json, sys
+steps = [json.loads(line) for line in open(sys.argv[1])]
+json.dump({"steps": steps}, open(sys.argv[2], "w"), indent=1)
+print("\nstep        status")
+for s in steps:
+    print(f"{s['step']:<11} {s['status']} ({s['seconds']} s)")
+failed = [s["step"] for s in steps if not s["status"].startswith(("ran", "skipped"))]
+skipped = [s["step"] for s in steps if s["status"].startswith("skipped")]
+print(f"\n{len(steps) - len(failed) - len(skipped)} ran, {len(skipped)} skipped, {len(failed)} failed"
+      + (f": {', '.join(failed)}" if failed else ""))
+sys.exit(1 if failed else 0)
+EOF
+RC=$?
+rm -f "$SUMMARY"
+say "done (rc $RC); results in $OUT"
+exit $RC
