@@ -12,6 +12,12 @@ A real ``fleetpilot server`` (SQLite) and one real agent running the built-in wo
    answer (it pushes once a second): admission limits in its front end, and the ``chat`` replica capped at its
    share of the node's cores (cgroup ``cpu.max``, or the v1 CFS quota where the cpu controller is v1).
 
+``--device cuda`` (``auto``: cuda where torch sees a GPU) runs the replicas on the GPU, the agent with the NVML probe
+so that the server plans the ``chat`` replica's share as an MPS thread percentage; ``--mps auto`` starts a private
+MPS daemon for it (``bench/mps_daemon.py``), and where none can start the output's ``gpu_share`` says so and only
+admission isolates. Under MPS a new share means a new replica, so each switch waits until the pools have replaced
+theirs. Without a GPU, ``--device cuda`` answers ``{"bench": "isolation", "skipped": REASON}``.
+
 The conditions alternate in rounds, each round starting one condition later, and each condition pools its rounds'
 latencies, so that a drift in what else runs on the machine weighs on all three alike. Latency is measured from each
 request's scheduled send time (open loop: a slow answer does not delay the next request), so queueing counts. The
@@ -32,7 +38,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from multiprocessing.synchronize import Event
 from pathlib import Path
@@ -40,6 +46,7 @@ from typing import Any
 
 import httpx
 
+from bench.mps_daemon import MpsUnavailable, private_mps_daemon
 from collector.aggregate import percentile
 from fleetpilot.launch import AgentProcess, ServerProcess, free_port
 
@@ -134,9 +141,11 @@ class NoisyCounters:
             return dict(zip(self.FIELDS, self._values[:], strict=True))
 
 
-def noisy_client(client: httpx.Client, serve_url: str, max_tokens: int, stop: Event, n: NoisyCounters) -> None:
+def noisy_client(
+    client: httpx.Client, serve_url: str, pool: str, max_tokens: int, stop: Event, n: NoisyCounters
+) -> None:
     """Closed loop: one streamed long generation after another until ``stop``; counts every token as it arrives."""
-    body = {"model": "chat", "prompt": NOISY_PROMPT, "max_tokens": max_tokens, "stream": True}
+    body = {"model": pool, "prompt": NOISY_PROMPT, "max_tokens": max_tokens, "stream": True}
     while not stop.is_set():
         try:
             with client.stream("POST", f"{serve_url}/v1/completions", json=body) as r:
@@ -157,16 +166,14 @@ def noisy_client(client: httpx.Client, serve_url: str, max_tokens: int, stop: Ev
 
 
 def flood_process(
-    serve_url: str, config: BenchConfig, key: Mapping[str, str], stop: Event, counters: NoisyCounters
+    serve_url: str, pool: str, config: BenchConfig, key: Mapping[str, str], stop: Event, counters: NoisyCounters
 ) -> None:
     """The noisy tenant's clients (sending its ``key`` headers), in their own process so that parsing their streams
     does not hold this process's GIL while it times the fast tenant."""
     timeout, limits = httpx.Timeout(120.0, connect=2.0), httpx.Limits(max_connections=256)
     client = httpx.Client(timeout=timeout, limits=limits, headers=dict(key))
-    threads = [
-        threading.Thread(target=noisy_client, args=(client, serve_url, config.noisy_max_tokens, stop, counters))
-        for _ in range(config.noisy_clients)
-    ]
+    arguments = (client, serve_url, pool, config.noisy_max_tokens, stop, counters)
+    threads = [threading.Thread(target=noisy_client, args=arguments) for _ in range(config.noisy_clients)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -175,11 +182,15 @@ def flood_process(
 
 
 @contextmanager
-def noisy_flood(serve_url: str, config: BenchConfig, key: Mapping[str, str]) -> Iterator[NoisyCounters]:
-    """``config.noisy_clients`` closed-loop clients of the noisy tenant, stopped (their streams closed) on exit."""
+def noisy_flood(
+    serve_url: str, config: BenchConfig, key: Mapping[str, str], pool: str = "chat"
+) -> Iterator[NoisyCounters]:
+    """``config.noisy_clients`` closed-loop clients of the noisy tenant on ``pool``, stopped (their streams closed)
+    on exit."""
     context = multiprocessing.get_context("fork")
     counters, stop = NoisyCounters(), context.Event()
-    process = context.Process(target=flood_process, args=(serve_url, config, key, stop, counters), name="noisy-flood")
+    arguments = (serve_url, pool, config, key, stop, counters)
+    process = context.Process(target=flood_process, args=arguments, name=f"flood-{pool}")
     process.start()
     try:
         yield counters
@@ -296,12 +307,12 @@ class Tenants:
 
 
 def wait_for_replicas(agent: AgentProcess) -> None:
-    """Until the agent's serving API says every pool has a warm replica."""
+    """Until the agent's serving API says every pool has a warm replica and none starting (a replacement done)."""
     deadline = time.monotonic() + REPLICAS_READY_TIMEOUT_S
     while time.monotonic() < deadline:
         try:
             pools = httpx.get(f"{agent.serve_url}/healthz", timeout=2.0).json()["pools"]
-            if pools and all(p["ready"] >= 1 for p in pools.values()):
+            if pools and all(p["ready"] >= 1 and p["starting"] == 0 for p in pools.values()):
                 return
         except (httpx.HTTPError, ValueError, KeyError):
             pass
@@ -309,7 +320,22 @@ def wait_for_replicas(agent: AgentProcess) -> None:
     raise TimeoutError(f"replicas not warm within {REPLICAS_READY_TIMEOUT_S} s:\n{agent.log_tail()}")
 
 
-def run_phases(config: BenchConfig, folder: Path) -> list[Phase]:
+@dataclass(frozen=True)
+class Device:
+    """Where the replicas run: ``cpu``, or ``cuda`` with the environment that joins an MPS daemon (empty: none)."""
+
+    name: str
+    mps_env: Mapping[str, str] = field(default_factory=dict)
+
+    def agent_env(self) -> dict[str, str]:
+        return {"FLEETPILOT_REPLICA_DEVICE": self.name, **self.mps_env}
+
+    @property
+    def gpu_probe(self) -> str:
+        return "nvml" if self.name == "cuda" else "none"  # the server plans MPS limits for the GPUs a node reports
+
+
+def run_phases(config: BenchConfig, folder: Path, device: Device = Device("cpu")) -> list[Phase]:
     """Start the server and the agent, then the rounds; the three conditions' figures."""
     windows = {name: Window() for name in ("alone", "unisolated", "isolated")}
     with ServerProcess(f"sqlite:///{folder}/fleet.db", log_path=folder / "server.log") as server:
@@ -318,12 +344,12 @@ def run_phases(config: BenchConfig, folder: Path) -> list[Phase]:
             token=server.create_agent_token(NODE_ID),
             node_id=NODE_ID,
             spool_dir=folder / "spool",
-            gpu_probe="none",
+            gpu_probe=device.gpu_probe,
             workload="builtin",
             pools=POOLS,
             serve_port=free_port(),
             log_path=folder / "agent.log",
-            env={"FLEETPILOT_REPLICA_DRAIN_SECONDS": "2"},
+            env={"FLEETPILOT_REPLICA_DRAIN_SECONDS": "2", **device.agent_env()},
         )
         with agent:
             tenants = Tenants(server, config)
@@ -339,11 +365,12 @@ def run_phases(config: BenchConfig, folder: Path) -> list[Phase]:
                 for name in names[number % 3 :] + names[: number % 3]:
                     if name != "alone":
                         tenants.isolate(name == "isolated")
+                        wait_for_replicas(agent)  # under MPS a new share takes a new replica
                     measure(windows[name], serve_url, config, tenants.keys, flood=name != "alone")
                 progress(f"round {number + 1}/{config.rounds} done")
             progress("stopping the agent (its replicas drain)")
     for line in (folder / "agent.log").read_text().splitlines():
-        if "CPU limits" in line:
+        if "CPU limits" in line or "GPU limits" in line:
             progress(f"agent: {line.strip()[-160:]}")  # the caps as the agent applied them, with why not where not
     phases = [Phase.of(name, window) for name, window in windows.items()]
     for phase in phases:
@@ -351,12 +378,13 @@ def run_phases(config: BenchConfig, folder: Path) -> list[Phase]:
     return phases
 
 
-def figures(config: BenchConfig, phases: list[Phase], load_average: list[float]) -> dict[str, Any]:
+def figures(config: BenchConfig, phases: list[Phase], load_average: list[float], device: str) -> dict[str, Any]:
     alone, unisolated, isolated = phases
     inflation_unisolated = unisolated.p99_ms / alone.p99_ms - 1
     inflation_isolated = isolated.p99_ms / alone.p99_ms - 1
     return {
         "bench": "isolation",
+        "device": device,
         "p99_alone_ms": round(alone.p99_ms, 1),
         "p99_noisy_unisolated_ms": round(unisolated.p99_ms, 1),
         "p99_noisy_isolated_ms": round(isolated.p99_ms, 1),
@@ -382,15 +410,46 @@ def figures(config: BenchConfig, phases: list[Phase], load_average: list[float])
     }
 
 
+def cuda_device_count() -> int:
+    import torch
+
+    return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.isolation", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one round of 7 s windows instead of 6 of 10 s")
+    parser.add_argument(
+        "--device", choices=["cpu", "cuda", "auto"], default="cpu",
+        help="where the replicas run (auto: cuda when torch sees a GPU); cpu by default, the figures' baseline",
+    )  # fmt: skip
+    parser.add_argument(
+        "--mps", choices=["auto", "off"], default="auto",
+        help="on cuda, start a private MPS daemon so the compute share holds (auto; without one, admission only)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     config = QUICK if args.quick else FULL
+    name = args.device if args.device != "auto" else ("cuda" if cuda_device_count() else "cpu")
+    if name == "cuda" and not cuda_device_count():
+        print(json.dumps({"bench": "isolation", "skipped": "--device cuda: torch sees no CUDA device"}))
+        return 0
     load_before = os.getloadavg()[0]  # with the 1-minute load after: how busy the shared machine was
-    with tempfile.TemporaryDirectory(prefix="bench-isolation-") as folder:
-        phases = run_phases(config, Path(folder))
-    print(json.dumps(figures(config, phases, [round(load_before, 2), round(os.getloadavg()[0], 2)])))
+    with ExitStack() as stack:
+        device, gpu_share = Device(name), None
+        if name == "cuda" and args.mps == "auto":
+            try:
+                daemon = stack.enter_context(private_mps_daemon())
+                device, gpu_share = Device(name, daemon.env), f"MPS: chat capped at {config.noisy_share_percent:g} %"
+            except MpsUnavailable as exc:
+                gpu_share = f"no MPS ({exc}): the GPU replicas share the SMs unlimited; admission limits only"
+        elif name == "cuda":
+            gpu_share = "--mps off: the GPU replicas share the SMs unlimited; admission limits only"
+        if gpu_share is not None:
+            progress(gpu_share)
+        folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-isolation-"))
+        phases = run_phases(config, Path(folder), device)
+    result = figures(config, phases, [round(load_before, 2), round(os.getloadavg()[0], 2)], name)
+    print(json.dumps(result | ({"gpu_share": gpu_share} if gpu_share is not None else {})))
     return 0
 
 

@@ -14,7 +14,7 @@ import dataclasses
 import json
 import math
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -52,6 +52,19 @@ def sample_record(sample: int, raw: RawGpuSample) -> dict[str, Any]:
     if raw.errors:
         record["errors"] = list(raw.errors)
     return record
+
+
+def recording_lines(
+    inventory: Sequence[GpuInfo], samples: Iterable[Sequence[RawGpuSample]], meta: dict[str, Any]
+) -> Iterator[str]:
+    """A recording's JSON lines: ``meta`` (``synthetic``, ``interval_s``, ``note``, ...), then the inventory, then
+    each sample's GPUs (``NvmlProbe.inventory()`` and successive ``read_raw()`` → file)."""
+    yield json.dumps({"kind": "meta", **meta}, separators=(",", ":")) + "\n"
+    for info in inventory:
+        yield json.dumps(inventory_record(info), separators=(",", ":")) + "\n"
+    for number, raws in enumerate(samples):
+        for raw in raws:
+            yield json.dumps(sample_record(number, raw), separators=(",", ":")) + "\n"
 
 
 def parse_recording(lines: Iterable[str]) -> Recording:

@@ -19,6 +19,7 @@ from inference_agent.probes.replay import (
     inventory_record,
     load_recording,
     parse_recording,
+    recording_lines,
     sample_record,
 )
 from tests.support.clock import FakeClock
@@ -122,9 +123,13 @@ def test_recorded_errors_travel_with_their_reading() -> None:
 def test_records_round_trip() -> None:
     raw = RawGpuSample(1, {RawField.POWER_USAGE: 312_456}, ["nvmlDeviceGetTemperature: GPU is lost"])
     info = GpuInfo(1, "NVIDIA H200", "GPU-x", 150_754_820_096, "560.35.03")
-    loaded = parse_recording([json.dumps(inventory_record(info)), json.dumps(sample_record(0, raw))])
+    later = RawGpuSample(1, {RawField.POWER_USAGE: 298_000})
+    lines = list(recording_lines([info], [[raw], [later]], {"synthetic": False, "interval_s": 0.5}))
+    loaded = parse_recording(lines)
     assert loaded.inventory == (info,)
-    assert loaded.samples == ((raw,),)
+    assert loaded.samples == ((raw,), (later,))
+    assert loaded.meta == {"kind": "meta", "synthetic": False, "interval_s": 0.5}
+    assert all(line.endswith("\n") and line.count("\n") == 1 for line in lines)
 
 
 INVENTORY = json.dumps(

@@ -1,0 +1,156 @@
+"""``bench.gpu_nvml``: nvidia-smi's lines parsed, probe readings paired with the nearest row of their GPU, the
+per-metric comparison against each tolerance; without NVML, the skipped answer (the GPU run is the device's)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from bench.gpu_nvml import ProbeRead, SmiRow, compare, pair, parse_smi_line, run
+from inference_agent.probes.base import ProbeUnavailable
+from inference_agent.probes.fake_nvml import FakeGpu, FakeNvml, busy_h100_values
+from inference_agent.probes.nvml import NvmlProbe, RawField, RawGpuSample
+from inference_agent.probes.replay import load_recording
+
+T0 = datetime(2026, 12, 3, 7, 9, 6).timestamp()
+
+
+def smi(offset_s: float, index: int = 0, util: str = "37", memory: str = "1024", power: str = "112.53") -> SmiRow:
+    stamp = datetime.fromtimestamp(T0 + offset_s).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
+    row = parse_smi_line(f"{stamp}, {index}, {util}, {memory}, 41, {power}, 1980\n", received_at=0.0)
+    assert row is not None
+    return row
+
+
+def probe_read(offset_s: float, index: int = 0, **values: int) -> ProbeRead:
+    raw = {
+        RawField.UTILIZATION_GPU: 37, RawField.MEMORY_USED: 1024 * 2**20, RawField.TEMPERATURE_GPU: 41,
+        RawField.POWER_USAGE: 112_530, RawField.CLOCK_SM: 1980,
+    }  # fmt: skip
+    return ProbeRead(T0 + offset_s, 0.001, [RawGpuSample(index, {str(k): v for k, v in (raw | values).items()})])
+
+
+def test_a_line_parses_with_its_millisecond_timestamp_and_na_as_absent() -> None:
+    row = parse_smi_line("2026/12/03 07:09:06.250, 1, [N/A], 81559, 41, [Not Supported], 1980", received_at=5.0)
+    assert row is not None
+    assert row.at == pytest.approx(T0 + 0.25)
+    assert row.index == 1
+    assert row.values == {
+        "utilization.gpu": None, "memory.used": 81559.0, "temperature.gpu": 41.0, "power.draw": None,
+        "clocks.sm": 1980.0,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("line", ["timestamp, index, utilization.gpu", "", "Failed to initialize NVML: x"])
+def test_a_line_that_is_not_a_row_is_none(line: str) -> None:
+    assert parse_smi_line(line, received_at=0.0) is None
+
+
+def test_each_reading_pairs_with_the_nearest_row_of_its_own_gpu_within_250_ms() -> None:
+    rows = [smi(0.0, util="10"), smi(0.5, util="20"), smi(0.45, index=1, util="90"), smi(3.0, util="30")]
+    reads = [probe_read(0.4), probe_read(0.45, index=1), probe_read(1.5)]
+    pairs = pair(reads, rows)
+    assert [(values[RawField.UTILIZATION_GPU], row.values["utilization.gpu"]) for values, row in pairs] == [
+        (37, 20.0),
+        (37, 90.0),
+    ]  # the read at 1.5 s has no row within 250 ms: left out, not paired with a far one
+
+
+def test_the_comparison_holds_within_tolerance_and_names_the_metric_that_does_not() -> None:
+    rows = [smi(t * 0.5, memory="1024", power="300") for t in range(20)]
+    reads = [probe_read(t * 0.5 + 0.01, **{RawField.MEMORY_USED: (1024 + 200) * 2**20}) for t in range(20)]
+    summary = compare(pair(reads, rows))
+    assert summary["memory_used_mib"]["held"] is False
+    assert summary["memory_used_mib"]["median_diff"] == 200.0
+    assert summary["memory_used_mib"]["median_over_tolerance"] == pytest.approx(200 / 64, abs=1e-3)
+    # power 112.53 W read against smi's 300 W: 187 W off, past max(25 W, 15 % of 300 W = 45 W)
+    assert summary["power_w"]["held"] is False
+    assert summary["utilization_percent"] == summary["utilization_percent"] | {"held": True, "median_diff": 0.0}
+    assert summary["temperature_c"]["held"] is True and summary["sm_clock_mhz"]["pairs"] == 20
+
+
+def test_a_few_pairs_past_tolerance_at_a_load_edge_still_hold_a_metric() -> None:
+    rows = [smi(t * 0.5, util="50") for t in range(20)]
+    reads = [probe_read(t * 0.5, **{RawField.UTILIZATION_GPU: 95 if t == 7 else 52}) for t in range(20)]
+    summary = compare(pair(reads, rows))["utilization_percent"]
+    assert summary["held"] is True and summary["within_tolerance"] == 0.95 and summary["max_diff"] == 45.0
+
+
+def test_a_metric_nvidia_smi_never_gave_is_not_judged() -> None:
+    rows = [smi(0.0, power="[N/A]")]
+    assert compare(pair([probe_read(0.0)], rows))["power_w"] == {
+        "pairs": 0,
+        "held": None,
+        "why": "no pair had both values",
+    }
+
+
+def test_the_readings_become_a_replay_recording_and_the_cost_is_measured(tmp_path: Path) -> None:
+    values = busy_h100_values() | {RawField.POWER_USAGE: 112_000}
+    nvml = FakeNvml([FakeGpu(values, name="NVIDIA H200"), FakeGpu(name="NVIDIA H200")])
+    figures = run(1.5, tmp_path, with_load=False, open_probe=lambda: NvmlProbe.open(nvml))
+    assert figures["reads"] == 3 and [g["name"] for g in figures["gpus"]] == ["NVIDIA H200"] * 2
+    assert 0 < figures["read_cost_ms"]["p50"] <= figures["read_cost_ms"]["max"]
+    if figures["metrics"] is None:  # no nvidia-smi here: nothing compared, and it says why
+        assert figures["why_not_compared"] == "no nvidia-smi on PATH" and "target_met" not in figures
+    recording = load_recording(tmp_path / "nvml_recording.jsonl")
+    assert recording.meta["synthetic"] is False and recording.meta["phases"] == {"idle": [0, 2]}
+    assert len(recording.samples) == 3 and recording.samples[0][0].values[RawField.POWER_USAGE] == 112_000
+
+
+FAKE_SMI = """#!/bin/sh
+echo "$@" > "$(dirname "$0")/args"
+while true; do
+    now=$(date '+%Y/%m/%d %H:%M:%S.%3N')
+    echo "$now, 0, 83, 58368, 71, 312.46, 1980"
+    echo "$now, 1, 83, 58368, 71, 312.46, 1980"
+    sleep 0.5
+done
+"""
+
+
+def test_beside_nvidia_smi_every_metric_is_compared_and_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvidia-smi stood in for by a script printing what the fake GPUs hold, in its CSV format: the bench runs it
+    with the documented flags, pairs its rows and judges all five metrics."""
+    (tmp_path / "bin").mkdir()
+    smi_path = tmp_path / "bin" / "nvidia-smi"
+    smi_path.write_text(FAKE_SMI)
+    smi_path.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    nvml = FakeNvml([FakeGpu(), FakeGpu()])
+    figures = run(3.0, None, with_load=False, open_probe=lambda: NvmlProbe.open(nvml))
+    assert (tmp_path / "bin" / "args").read_text().split() == [
+        "--query-gpu=timestamp,index,utilization.gpu,memory.used,temperature.gpu,power.draw,clocks.sm",
+        "--format=csv,noheader,nounits",
+        "-lms",
+        "500",
+    ]
+    assert figures["pairs"] >= 8 and figures["target_met"] is True, figures
+    assert {name: m["held"] for name, m in figures["metrics"].items()} == dict.fromkeys(
+        ["utilization_percent", "memory_used_mib", "temperature_c", "power_w", "sm_clock_mhz"], True
+    )
+    assert figures["metrics"]["power_w"]["max_diff"] == pytest.approx(0.004, abs=1e-3)
+
+
+def nvml_works() -> bool:
+    try:
+        NvmlProbe.open().close()
+    except ProbeUnavailable:
+        return False
+    return True
+
+
+@pytest.mark.skipif(nvml_works(), reason="NVML works here: the bench runs for real (scripts/gpu-check.sh)")
+def test_without_nvml_it_says_why_it_skipped_and_exits_0() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.gpu_nvml", "--quick"], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout.splitlines()[-1])
+    assert answer["bench"] == "gpu_nvml" and answer["skipped"].startswith("the NVML probe cannot start: ")
