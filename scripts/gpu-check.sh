@@ -7,10 +7,11 @@
 #   3. MPS: a private daemon, thread shares 25/75, a pinned-memory limit, a limit change (bench.mps)
 #   4. bench.isolation with GPU replicas (--device cuda)
 #   5. the agent end to end against a server on SQLite, 500 ms samples, all 12 metrics (bench.agent_e2e)
-# Each step runs under its own time limit; a step whose GPU (or tool) is missing says so and is skipped, and the
-# script goes on. Results land in $OUT (at most 8 files come back from the device): gpu-check.log (everything
-# printed), summary.json (each step's status and its bench's JSON), nvidia-smi.txt, nvml_recording.jsonl,
-# mps-logs.txt. Exit status: 0 when no step failed (ran or skipped), 1 otherwise.
+# Each step runs under its own time limit, cut to what is left of the whole run's GPU_CHECK_BUDGET_S (default 540,
+# under the device call's timeout, so the summary is always written); a step with under 20 s left is skipped, and so
+# is a step whose GPU (or tool) is missing, saying why; the script goes on. Results land in $OUT (at most 8 files
+# come back from the device): gpu-check.log (everything printed), summary.json (each step's status and its bench's
+# JSON), nvidia-smi.txt, nvml_recording.jsonl, mps-logs.txt. Exit status: 0 when no step failed (ran or skipped), 1 otherwise.
 #
 # Interpreter: $PYTHON, else python3 when it has torch (the GPU machine's image), else this checkout's .venv.
 # On the device:  run(command="bash scripts/gpu-check.sh", carry=[".whl"], timeout_s=560)
@@ -21,8 +22,11 @@ REPO="$(pwd)"
 OUT="${OUT:-$REPO/gpu-check-out}"
 mkdir -p "$OUT"
 exec > >(tee "$OUT/gpu-check.log") 2>&1
+TEE=$!
+trap 'exec 1>&- 2>&-; wait "$TEE"' EXIT  # the log is whole when the script returns
 export PYTHONUNBUFFERED=1 PIP_NO_INDEX=1
 STARTED=$(date +%s)
+BUDGET=${GPU_CHECK_BUDGET_S:-540}
 SUMMARY="$OUT/steps.jsonl"
 : > "$SUMMARY"
 
@@ -64,6 +68,12 @@ say "torch sees CUDA: $HAS_CUDA"
 step() {
     local name=$1 limit=$2
     shift 2
+    local left=$(( BUDGET - ($(date +%s) - STARTED) - 15 ))  # 15 s kept for the summary
+    if (( left < 20 )); then
+        skip "$name" "no time left of the ${BUDGET} s budget"
+        return
+    fi
+    (( limit > left )) && limit=$left
     say "== $name (limit ${limit}s): $*"
     local log="$OUT/.step-$name.txt" begun rc
     begun=$(date +%s)

@@ -1,0 +1,50 @@
+"""``bench.agent_e2e``: a real server and agent (replaying the recorded GPUs), samples read back through the API at
+the 500 ms interval with all 12 metrics and none lost; with ``--gpu-probe nvml`` and no NVML, the skipped answer."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.agent_e2e import nvml_missing, spacings_ms
+from collector.catalog import METRICS
+
+RECORDING = Path(__file__).resolve().parents[2] / "inference_agent/probes/fixtures/nvml_h100_recording.jsonl"
+
+pytestmark = pytest.mark.slow
+
+
+def bench(*args: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.agent_e2e", *args], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    answer: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return answer
+
+
+def test_spacings_pool_the_gaps_of_each_series() -> None:
+    assert spacings_ms([[0.0, 0.5, 1.5], [10.0, 10.5]]) == [500.0, 1000.0, 500.0]
+    assert spacings_ms([[3.0]]) == []
+
+
+def test_replayed_gpus_arrive_every_500_ms_with_all_12_metrics_and_none_lost() -> None:
+    answer = bench("--seconds", "6", "--gpu-probe", f"replay:{RECORDING}:2")
+    assert answer["gpus"] == 2 and answer["spacing_of"] == "gpu"
+    assert 450 <= answer["spacing_p50_ms"] <= 550, answer
+    assert all(1.6 <= rate <= 2.4 for rate in answer["samples_per_second_per_gpu"].values()), answer
+    assert sorted(answer["metrics_present"]) == sorted(m.name for m in METRICS) and answer["metrics_absent"] == {}
+    assert answer["samples_acknowledged"] > 0 and answer["samples_lost"] == 0
+    assert answer["requests_ok"] > 0 and answer["requests_failed"] == 0
+    assert answer["ratio"] == pytest.approx(answer["spacing_p99_ms"] / 500, abs=1e-3)
+
+
+@pytest.mark.skipif(nvml_missing() is None, reason="NVML works here: the bench runs for real (scripts/gpu-check.sh)")
+def test_nvml_without_a_gpu_says_why_it_skipped() -> None:
+    answer = bench("--quick", "--gpu-probe", "nvml")
+    assert answer["bench"] == "agent_e2e" and answer["skipped"].startswith("the NVML probe cannot start: ")

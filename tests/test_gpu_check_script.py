@@ -1,0 +1,42 @@
+"""scripts/gpu-check.sh on a machine without a GPU: every GPU step is skipped with its reason, and it exits 0."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+STEPS = ["pytest-gpu", "nvml", "workload", "mps", "isolation", "agent-e2e"]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the script runs its checks (the device tool)"),
+]
+
+
+def test_without_a_gpu_every_step_is_skipped_with_its_reason_and_the_script_exits_0(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHON": sys.executable, "OUT": str(tmp_path), "PIP_NO_INDEX": "1"}
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "gpu-check.sh")],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    steps = json.loads((tmp_path / "summary.json").read_text())["steps"]
+    assert [s["step"] for s in steps] == STEPS
+    for s in steps:
+        assert s["status"].startswith("skipped: ") and len(s["status"]) > len("skipped: ") + 5, s
+    assert "NVML" in steps[1]["status"] or "GPU" in steps[1]["status"], steps[1]
+    # what comes back from the device: at most 8 plain files, no step's scratch file left behind
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert {"gpu-check.log", "summary.json", "nvidia-smi.txt"} <= set(files) and len(files) <= 8, files
+    assert "0 ran, 6 skipped, 0 failed" in (tmp_path / "gpu-check.log").read_text()
