@@ -8,6 +8,8 @@ samples appended from the page's server-sent events, no reload). Screenshots go 
 
 from __future__ import annotations
 
+import itertools
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -78,6 +80,36 @@ def test_the_500_ms_chart_grows_live_without_a_reload(page: Any, screenshots: Pa
     assert int(page.locator("#live-flag").get_attribute("data-events") or 0) > int(marker or 0)
     assert page.url.endswith(f"/nodes/{NODE}")  # the same page: appended, not reloaded
     page.screenshot(path=str(screenshots / "node-live.png"), full_page=True)
+
+
+def test_a_metric_that_first_arrives_live_gets_a_chart_of_its_own(page: Any, server: ServerProcess) -> None:
+    """The push RTT comes with an agent's second push, so a page opened at once has no chart of it: the chart is
+    made when its first points arrive live, drawn in its unit, with no script error (signed_in checks)."""
+    node, seq = "late-node-1", itertools.count(1)
+    headers = {"Authorization": f"Bearer {server.create_agent_token(node)}"}
+
+    def push(metrics: dict[str, float], device: int | None) -> None:
+        now = time.time()
+        body = {
+            "node_id": node,
+            "samples": [{"seq": next(seq), "ts": now, "device": device, "pool": None, "metrics": metrics}],
+            "inventory": {"gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_total_bytes": 80 << 30}]},
+        }
+        httpx.post(f"{server.url}/api/v1/ingest", json=body, headers=headers, timeout=10).raise_for_status()
+
+    push({"gpu_temperature_celsius": 40.0}, 0)
+    page.goto(f"/nodes/{node}")
+    _chart(page, "gpu_temperature_celsius").wait_for()
+    assert _chart(page, "network_latency_seconds").count() == 0
+    rtt = _chart(page, "network_latency_seconds")
+    for _ in range(20):
+        push({"network_latency_seconds": 0.012}, None)
+        if rtt.count():
+            break
+        time.sleep(0.5)
+    wait_for(lambda: int(rtt.get_attribute("data-points") or 0) >= 1, page)
+    ticks = _ticks(page, "network_latency_seconds")
+    assert len(ticks) >= 2 and all(t.endswith(" ms") for t in ticks), ticks
 
 
 def test_longer_ranges_are_rollups_and_say_so(page: Any) -> None:

@@ -231,13 +231,14 @@
     if (typeof event.now === "number") now = event.now;
     const tails = event.charts || {};
     Object.keys(tails).forEach(function (id) {
-      let chart = charts[id];
-      if (!chart) {  // a metric the node had no point of when the page loaded
+      const chart = charts[id];
+      if (!chart) {  // a metric the node had no point of when the page loaded: drawn from its first points
         const meta = (data.meta || {})[id];
-        if (!meta) return;
-        chart = create({ id: id, title: meta.title, unit: meta.unit, lines: {}, tables: [] });
+        if (!meta || !tails[id].length) return;
+        create({ id: id, title: meta.title, unit: meta.unit, lines: {}, tables: tails[id] });
         const note = document.getElementById("charts-empty");
         if (note) note.hidden = true;
+        return;
       }
       tails[id].forEach(function (t) {
         const tail = fromPayload(t);
