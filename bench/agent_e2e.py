@@ -43,7 +43,7 @@ from typing import Any
 import httpx
 
 from bench.agent_overhead import Snapshot, snapshot
-from bench.isolation import REPLICAS_READY_TIMEOUT_S, wait_for_replicas
+from bench.isolation import wait_for_replicas
 from bench.soak import lost_by_seq
 from collector.aggregate import percentile
 from collector.catalog import METRICS, Scope
@@ -63,6 +63,7 @@ LOAD_RPS = 4.0
 LOAD_BODY = {"model": POOL, "prompt": "How many GPUs does the fleet run?", "max_tokens": 16}
 NO_REASON = "the agent gives no reason on its /metrics"
 PUSH_ROUND_TRIP = "fleetpilot_agent_push_round_trip_seconds"
+REPLICA_READY_TIMEOUT_S = 30.0  # with ~10 s of starts and stops and a 22 s window, inside gpu-check.sh's 75 s
 SAMPLES_SPOOL = "samples"  # the daemon's samples spool inside its --spool-dir
 
 
@@ -109,11 +110,11 @@ def light_load(serve_url: str, rate_rps: float) -> Iterator[LoadCount]:
         thread.join(15.0)
 
 
-def wait_for_replica(agent: AgentProcess) -> float | None:
-    """Seconds until the agent's serving API has a warm replica of every pool; None if not in time."""
+def wait_for_replica(agent: AgentProcess, timeout_s: float) -> float | None:
+    """Seconds until the agent's serving API has a warm replica of every pool; None if not within ``timeout_s``."""
     started = time.monotonic()
     try:
-        wait_for_replicas(agent)
+        wait_for_replicas(agent, timeout_s)
     except TimeoutError:
         return None
     return time.monotonic() - started
@@ -264,16 +265,19 @@ def run(seconds: float, gpu_probe: str, folder: Path) -> Run:
         )
         with agent:
             progress(f"server {server.url}, agent {NODE_ID} ({gpu_probe}); waiting for the {POOL} replica")
-            ready_s = wait_for_replica(agent)
-            if ready_s is None:
-                progress(f"no warm replica within {REPLICAS_READY_TIMEOUT_S:.0f} s: the window runs without load")
+            ready_s = wait_for_replica(agent, REPLICA_READY_TIMEOUT_S)
+            progress(
+                f"replica warm in {ready_s:.1f} s; light load on"
+                if ready_s is not None
+                else f"no warm replica within {REPLICA_READY_TIMEOUT_S:.0f} s: the window runs without load"
+            )
             assert agent.serve_url is not None
             loaded: AbstractContextManager[LoadCount] = (
                 light_load(agent.serve_url, LOAD_RPS) if ready_s is not None else nullcontext(LoadCount())
             )
             with loaded as load:
                 time.sleep(WARMUP_S)
-                progress(f"replica warm in {ready_s or math.nan:.1f} s; sampling for {seconds:.0f} s under load")
+                progress(f"sampling for {seconds:.0f} s")
                 start = time.time()
                 time.sleep(seconds)
                 end = time.time()

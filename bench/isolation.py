@@ -306,9 +306,9 @@ class Tenants:
         return answer.json() if answer.content else None
 
 
-def wait_for_replicas(agent: AgentProcess) -> None:
+def wait_for_replicas(agent: AgentProcess, timeout_s: float = REPLICAS_READY_TIMEOUT_S) -> None:
     """Until the agent's serving API says every pool has a warm replica and none starting (a replacement done)."""
-    deadline = time.monotonic() + REPLICAS_READY_TIMEOUT_S
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
             pools = httpx.get(f"{agent.serve_url}/healthz", timeout=2.0).json()["pools"]
@@ -317,7 +317,7 @@ def wait_for_replicas(agent: AgentProcess) -> None:
         except (httpx.HTTPError, ValueError, KeyError):
             pass
         time.sleep(0.2)
-    raise TimeoutError(f"replicas not warm within {REPLICAS_READY_TIMEOUT_S} s:\n{agent.log_tail()}")
+    raise TimeoutError(f"replicas not warm within {timeout_s:.0f} s:\n{agent.log_tail()}")
 
 
 @dataclass(frozen=True)
