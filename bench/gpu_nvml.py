@@ -41,6 +41,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.isolation import cuda_device_count
 from collector.aggregate import percentile
 from inference_agent.probes.base import ProbeUnavailable
 from inference_agent.probes.nvml import NvmlProbe, RawField, RawGpuSample
@@ -233,14 +234,6 @@ class MatmulLoad:
         self._thread.join(30)
 
 
-def cuda_available() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
-
-
 def sample(
     probe: NvmlProbe, seconds: float, *, load: MatmulLoad | None
 ) -> tuple[list[ProbeRead], dict[str, list[int]]]:
@@ -276,7 +269,7 @@ def run(
     inventory = probe.inventory()
     progress(f"{len(inventory)} GPU(s): {', '.join(f'{g.index} {g.name}' for g in inventory)}")
     smi = NvidiaSmi() if shutil.which("nvidia-smi") else None
-    load = MatmulLoad() if with_load and cuda_available() else None
+    load = MatmulLoad() if with_load and cuda_device_count() else None
     try:
         reads, phases = sample(probe, seconds, load=load)
     finally:

@@ -411,6 +411,7 @@ def figures(config: BenchConfig, phases: list[Phase], load_average: list[float],
 
 
 def cuda_device_count() -> int:
+    """The CUDA devices torch sees here (0 without a GPU or driver): what the GPU benchmarks run on or skip."""
     import torch
 
     return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0

@@ -43,7 +43,7 @@ from typing import Any
 
 import httpx
 
-from bench.isolation import QUICK, noisy_flood, wait_for_replicas
+from bench.isolation import QUICK, cuda_device_count, noisy_flood, wait_for_replicas
 from bench.mps_daemon import MpsUnavailable, PrivateMpsDaemon, private_mps_daemon
 from fleetpilot.launch import AgentProcess, ServerProcess, free_port
 from inference_agent.serving.replica_quota import MPS_MEMORY_ENV, MPS_THREADS_ENV
@@ -360,18 +360,9 @@ def fleet_pinned_memory(f: Fleet, timeout_s: float) -> dict[str, Any]:
     return figures
 
 
-def cuda_unavailable() -> str | None:
-    try:
-        import torch
-    except ImportError:
-        return "torch is not installed"
-    return None if torch.cuda.is_available() else "torch sees no CUDA device"
-
-
 def run(quick: bool, out: Path | None) -> dict[str, Any]:
-    missing = cuda_unavailable()
-    if missing is not None:
-        return {"bench": "mps", "skipped": missing}
+    if not cuda_device_count():
+        return {"bench": "mps", "skipped": "torch sees no CUDA device"}
     figures: dict[str, Any] = {"bench": "mps", "baseline": "the same two clients without limits (about 1:1)"}
     daemon: PrivateMpsDaemon | None = None
     try:
