@@ -349,6 +349,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"bench": "agent_e2e", "skipped": missing}))
         return 0
     seconds = QUICK_SECONDS if args.quick else args.seconds
+    if seconds < 2 * INTERVAL_MS / 1000:
+        parser.error(f"--seconds {seconds:g}: at least {2 * INTERVAL_MS / 1000:g} s, two samples to space")
     with tempfile.TemporaryDirectory(prefix="bench-agent-e2e-") as folder:
         result = run(seconds, args.gpu_probe, Path(folder))
     answer = figures(result)

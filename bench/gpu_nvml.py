@@ -319,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-load", action="store_true", help="no matmul load in the middle third")
     args = parser.parse_args(argv)
     seconds = args.seconds or (15.0 if args.quick else 60.0)
+    if seconds < 3 * INTERVAL_S * 2:
+        parser.error(f"--seconds {seconds:g}: at least {3 * INTERVAL_S * 2:g} s, for an idle, a busy and an idle phase")
     print(json.dumps(run(seconds, args.out, with_load=not args.no_load)))
     return 0
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bench.agent_e2e import nvml_missing, spacings_ms
+from bench.agent_e2e import main, nvml_missing, spacings_ms
 from collector.catalog import METRICS
 
 RECORDING = Path(__file__).resolve().parents[2] / "inference_agent/probes/fixtures/nvml_h100_recording.jsonl"
@@ -48,3 +48,10 @@ def test_replayed_gpus_arrive_every_500_ms_with_all_12_metrics_and_none_lost() -
 def test_nvml_without_a_gpu_says_why_it_skipped() -> None:
     answer = bench("--quick", "--gpu-probe", "nvml")
     assert answer["bench"] == "agent_e2e" and answer["skipped"].startswith("the NVML probe cannot start: ")
+
+
+def test_a_window_too_short_to_space_two_samples_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as refused:
+        main(["--seconds", "0"])
+    assert refused.value.code == 2
+    assert "--seconds 0: at least 1 s" in capsys.readouterr().err

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.gpu_nvml import ProbeRead, SmiRow, compare, pair, parse_smi_line, run
+from bench.gpu_nvml import ProbeRead, SmiRow, compare, main, pair, parse_smi_line, run
 from inference_agent.probes.base import ProbeUnavailable
 from inference_agent.probes.fake_nvml import FakeGpu, FakeNvml, busy_h100_values
 from inference_agent.probes.nvml import NvmlProbe, RawField, RawGpuSample
@@ -154,3 +154,12 @@ def test_without_nvml_it_says_why_it_skipped_and_exits_0() -> None:
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout.splitlines()[-1])
     assert answer["bench"] == "gpu_nvml" and answer["skipped"].startswith("the NVML probe cannot start: ")
+
+
+def test_a_window_too_short_for_its_three_phases_is_refused_before_anything_starts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as refused:
+        main(["--seconds", "0.5"])
+    assert refused.value.code == 2
+    assert "--seconds 0.5: at least 3 s" in capsys.readouterr().err
