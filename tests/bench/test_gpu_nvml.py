@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -139,8 +140,8 @@ def test_each_metric_is_judged_in_nvidia_smis_unit_against_its_own_tolerance(
     metric: str, smi_value: str, probe_raw: dict[str, int], held: bool
 ) -> None:
     column = {m.name: m.column for m in METRICS}[metric]
-    keyword = {"utilization.gpu": "util", "memory.used": "memory", "utilization.memory": "bandwidth"}
-    row = smi(0.0, **{keyword.get(column, "power"): smi_value}) if column != "temperature.gpu" else smi(0.0)
+    row = smi(0.0)
+    row = replace(row, values=row.values | {column: float(smi_value)})
     summary = compare(pair([probe_read(0.01, **probe_raw)], [row]))[metric]
     assert summary["held"] is held, summary
     assert summary["tolerance"] == next(m.tolerance_text for m in METRICS if m.name == metric)
