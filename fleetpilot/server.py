@@ -70,6 +70,8 @@ def build_kube_tokens(settings: ServerSettings) -> KubeTokenVerifier | None:
         audience=settings.kubernetes_token_audience,
         service_accounts=settings.kubernetes_agent_service_accounts,
         cache_seconds=settings.kubernetes_token_cache_seconds,
+        max_concurrent_reviews=settings.kubernetes_token_max_concurrent_reviews,
+        cache_max_tokens=settings.kubernetes_token_cache_max_tokens,
     )
 
 

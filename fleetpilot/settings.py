@@ -129,6 +129,11 @@ class ServerSettings(BaseSettings):
     kubernetes_token_audience: str = Field("fleetpilot", min_length=1)
     kubernetes_agent_service_accounts: list[str] = Field(default_factory=lambda: ["fleetpilot/fleetpilot-agent"])
     kubernetes_token_cache_seconds: float = Field(60.0, ge=0, le=3600)
+    # TokenReviews in flight at once (past it: 503 with Retry-After at once): 8 of the API's 40 worker threads, and
+    # at ~10 ms a review still ~800 reviews/s, where 1,000 agents rotating hourly need ~0.3/s. Accepted tokens kept
+    # in the cache (least recently used evicted first; refusals are kept apart and never evict them).
+    kubernetes_token_max_concurrent_reviews: int = Field(8, ge=1, le=256)
+    kubernetes_token_cache_max_tokens: int = Field(10_000, ge=1, le=1_000_000)
     # A manual scale through the API overrides the policy this long unless the request says otherwise.
     manual_scale_seconds: float = Field(1800.0, gt=0)
     # Replicas a node without GPUs may run in all (a node with GPUs: one per GPU).

@@ -59,17 +59,26 @@ def _failures(request: Request) -> FailedLogins:
     return found
 
 
-def _refuse(request: Request, failures: FailedLogins, now: float, why: str) -> ApiError:
-    """401 for a failed authentication, counted; 429 instead once the address is over the limit."""
+def _over_limit(request: Request, failures: FailedLogins, now: float) -> ApiError | None:
+    """429 with Retry-After when the caller's address is over the failure limit; None when it may try."""
     address = client_address(request)
     wait_s = failures.retry_after_seconds(address, now=now)
-    if wait_s > 0:
-        log.warning("authentication refused from %s on %s: over the failure limit", address, request.url.path)
-        return ApiError(
-            status.HTTP_429_TOO_MANY_REQUESTS,
-            f"too many failed authentications from this address; retry in {math.ceil(wait_s)} s",
-            headers={"Retry-After": str(math.ceil(wait_s))},
-        )
+    if wait_s <= 0:
+        return None
+    log.warning("authentication refused from %s on %s: over the failure limit", address, request.url.path)
+    return ApiError(
+        status.HTTP_429_TOO_MANY_REQUESTS,
+        f"too many failed authentications from this address; retry in {math.ceil(wait_s)} s",
+        headers={"Retry-After": str(math.ceil(wait_s))},
+    )
+
+
+def _refuse(request: Request, failures: FailedLogins, now: float, why: str) -> ApiError:
+    """401 for a failed authentication, counted; 429 instead once the address is over the limit."""
+    over = _over_limit(request, failures, now)
+    if over is not None:
+        return over
+    address = client_address(request)
     failures.record_failure(address, now=now)
     log.warning("authentication failed from %s on %s %s: %s", address, request.method, request.url.path, why)
     return ApiError(status.HTTP_401_UNAUTHORIZED, why, headers=UNAUTHORIZED_HEADERS)
@@ -99,7 +108,12 @@ def identify(services: AppServices, request: Request) -> TokenInfo:
 def _kubernetes_agent(verifier: KubeTokenVerifier, request: Request, clear: str, now: float) -> TokenInfo:
     """A pod's projected ServiceAccount token as its node's agent token: 401 (counted) when it is not valid, 403 when
     it is but may not act as an agent, 503 with Retry-After when the API server cannot say (the agent keeps its
-    spool and retries)."""
+    spool and retries). A token that needs a review is refused first from an address over the failure limit: 100
+    junk tokens from one address cost 20 reviews (``auth_max_failures``), not 100."""
+    if not verifier.is_cached(clear, now=now):
+        over = _over_limit(request, _failures(request), now)
+        if over is not None:
+            raise over
     try:
         return verifier.verify(clear, now=now)
     except KubeTokenRefused as refused:

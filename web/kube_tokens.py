@@ -6,9 +6,12 @@ The review names the ServiceAccount (``system:serviceaccount:NS:SA``, which must
 the pod: its ``spec.nodeName`` is read, after checking its uid is the token's (a pod recreated under the same name is
 another pod). The result is an agent token of that node, so ingest's own node check applies unchanged.
 
-Verdicts, refusals included, are cached by the token's digest for ``cache_seconds`` and never past the token's
-``exp`` (read from its payload without verifying: the review verified it), so the ingest hot path finds a known
-token without a call to the API server. An API server that cannot be reached or refuses us is no verdict: it is
+Verdicts are cached by the token's digest for ``cache_seconds`` and never past the token's ``exp`` (read from its
+payload without verifying: the review verified it), so the ingest hot path finds a known token without a call to the
+API server. Accepted tokens and refusals have caches of their own, each least recently used first: junk tokens (a
+refusal each) evict only other refusals, never a good agent's verdict. At most ``max_concurrent_reviews`` reviews run
+at once; past that a token is :class:`KubeReviewsBusy` at once, so a slow API server holds that many worker threads,
+not the whole pool. An API server that cannot be reached or refuses us is no verdict: it is
 :class:`KubeApiUnavailable` (503 with Retry-After, the agent keeps its spool), never cached.
 """
 
@@ -25,11 +28,14 @@ from typing import TYPE_CHECKING, Any
 from urllib3.exceptions import HTTPError as Urllib3Error
 
 from web.tokens import Role, TokenInfo, digest
+from web.verdict_cache import VerdictCache
 
 EXTRA = "authentication.kubernetes.io/"
 NODE_NAME, POD_NAME, POD_UID = f"{EXTRA}node-name", f"{EXTRA}pod-name", f"{EXTRA}pod-uid"
 SERVICE_ACCOUNT_USER = "system:serviceaccount:"
-MAX_CACHED = 10_000
+# Refusals kept: enough for a fleet's misconfigured agents (a 403 each push otherwise costs a review); a flood of
+# junk tokens churns only these.
+MAX_REFUSALS_CACHED = 1_000
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -46,6 +52,10 @@ class KubeTokenRefused(Exception):
 
 class KubeApiUnavailable(Exception):
     """No verdict: the API server could not be reached, or refused the server's own requests."""
+
+
+class KubeReviewsBusy(KubeApiUnavailable):
+    """No verdict now: as many TokenReviews are in flight as allowed; the token is answered at once, not queued."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +112,9 @@ def judge_review(review: Review, *, audience: str, allowed: Collection[str]) -> 
     """The pod identity of an accepted review, or KubeTokenRefused saying why not (pure)."""
     if not review.authenticated:
         raise KubeTokenRefused(401, f"the Kubernetes token is not valid: {review.error or 'not authenticated'}")
-    if review.audiences is not None and audience not in review.audiences:
+    if not review.audiences:  # an authenticator that ignores audiences: the token may be another service's
+        raise KubeTokenRefused(401, f"the TokenReview does not confirm audience {audience!r} (status.audiences: none)")
+    if audience not in review.audiences:
         raise KubeTokenRefused(401, f"the Kubernetes token is not for audience {audience!r} ({review.audiences})")
     namespace, _, account = review.username.removeprefix(SERVICE_ACCOUNT_USER).partition(":")
     if not review.username.startswith(SERVICE_ACCOUNT_USER) or not namespace or not account:
@@ -146,6 +158,8 @@ class KubeTokenVerifier:
         service_accounts: Collection[str],
         cache_seconds: float,
         request_timeout_s: float = 5.0,
+        max_concurrent_reviews: int = 8,
+        cache_max_tokens: int = 10_000,
     ) -> None:
         from kubernetes import client  # the kubernetes client only where used: an app without it never imports it
 
@@ -155,12 +169,21 @@ class KubeTokenVerifier:
         self._allowed = frozenset(service_accounts)
         self._cache_seconds = cache_seconds
         self._timeout_s = request_timeout_s
-        self._cache: dict[str, tuple[TokenInfo | KubeTokenRefused, float]] = {}
-        self._lock = threading.Lock()
+        self._accepted: VerdictCache[TokenInfo] = VerdictCache(cache_max_tokens)
+        self._refused: VerdictCache[KubeTokenRefused] = VerdictCache(MAX_REFUSALS_CACHED)
+        self._max_reviews = max_concurrent_reviews
+        self._reviews = threading.BoundedSemaphore(max_concurrent_reviews)
 
     @classmethod
     def from_config(
-        cls, *, audience: str, service_accounts: Collection[str], cache_seconds: float, in_cluster: bool | None = None
+        cls,
+        *,
+        audience: str,
+        service_accounts: Collection[str],
+        cache_seconds: float,
+        max_concurrent_reviews: int,
+        cache_max_tokens: int,
+        in_cluster: bool | None = None,
     ) -> KubeTokenVerifier:
         """In a pod the server's own ServiceAccount, else kubeconfig (as ``KubernetesActuator.from_config``); a
         missing configuration is a ValueError, so the server stops at start with the reason."""
@@ -170,33 +193,52 @@ class KubeTokenVerifier:
             client = api_client(in_cluster=in_cluster)
         except KubeConfigError as exc:
             raise ValueError(f"kubernetes_agent_auth: {exc}") from None
-        return cls(client, audience=audience, service_accounts=service_accounts, cache_seconds=cache_seconds)
+        return cls(
+            client,
+            audience=audience,
+            service_accounts=service_accounts,
+            cache_seconds=cache_seconds,
+            max_concurrent_reviews=max_concurrent_reviews,
+            cache_max_tokens=cache_max_tokens,
+        )
 
     def is_cached(self, clear: str, *, now: float) -> bool:
         """Whether :meth:`verify` would answer from the cache, without a call to the API server."""
-        with self._lock:
-            cached = self._cache.get(digest(clear))
-        return cached is not None and cached[1] > now
+        return self._cached(digest(clear), now) is not None
 
     def verify(self, clear: str, *, now: float) -> TokenInfo:
-        """The agent token of the pod's node; KubeTokenRefused or KubeApiUnavailable otherwise."""
+        """The agent token of the pod's node; KubeTokenRefused, KubeApiUnavailable (KubeReviewsBusy) otherwise."""
         key = digest(clear)
-        with self._lock:
-            cached = self._cache.get(key)
-        if cached is None or cached[1] <= now:
-            verdict: TokenInfo | KubeTokenRefused
-            try:
-                verdict = self._agent(clear, now)
-            except KubeTokenRefused as refused:
-                verdict = refused
-            cached = (verdict, self._cache_until(clear, now))
-            with self._lock:
-                if len(self._cache) >= MAX_CACHED:
-                    self._cache.clear()
-                self._cache[key] = cached
-        if isinstance(cached[0], KubeTokenRefused):
-            raise cached[0]
-        return cached[0]
+        verdict = self._cached(key, now)
+        if verdict is None:
+            verdict = self._reviewed(clear, now)
+            self._keep(key, verdict, until=self._cache_until(clear, now))
+        if isinstance(verdict, KubeTokenRefused):
+            raise verdict
+        return verdict
+
+    def _keep(self, key: str, verdict: TokenInfo | KubeTokenRefused, *, until: float) -> None:
+        if isinstance(verdict, KubeTokenRefused):
+            self._refused.put(key, verdict, until=until)
+        else:
+            self._accepted.put(key, verdict, until=until)
+
+    def _cached(self, key: str, now: float) -> TokenInfo | KubeTokenRefused | None:
+        accepted = self._accepted.get(key, now=now)
+        return accepted if accepted is not None else self._refused.get(key, now=now)
+
+    def _reviewed(self, clear: str, now: float) -> TokenInfo | KubeTokenRefused:
+        """The verdict of a review, within the bound on reviews in flight."""
+        if not self._reviews.acquire(blocking=False):
+            raise KubeReviewsBusy(
+                f"{self._max_reviews} TokenReviews are in flight (kubernetes_token_max_concurrent_reviews)"
+            )
+        try:
+            return self._agent(clear, now)
+        except KubeTokenRefused as refused:
+            return refused
+        finally:
+            self._reviews.release()
 
     def _cache_until(self, clear: str, now: float) -> float:
         """``cache_seconds`` from now, but not past the token's expiry: 60 s cache, exp in 20 s → 20 s."""

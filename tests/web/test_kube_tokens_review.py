@@ -51,13 +51,25 @@ def test_an_accepted_review_names_the_pod_and_node() -> None:
     [
         (review(authenticated=False, error="[invalid bearer token, x]"), 401, "not valid: [invalid bearer token, x]"),
         (review(audiences=["vault"]), 401, "not for audience 'fleetpilot'"),
+        (Review(True, None, USER, BOUND, None), 401, "does not confirm audience 'fleetpilot' (status.audiences: none)"),
+        (Review(True, None, USER, BOUND, []), 401, "does not confirm audience 'fleetpilot' (status.audiences: none)"),
         (review(username="alice"), 403, "'alice' is not a ServiceAccount"),
         (review(username="system:serviceaccount:fleetpilot:"), 403, "is not a ServiceAccount"),
         (review(username="system:serviceaccount:kube-system:admin"), 403, "kube-system/admin may not act as an agent"),
         (review(extra={}), 403, "bound to no pod"),
         (review(extra={POD_NAME: ["a", "b"], POD_UID: ["u1"]}), 403, "bound to no pod"),
     ],
-    ids=["not-authenticated", "audience", "not-a-service-account", "empty-name", "not-allowed", "unbound", "two-pods"],
+    ids=[
+        "not-authenticated",
+        "audience",
+        "no-audiences",
+        "empty-audiences",
+        "not-a-service-account",
+        "empty-name",
+        "not-allowed",
+        "unbound",
+        "two-pods",
+    ],
 )
 def test_a_refused_review_says_why(given: Review, code: int, reason: str) -> None:
     with pytest.raises(KubeTokenRefused, match=re.escape(reason)) as refused:

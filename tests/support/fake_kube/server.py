@@ -6,6 +6,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -21,7 +22,7 @@ from tests.support.fake_kube.autoscalers import hpa_object, scaled_object
 from tests.support.fake_kube.discovery import BUILTIN_KINDS, FakeKind
 from tests.support.fake_kube.pods import PodEvents, pod_object
 from tests.support.fake_kube.scale import FakeWorkload
-from tests.support.fake_kube.tokenreview import IssuedToken
+from tests.support.fake_kube.tokenreview import IssuedToken, ReviewGate
 
 ROUTES: list[Route] = [*discovery.ROUTES, *scale.ROUTES, *autoscalers.ROUTES, *pods.ROUTES, *tokenreview.ROUTES]
 
@@ -43,6 +44,8 @@ class FakeKube:
     service_account_tokens: dict[str, IssuedToken] = field(default_factory=dict)
     clock: Callable[[], float] = time.time
     node_name_claims: bool = True
+    review_audiences: bool = True  # False: reviews answer no status.audiences (an authenticator ignoring them)
+    review_gate: ReviewGate | None = None  # set: reviews wait for it to open (a slow API server), outside the lock
     forbidden: set[str] = field(default_factory=set)  # verbs answered 403: "get", "patch", "list"
     forbidden_namespaces: set[str] = field(default_factory=set)  # every verb in them answered 403
     requests: list[RecordedRequest] = field(default_factory=list)
@@ -136,7 +139,8 @@ class FakeKube:
 
     def answer(self, request: RecordedRequest) -> dict[str, Any]:
         """The JSON answer to ``request``; raises ApiError for an error answer."""
-        with self._lock:
+        gate = self.review_gate if request.path.endswith("/tokenreviews") else None
+        with gate.held() if gate is not None else nullcontext(), self._lock:
             self.requests.append(request)
             if request.headers.get("authorization") != f"Bearer {self.token}":
                 raise ApiError(401, "Unauthorized", "Unauthorized")

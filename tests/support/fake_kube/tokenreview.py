@@ -5,7 +5,8 @@
 token the fake never issued, one past its ``exp`` (by ``kube.clock``), or one none of whose audiences is asked for
 answers ``authenticated: false`` with the ``error`` the real server gives; an accepted one names the ServiceAccount
 user, the audiences in common and, as ``extra``, the pod (and from Kubernetes 1.30 the node: ``kube.node_name_claims``
-False is an older server, without it).
+False is an older server, without it). ``kube.review_audiences`` False is an authenticator that ignores audiences
+(no ``status.audiences``); ``kube.review_gate`` holds every review until it is opened, as a slow API server would.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ import base64
 import json
 import re
 import secrets
-from dataclasses import dataclass
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tests.support.fake_kube.api import ApiError, RecordedRequest, Route, forbidden, route
@@ -37,6 +41,29 @@ class IssuedToken:
     audiences: tuple[str, ...]
     expires_at: float
     jti: str
+
+
+@dataclass
+class ReviewGate:
+    """A slow API server: each review waits until ``opened`` is set (at most ``hold_s``), counted while it waits."""
+
+    opened: threading.Event = field(default_factory=threading.Event)
+    hold_s: float = 60.0
+    waiting: int = 0
+    most_waiting: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        with self._lock:
+            self.waiting += 1
+            self.most_waiting = max(self.most_waiting, self.waiting)
+        try:
+            self.opened.wait(self.hold_s)
+            yield
+        finally:
+            with self._lock:
+                self.waiting -= 1
 
 
 def _segment(value: dict[str, Any]) -> str:
@@ -120,6 +147,8 @@ def review_status(kube: FakeKube, token: str, asked: list[str]) -> dict[str, Any
         "groups": ["system:serviceaccounts", f"system:serviceaccounts:{issued.namespace}", "system:authenticated"],
         "extra": extra,
     }
+    if not kube.review_audiences:
+        return {"authenticated": True, "user": user}
     return {"authenticated": True, "user": user, "audiences": common}
 
 
