@@ -18,7 +18,6 @@ from inference_agent.absences import NO_GPU_PROBE, metric_absences
 from inference_agent.agent_token import AgentToken
 from inference_agent.config import AgentConfig
 from inference_agent.endpoint import AgentEndpoint
-from inference_agent.http_server import ConnectionLimits
 from inference_agent.probes.base import GpuInfo, GpuProbe, Probe, ProbeUnavailable
 from inference_agent.probes.engines import EngineScrapeProbe
 from inference_agent.pusher import MalformedDesired, Pusher, inventory_body
@@ -115,7 +114,7 @@ class Agent:
             network_latency=self.pusher.network_latency,
         )
         self.endpoint = AgentEndpoint(
-            settings.metrics_host, settings.metrics_port, self.registry, self.health, limits=http_limits(settings)
+            settings.metrics_host, settings.metrics_port, self.registry, self.health, limits=settings.http_limits
         )
         self._last_tick = time.monotonic()
 
@@ -239,11 +238,6 @@ class Agent:
         self.endpoint.close()
         self.probes.close()
         self.client.close()
-
-
-def http_limits(settings: AgentSettings) -> ConnectionLimits:
-    """What bounds each of the agent's HTTP servers."""
-    return ConnectionLimits(settings.http_max_connections, settings.http_socket_timeout_seconds)
 
 
 def open_probes(settings: AgentSettings, config: AgentConfig | None = None) -> Probes:

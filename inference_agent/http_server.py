@@ -5,13 +5,16 @@ It stays on the standard library, hardened, rather than moving to uvicorn: ``fle
 the server's dependencies (CONTRACT section 1), and the handlers stream by writing chunks from a thread, which ASGI
 would make a rewrite of every route. What a maintained server would give us is done here instead: a request body has
 a valid, bounded ``Content-Length`` (a negative, non-numeric or chunked one is refused before any body is read), each
-connection's socket times out when idle, and at most ``max_connections`` connections hold a thread at once — past
-that a new connection is answered 503 and closed, so 300 half-open connections cost 256 threads, not 300 and then
-``can't start new thread``.
+connection's socket times out when idle, a request's head must arrive whole within ``head_timeout_s`` (and its body
+at 1 MiB/s after that: ``http_limits.py``), and at most ``max_connections`` connections hold a thread at once, at
+most ``max_connections_per_peer`` of them from one address — past that a new connection is answered 503 and closed,
+so 300 half-open connections cost 256 threads, not 300 and then ``can't start new thread``, and one peer cannot
+hold them all.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import socket
 import threading
@@ -19,22 +22,35 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from inference_agent.http_limits import DeadlineReader, PeerSlots, Slot, body_budget_s
+
 MAX_BODY_BYTES = 64 * 1024 * 1024  # 64 images of 3×64×64 floats as JSON text is about 15 MB
 LISTEN_BACKLOG = 128  # socketserver's 5 makes a burst of 300 connects wait out SYN retries (1 s, 3 s, ...)
-BUSY_BODY = b'{"detail": "too many connections; retry in a second"}'
-BUSY_ANSWER = (
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-    + f"Content-Length: {len(BUSY_BODY)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n".encode()
-    + BUSY_BODY
-)
+
+
+def _busy_answer(detail: str) -> bytes:
+    body = f'{{"detail": "{detail}; retry in a second"}}'.encode()
+    head = f"Content-Length: {len(body)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n".encode()
+    return b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n" + head + body
+
+
+BUSY_ANSWERS = {
+    Slot.SERVER_FULL: _busy_answer("too many connections"),
+    Slot.PEER_FULL: _busy_answer("too many connections from your address"),
+}
 
 
 @dataclass(frozen=True)
 class ConnectionLimits:
-    """How many connections a server serves at once, and how long a connection's socket may sit idle."""
+    """How many connections a server serves at once (and from one address), how long a connection's socket may sit
+    idle, and how long a request's whole head may take to arrive; ``reserved_local`` more slots are kept for the
+    address the server listens on (the agent's endpoint keeps them for the kubelet's probe)."""
 
     max_connections: int = 256
     socket_timeout_s: float = 30.0
+    head_timeout_s: float = 10.0
+    max_connections_per_peer: int = 64
+    reserved_local: int = 0
 
 
 class BodyRefused(Exception):
@@ -75,6 +91,21 @@ class JsonHandler(BaseHTTPRequestHandler):
     """Keep-alive HTTP/1.1: every answer has a length, or is chunked."""
 
     protocol_version = "HTTP/1.1"
+    head_timeout_s = 10.0  # Server sets it from its ConnectionLimits
+
+    def setup(self) -> None:
+        super().setup()
+        self._reader = DeadlineReader(self.connection, self.timeout)
+        self.rfile = io.BufferedReader(self._reader)
+
+    def handle_one_request(self) -> None:
+        self._reader.arm(self.head_timeout_s)  # from the wait for the request line to the end of its headers
+        super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()
+        self._reader.disarm()
+        return parsed
 
     def do_GET(self) -> None:
         if self.headers.get("Content-Length", "0").strip() != "0" or "Transfer-Encoding" in self.headers:
@@ -103,7 +134,12 @@ class JsonHandler(BaseHTTPRequestHandler):
         except BodyRefused as refused:
             self.answer_json(refused.code, {"detail": refused.detail}, close=True)
             return None
-        return self.rfile.read(length) if length else b""
+        if not length:
+            return b""
+        self._reader.arm(body_budget_s(self.head_timeout_s, length))
+        body = self.rfile.read(length)
+        self._reader.disarm()
+        return body
 
     def answer_json(
         self, code: int, body: dict[str, Any], *, headers: dict[str, str] | None = None, close: bool = False
@@ -173,37 +209,41 @@ def _one_header(values: list[str] | None) -> str | None:
 
 
 class _BoundedServer(ThreadingHTTPServer):
-    """A thread per connection, up to ``max_connections`` at once; past that the connection is answered 503."""
+    """A thread per connection, up to ``max_connections`` at once and ``max_connections_per_peer`` from one address;
+    past that the connection is answered 503."""
 
     daemon_threads = True
     request_queue_size = LISTEN_BACKLOG
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], limits: ConnectionLimits):
         super().__init__(address, handler)
-        self._slots = threading.BoundedSemaphore(limits.max_connections)
+        self._slots = PeerSlots(
+            limits.max_connections, limits.max_connections_per_peer, limits.reserved_local, address[0]
+        )
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            _refuse_busy(request)
+        slot = self._slots.take(client_address[0])
+        if slot is not Slot.GRANTED:
+            _refuse_busy(request, BUSY_ANSWERS[slot])
             return
         try:
             super().process_request(request, client_address)
         except RuntimeError:  # no thread started (``can't start new thread``): its slot is free again
-            self._slots.release()
+            self._slots.give_back(client_address[0])
             self.shutdown_request(request)
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
+            self._slots.give_back(client_address[0])
 
 
-def _refuse_busy(connection: socket.socket) -> None:
+def _refuse_busy(connection: socket.socket, answer: bytes) -> None:
     """Answer 503 on the accepting thread: a fresh socket's send buffer takes these 200 bytes without blocking."""
     try:
         connection.settimeout(1.0)
-        connection.sendall(BUSY_ANSWER)
+        connection.sendall(answer)
         connection.shutdown(socket.SHUT_WR)
     except OSError:
         pass  # the client is already gone
@@ -213,7 +253,8 @@ def _refuse_busy(connection: socket.socket) -> None:
 
 class Server:
     """A bounded threading HTTP server run on its own thread; ``port`` is known once constructed (0 picks a free
-    one). Each connection's socket times out after ``limits.socket_timeout_s`` without traffic."""
+    one). Each connection's socket times out after ``limits.socket_timeout_s`` without traffic, and a request's head
+    after ``limits.head_timeout_s`` in all."""
 
     def __init__(
         self,
@@ -227,7 +268,8 @@ class Server:
     ) -> None:
         # The poll interval only bounds how long close() waits; a shorter one wakes an idle agent needlessly
         # (0.05 s is 20 wake-ups a second per server).
-        timed = type(handler.__name__, (handler,), {"timeout": limits.socket_timeout_s})  # StreamRequestHandler's
+        timeouts = {"timeout": limits.socket_timeout_s, "head_timeout_s": limits.head_timeout_s}
+        timed = type(handler.__name__, (handler,), timeouts)  # ``timeout``: StreamRequestHandler's
         self._server = _BoundedServer((host, port), timed, limits)
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": poll_interval_s}, name=name, daemon=True

@@ -11,6 +11,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from collector.scrape.engines import EngineKind
+from inference_agent.http_server import ConnectionLimits
 from inference_agent.serving.pools import POOL_NAME, PoolSpec, parse_pools
 
 ENGINE_KINDS = tuple(kind.value for kind in EngineKind)
@@ -99,9 +100,13 @@ class AgentSettings(BaseSettings):
     serve_queue_timeout_seconds: float = Field(30.0, gt=0)
     # replicas this node runs at most, whatever a desired state asks (the rest is refused and logged)
     max_replicas: int = Field(64, ge=1, le=4096)
-    # the agent's HTTP servers: connections served at once (past it, refused) and a socket's idle timeout
+    # the agent's HTTP servers: connections served at once (past it, refused), from one address at most (raise it
+    # to http_max_connections behind a gateway that is one address), a socket's idle timeout, and how long a
+    # request's whole head may take to arrive (a byte every 20 s is cut after this, not after 30 s a byte)
     http_max_connections: int = Field(256, ge=1)
+    http_max_connections_per_peer: int = Field(64, ge=1)
     http_socket_timeout_seconds: float = Field(30.0, gt=0)
+    http_head_timeout_seconds: float = Field(10.0, gt=0)
     # Tenants present `Authorization: Bearer <tenant key>`, checked against the key hashes in the desired state.
     # Behind a trusted gateway the agent may instead believe this header (e.g. X-Tenant) from these addresses or
     # CIDRs only (a JSON list); both unset by default.
@@ -177,3 +182,13 @@ class AgentSettings(BaseSettings):
     @property
     def pool_specs(self) -> dict[str, PoolSpec]:
         return parse_pools(self.pools)
+
+    @property
+    def http_limits(self) -> ConnectionLimits:
+        """What bounds each of the agent's HTTP servers (each replica's too, less the per-peer bound)."""
+        return ConnectionLimits(
+            self.http_max_connections,
+            self.http_socket_timeout_seconds,
+            self.http_head_timeout_seconds,
+            self.http_max_connections_per_peer,
+        )

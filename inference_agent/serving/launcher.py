@@ -90,6 +90,7 @@ class ProcessLauncher:
             *("--drain-timeout-s", str(self.drain_timeout_s)),
             *("--http-max-connections", str(self.http.max_connections)),
             *("--http-socket-timeout-s", str(self.http.socket_timeout_s)),
+            *("--http-head-timeout-s", str(self.http.head_timeout_s)),
             *self.extra_args,
         ]
 

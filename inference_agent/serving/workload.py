@@ -19,7 +19,6 @@ from prometheus_client import CollectorRegistry
 
 from collector.control import DesiredState, NodeReport
 from inference_agent.config import AgentConfig
-from inference_agent.http_server import ConnectionLimits
 from inference_agent.isolation.cpu import CpuLimits
 from inference_agent.isolation.mps import MpsControl
 from inference_agent.probes.base import GpuInfo
@@ -70,7 +69,7 @@ class ServingWorkload:
         telemetry = ServingTelemetry(registry)
         device = settings.replica_device if settings.replica_device != "auto" else ("cuda" if gpus else "cpu")
         builtin = settings.workload_spec.kind == "builtin"
-        http = ConnectionLimits(settings.http_max_connections, settings.http_socket_timeout_seconds)
+        http = settings.http_limits
         launcher = launcher or ProcessLauncher(
             settings.spool_dir / "replica-logs",
             engine=settings.replica_engine,

@@ -1,0 +1,95 @@
+"""Issue 35 #6, the agent's HTTP servers under slow sockets: a deadline on the whole request head, connections
+bounded per peer, and a liveness probe that no remote client can starve. Real sockets against the real servers;
+each attacker connects from its own loopback address (127.0.0.2, ...), as a remote peer would."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from prometheus_client import CollectorRegistry
+
+from inference_agent.endpoint import AgentEndpoint
+from inference_agent.http_server import ConnectionLimits, JsonHandler, Server
+
+
+class Echo(JsonHandler):
+    def on_get(self, path: str) -> None:
+        self.answer_json(200, {"path": path})
+
+
+def slow_socket(port: int, source: str) -> socket.socket:
+    """A connection that sends half a request line and nothing more (as with a byte every 20 s)."""
+    conn = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(source, 0))
+    conn.sendall(b"GET / HTTP/1.1\r\n")
+    return conn
+
+
+def get_from(source: str, url: str) -> httpx.Response:
+    with httpx.Client(transport=httpx.HTTPTransport(local_address=source), timeout=5.0) as client:
+        return client.get(url)
+
+
+@pytest.fixture
+def echo() -> Iterator[Server]:
+    limits = ConnectionLimits(max_connections=32, socket_timeout_s=30.0, head_timeout_s=1.0, max_connections_per_peer=8)
+    server = Server("127.0.0.1", 0, Echo, "slots", poll_interval_s=0.05, limits=limits)
+    server.start()
+    yield server
+    server.close()
+
+
+def test_a_head_sent_a_byte_at_a_time_is_cut_at_its_whole_deadline(echo: Server) -> None:
+    """Each byte comes well within the 30 s idle timeout; the head as a whole gets 1 s, not 30 s a byte."""
+    conn = socket.create_connection(("127.0.0.1", echo.port), timeout=5)
+    conn.sendall(b"GET / HTTP/1.1\r\n")
+    cut = False
+    try:
+        for _ in range(40):  # 40 × 0.2 s = 8 s of trickling, 8× the deadline
+            time.sleep(0.2)
+            conn.sendall(b"X")
+    except (BrokenPipeError, ConnectionResetError):
+        cut = True
+    if not cut:
+        conn.settimeout(2.0)
+        try:
+            answer = conn.recv(4096)
+        except TimeoutError:
+            answer = None
+        cut = answer is not None and (answer == b"" or answer.startswith(b"HTTP/1.1 408"))
+    conn.close()
+    assert cut, "the server still waits for the head after 8 s of one byte every 0.2 s"
+
+
+def test_one_peer_holds_at_most_its_share_of_the_slots(echo: Server) -> None:
+    held = [slow_socket(echo.port, "127.0.0.2") for _ in range(40)]  # more than all 32 slots
+    try:
+        time.sleep(0.2)
+        answer = get_from("127.0.0.3", f"http://127.0.0.1:{echo.port}/")
+        assert answer.status_code == 200  # used to be 503: one peer held all 32 slots
+        refused = [c for c in held if c.recv(4096).startswith(b"HTTP/1.1 503")]
+        assert len(refused) == 40 - 8  # past its 8, each is told at once, in words
+    finally:
+        for conn in held:
+            conn.close()
+
+
+def test_the_liveness_probe_answers_while_remote_peers_hold_every_slot() -> None:
+    limits = ConnectionLimits(
+        max_connections=16, socket_timeout_s=30.0, head_timeout_s=30.0, max_connections_per_peer=4
+    )
+    endpoint = AgentEndpoint("127.0.0.1", 0, CollectorRegistry(), lambda: {"status": "ok"}, limits=limits)
+    endpoint.start()
+    held = [slow_socket(endpoint.port, f"127.0.0.{2 + i // 4}") for i in range(16)]  # 4 peers × 4: every slot
+    try:
+        time.sleep(0.2)
+        assert get_from("127.0.0.9", f"http://127.0.0.1:{endpoint.port}/healthz").status_code == 503  # full
+        # the kubelet probes from the node's own address, the one the endpoint listens on: a slot kept for it
+        assert get_from("127.0.0.1", f"http://127.0.0.1:{endpoint.port}/healthz").status_code == 200
+    finally:
+        for conn in held:
+            conn.close()
+        endpoint.close()
