@@ -42,10 +42,6 @@ class InvalidBatch(CollectorError):
         super().__init__(f"{problems[0]}{more}")
 
 
-class TooManyPools(InvalidBatch):
-    """Samples name more distinct pools than a node may report (``ingest_max_pools_per_node``); counted apart."""
-
-
 class BatchTooLarge(CollectorError):
     """The body, compressed or not, is over the configured limit."""
 

@@ -9,9 +9,10 @@ requests share one. Each request queues its batch and takes the process's write 
 every batch queued by then in one transaction — one insert of all their samples (its RETURNING says which rows
 were new, so each batch's duplicates are counted exactly), one node upsert, one latest-values upsert — and hands
 each its result; a request whose batch was written by another finds its result when its turn comes. The caller
-answers the agent only after ``write_batch`` returns, i.e. after the commit. A batch past its pool bound is left out
-of the group with its error; should the group's transaction fail on a constraint, each batch is written alone, so
-one bad batch fails by itself; the database being away fails them all (``StorageUnavailable``).
+answers the agent only after ``write_batch`` returns, i.e. after the commit. The samples of a batch's pools past its
+bound are left out, the rest written (``collector.pool_bound``); should the group's transaction fail on a
+constraint, each batch is written alone, so one bad batch fails by itself; the database being away fails them all
+(``StorageUnavailable``).
 
 Overload: a batch that has waited past ``deadline_seconds`` since its request arrived, when its group forms, is not
 written (``Overloaded``). Its agent would time out before the answer came and resend it: committing it would turn
@@ -23,17 +24,19 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Engine, Insert, case, func, select, text
+from sqlalchemy import ColumnElement, Connection, Engine, Insert, case, func, text
 from sqlalchemy.exc import DBAPIError
 
 from collector.catalog import METRIC_NAMES
 from collector.control import NodeReport
 from collector.database import insert_for, storage_errors
-from collector.errors import FieldProblem, Overloaded, TooManyPools
+from collector.errors import Overloaded
+from collector.pool_bound import PoolBound, PoolsSeen, within_pool_bound
+from collector.refusals import Refusal
 from collector.rollups import bucket_start
 from collector.tables import (
     NO_DEVICE,
@@ -53,30 +56,7 @@ from collector.wire import IngestBatch, WireInventory, WireSample, node_report
 class IngestResult:
     accepted: int
     duplicates: int
-
-
-@dataclass(frozen=True)
-class PoolBound:
-    """A node reports at most ``max_pools`` distinct pools over the life of its registry entry, not counting the
-    pools the control plane configured (``configured``, read only once a batch would pass the bound).
-
-    10,000 invented pools in 5 pushes grew ``/metrics`` to 1.5 MB and made every ingest answer and alert evaluation
-    slower for the whole fleet.
-    """
-
-    max_pools: int
-    configured: Callable[[], Collection[str]]
-
-    def refused(self, reported: Collection[str], batch_pools: Sequence[str]) -> set[str]:
-        """The pools of ``batch_pools`` (in order of first appearance) past the bound, given those already
-        ``reported``: with 63 reported and a bound of 64, new pools a, b → b is refused."""
-        new = [p for p in dict.fromkeys(batch_pools) if p not in reported]
-        if len(set(reported)) + len(new) <= self.max_pools:
-            return set()
-        configured = set(self.configured())
-        unknown_new = [p for p in new if p not in configured]
-        room = max(0, self.max_pools - len(set(reported) - configured))
-        return set(unknown_new[room:])
+    refused: tuple[Refusal, ...] = ()  # samples of the batch left out alone (collector.refusals)
 
 
 def sample_row(node_id: str, sample: WireSample) -> dict[str, Any]:
@@ -174,6 +154,7 @@ class _Queued:
     received_at: float
     pools: PoolBound | None
     queued_at: float  # time.monotonic() when its request came through the door: the deadline counts from there
+    refused: tuple[Refusal, ...] = ()
     result: IngestResult | None = None
     error: BaseException | None = None
     done: bool = field(default=False)
@@ -222,10 +203,9 @@ class SampleWriter:
     def write_batch(
         self, batch: IngestBatch, *, received_at: float, pools: PoolBound | None = None, arrived: float | None = None
     ) -> IngestResult:
-        """Store ``batch``, committed (maybe with others) before this returns; raises ``StorageUnavailable`` when the
-        database is away, ``TooManyPools`` (nothing stored) when its samples name pools past ``pools``, and
-        ``Overloaded`` (nothing stored) when it waited past the deadline since ``arrived`` (``time.monotonic()`` at
-        the door; default now)."""
+        """Store ``batch`` but the samples of its pools past ``pools`` (named in the result), committed (maybe with
+        others) before this returns; raises ``StorageUnavailable`` when the database is away, and ``Overloaded``
+        (nothing stored) when it waited past the deadline since ``arrived`` (``time.monotonic()`` at the door)."""
         queued = _Queued(batch, received_at, pools, time.monotonic() if arrived is None else arrived)
         with self._queue_lock:
             self._queue.append(queued)
@@ -258,8 +238,8 @@ class SampleWriter:
         """One transaction for ``group``; on a constraint error with several batches, each alone."""
         try:
             with storage_errors(), self._engine.begin() as conn:
-                members = self._admitted(conn, group)
-                results = self._write(conn, members)
+                self._bound_pools(conn, group)
+                results = self._write(conn, group)
         except DBAPIError:
             if len(group) == 1:
                 raise
@@ -276,24 +256,18 @@ class SampleWriter:
                 queued.error = queued.error or exc
                 queued.done = True
             return
-        for queued, result in zip(members, results, strict=True):
+        for queued, result in zip(group, results, strict=True):
             queued.result = result
-        for queued in group:
             queued.done = True
 
-    def _admitted(self, conn: Connection, group: list[_Queued]) -> list[_Queued]:
-        """The batches within their pool bound; each other one gets its TooManyPools and joins nothing."""
-        admitted = []
+    def _bound_pools(self, conn: Connection, group: list[_Queued]) -> None:
+        """Take out of each batch the samples and report entries of its pools past its bound, noting the refusal."""
         in_group: dict[str, set[str]] = {}  # pools the batches admitted before named, by node
         for queued in group:
             if queued.pools is not None:
-                try:
-                    _check_pools(conn, queued.batch, queued.pools, self._pools_seen, in_group)
-                except TooManyPools as exc:
-                    queued.error = exc
-                    continue
-            admitted.append(queued)
-        return admitted
+                queued.batch, refusal = within_pool_bound(conn, queued.batch, queued.pools, self._pools_seen, in_group)
+                if refusal is not None:  # a batch written alone after a failed group was trimmed already
+                    queued.refused = (refusal,)
 
     def _write(self, conn: Connection, group: list[_Queued]) -> list[IngestResult]:
         for queued in group:
@@ -312,7 +286,7 @@ class SampleWriter:
         rows_of = [[sample_row(q.batch.node_id, sample) for sample in q.batch.samples] for q in group]
         rows = [row for batch_rows in rows_of for row in batch_rows]
         if not rows:
-            return [IngestResult(0, 0) for _ in group]
+            return [IngestResult(0, 0, q.refused) for q in group]
         new = self._insert_samples(conn, rows)
         conn.execute(self._upsert_node, _node_rows(group, rows_of))
         results, written = [], []
@@ -323,7 +297,7 @@ class SampleWriter:
                 if (row["node_id"], row["seq"]) in new:
                     new.discard((row["node_id"], row["seq"]))
                     accepted += 1
-            results.append(IngestResult(accepted=accepted, duplicates=len(batch_rows) - accepted))
+            results.append(IngestResult(accepted, len(batch_rows) - accepted, queued.refused))
             if accepted:
                 written.extend(batch_rows)
                 late = late_buckets(batch_rows, queued.received_at - self._late_after_seconds)
@@ -416,60 +390,6 @@ _REPLICA_COUNTS = {"ready", "starting", "draining"}
 def store_report(conn: Connection, node_id: str, report: NodeReport, *, received_at: float) -> None:
     """Store one report as ingest does, in the caller's transaction (a job or a test that stands in for an agent)."""
     ReportStatements(conn.dialect.name)(conn, node_id, report, received_at=received_at)
-
-
-class PoolsSeen:
-    """The pools each node has reported, as this process last read them: a node names the same pools push after push,
-    so only a batch naming one not seen here reads the node's series from the database (the read cost the ingest
-    bench ~15 % of its rate when every batch made it). Bounded by nodes × ``max_pools``; another server's writes are
-    read at this node's next new pool."""
-
-    def __init__(self) -> None:
-        self._by_node: dict[str, frozenset[str]] = {}
-        self._lock = threading.Lock()
-
-    def covers(self, node_id: str, pools: Collection[str]) -> bool:
-        with self._lock:
-            return set(pools) <= self._by_node.get(node_id, frozenset())
-
-    def note(self, node_id: str, pools: Collection[str]) -> None:
-        with self._lock:
-            self._by_node[node_id] = frozenset(pools)
-
-
-def _check_pools(
-    conn: Connection, batch: IngestBatch, bound: PoolBound, seen: PoolsSeen, in_group: dict[str, set[str]]
-) -> None:
-    """The pools the batch's samples and report name count toward the bound alike: a report may name a pool none of
-    whose replicas has sent a sample yet (all of them starting). ``in_group``: the pools the node's batches admitted
-    earlier in the same commit named (not in the database yet), updated with this one's."""
-    in_report = list(batch.report.pools) if batch.report is not None else []
-    named = [s.pool for s in batch.samples if s.pool is not None] + in_report
-    earlier = in_group.setdefault(batch.node_id, set())
-    if not named or seen.covers(batch.node_id, named):
-        earlier.update(named)
-        return
-    reported = _reported_pools(conn, batch.node_id) | earlier
-    refused = bound.refused(reported, named)
-    if refused:
-        why = f"this node reports more than {bound.max_pools} pools"
-        problems = [FieldProblem(i, "pool", why) for i, sample in enumerate(batch.samples) if sample.pool in refused]
-        problems += [FieldProblem(None, f"report.pools.{pool}", why) for pool in in_report if pool in refused]
-        raise TooManyPools(problems)
-    # Noted before the commit: should it fail, these pools passed the bound all the same, and the next new pool
-    # reads the node's series afresh.
-    seen.note(batch.node_id, reported | set(named))
-    earlier.update(named)
-
-
-def _reported_pools(conn: Connection, node_id: str) -> set[str]:
-    """The pools the node has reported: its pool series and the pools of its stored report."""
-    c = series_latest.c
-    reported = set(conn.scalars(select(c.pool).where(c.node_id == node_id, c.pool != NO_POOL).distinct()))
-    stored = conn.scalar(select(node_reports.c.report).where(node_reports.c.node_id == node_id))
-    if isinstance(stored, dict) and isinstance(stored.get("pools"), dict):
-        reported |= set(stored["pools"])
-    return reported
 
 
 def _node_rows(group: list[_Queued], rows_of: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:

@@ -6,10 +6,11 @@ from enum import StrEnum
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from collector.refusals import RefusalReason
+
 
 class RejectReason(StrEnum):
     INVALID = "invalid"
-    TOO_MANY_POOLS = "too_many_pools"  # samples naming pools past ingest_max_pools_per_node
     TOO_LARGE = "too_large"
     UNAUTHORIZED = "unauthorized"
     FORBIDDEN = "forbidden"
@@ -21,7 +22,8 @@ class IngestTelemetry:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.samples = Counter(
             "fleetpilot_collector_ingested_samples",
-            "Samples received on /api/v1/ingest, by outcome.",
+            "Samples received on /api/v1/ingest, by outcome (accepted, duplicate, or why refused alone: "
+            "too_many_pools, too_old).",
             ["outcome"],
             registry=registry,
         )
@@ -49,7 +51,7 @@ class IngestTelemetry:
             ["operation"],
             registry=registry,
         )
-        for outcome in ("accepted", "duplicate"):
+        for outcome in ("accepted", "duplicate", *RefusalReason):
             self.samples.labels(outcome)
         for reason in RejectReason:
             self.rejected.labels(reason.value)

@@ -63,6 +63,10 @@ class ServerSettings(BaseSettings):
     # replicas per node (a reported replica count past it is refused).
     ingest_max_pools_per_node: int = Field(64, ge=1, le=10_000)
     node_max_replicas: int = Field(256, ge=1, le=100_000)
+    # How far back an agent's sample may be; older ones are refused one by one and counted (collector.sample_age).
+    # Unset: the raw retention window. At most that: an older sample would be deleted by the next retention pass, and
+    # its minute's rollup re-rolled from that one sample.
+    ingest_max_sample_age_seconds: float | None = Field(None, gt=0)
     # Prometheus remote write and OTLP in (collector.remote): the mapping from series to nodes, GPUs, pools and
     # metrics (unset: the shipped collector/remote/default-mapping.yaml), the series one request may carry, how far
     # back a point may come (staged that long), the longest scrape gap a rate spans, and when an idle series is
@@ -198,6 +202,21 @@ class ServerSettings(BaseSettings):
         if self.kubernetes_agent_auth and not self.kubernetes_agent_service_accounts:
             raise ValueError("kubernetes_agent_service_accounts: name the agents' ServiceAccounts (NAMESPACE/NAME)")
         return self
+
+    @model_validator(mode="after")
+    def _sample_age_within_retention(self) -> ServerSettings:
+        window_s = self.raw_retention_hours * 3600
+        if self.ingest_max_sample_age_seconds is not None and self.ingest_max_sample_age_seconds > window_s:
+            raise ValueError(
+                f"ingest_max_sample_age_seconds: {self.ingest_max_sample_age_seconds:g} s is longer than the raw "
+                f"retention window (raw_retention_hours {self.raw_retention_hours:g} = {window_s:g} s)"
+            )
+        return self
+
+    @property
+    def ingest_sample_age_limit_seconds(self) -> float:
+        """How far back an agent's sample is stored: ``ingest_max_sample_age_seconds``, else the raw retention."""
+        return self.ingest_max_sample_age_seconds or self.raw_retention_hours * 3600
 
     @property
     def secure_cookies(self) -> bool:

@@ -35,4 +35,7 @@ class WebSettings(Protocol):
     kubernetes_token_cache_seconds: float
 
     @property
+    def ingest_sample_age_limit_seconds(self) -> float: ...
+
+    @property
     def secure_cookies(self) -> bool: ...

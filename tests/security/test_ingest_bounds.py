@@ -14,8 +14,8 @@ from sqlalchemy import Engine, func, select
 
 import collector.wire
 import web.routes.ingest
-from collector.errors import TooManyPools
-from collector.ingest import PoolBound, SampleWriter
+from collector.ingest import SampleWriter
+from collector.pool_bound import PoolBound
 from collector.tables import devices, node_reports, replica_reports, samples
 from collector.wire import IngestBatch
 from fleet.desired import DesiredBoard
@@ -48,8 +48,15 @@ def on_the_event_loop() -> bool:
     return True
 
 
-def rejected(services: AppServices, reason: str) -> float | None:
-    return services.registry.get_sample_value("fleetpilot_collector_rejected_requests_total", {"reason": reason})
+def pools_refused(answer: Any) -> list[str]:
+    """The pools whose samples a 200 answer refused (issue 35 #12: the rest of the batch is stored)."""
+    assert answer.status_code == 200, answer.text
+    return [pool for refusal in answer.json()["refused"] for pool in refusal["pools"]]
+
+
+def refused_samples(services: AppServices) -> float | None:
+    labels = {"outcome": "too_many_pools"}
+    return services.registry.get_sample_value("fleetpilot_collector_ingested_samples_total", labels)
 
 
 @pytest.mark.parametrize(
@@ -210,10 +217,10 @@ def test_finding_11_pools_past_the_bound_are_refused_and_counted_and_configured_
     with TestClient(create_app(services)) as client:
         assert push("p0", "p1").status_code == 200
         assert push("p1", "p2", "chat").status_code == 200  # three invented pools, and a configured one
-        assert refused(push("p0", "p3", "p4")) == (1, "pool")  # p3 would be a fourth
-        assert stored(engine) == 5  # nothing of the refused request
+        assert pools_refused(push("p0", "p3", "p4")) == ["p3", "p4"]  # p3 would be a fourth; p0 is stored
+        assert stored(engine) == 6
         assert push("p2", "chat").status_code == 200  # pools it already reports, and configured ones, still go
-    assert rejected(services, "too_many_pools") == 1
+    assert refused_samples(services) == 2
 
 
 def test_finding_11_the_pools_a_report_names_count_toward_the_bound_with_those_of_the_samples(
@@ -231,10 +238,13 @@ def test_finding_11_the_pools_a_report_names_count_toward_the_bound_with_those_o
 
     with TestClient(create_app(services)) as client:
         assert push(1, "p0", "p0", "p1").status_code == 200
-        assert refused(push(2, "p0", "p0", "p2")) == (None, "report.pools.p2")
+        clock.advance(1)  # a newer report replaces the node's stored one
+        assert pools_refused(push(2, "p0", "p0", "p2")) == ["p2"]  # the report's p2 is left out, its sample stored
+        with engine.connect() as conn:
+            report = conn.scalar(select(node_reports.c.report))
+        assert report is not None and sorted(report["pools"]) == ["p0"]
         assert push(3, "p1", "p1").status_code == 200  # what it reported before still goes
-    assert rejected(services, "too_many_pools") == 1
-    assert stored(engine) == 2
+    assert stored(engine) == 3
 
 
 def test_finding_11_the_bound_holds_across_servers_that_remember_what_they_saw(
@@ -253,6 +263,5 @@ def test_finding_11_the_bound_holds_across_servers_that_remember_what_they_saw(
     first.write_batch(batch(1, "p0"), received_at=clock(), pools=bound)
     second.write_batch(batch(10, "p1"), received_at=clock(), pools=bound)  # the node now reports two
     first.write_batch(batch(20, "p0"), received_at=clock(), pools=bound)  # one the first server saw: no read
-    with pytest.raises(TooManyPools):
-        first.write_batch(batch(30, "p2"), received_at=clock(), pools=bound)
+    assert [r.pools for r in first.write_batch(batch(30, "p2"), received_at=clock(), pools=bound).refused] == [["p2"]]
     assert stored(engine) == 3

@@ -11,8 +11,10 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from collector.control import DesiredState
-from collector.errors import BatchTooLarge, InvalidBatch, Overloaded, StorageUnavailable, TooManyPools
-from collector.ingest import PoolBound
+from collector.errors import BatchTooLarge, InvalidBatch, Overloaded, StorageUnavailable
+from collector.pool_bound import PoolBound
+from collector.refusals import Refusal
+from collector.sample_age import without_old_samples
 from collector.telemetry import RejectReason
 from collector.wire import parse_batch
 from web.auth import ServicesDep, authenticate_on_loop, documented_machine_auth
@@ -34,6 +36,11 @@ class IngestAnswer(BaseModel):
 
     accepted: int
     duplicates: int
+    refused: list[Refusal] = Field(
+        default_factory=list,
+        description="samples not stored for a bound of the node (pools past it, too old), the rest stored; "
+        "left out when none were",
+    )
     desired: DesiredState | None = Field(description="what the node should run and enforce; null: nothing said")
 
 
@@ -41,6 +48,7 @@ class IngestAnswer(BaseModel):
 class _Stored:
     accepted: int
     duplicates: int
+    refused: tuple[Refusal, ...]
     body: bytes  # the whole answer, IngestAnswer as JSON
 
     def response(self) -> Response:
@@ -80,10 +88,6 @@ async def ingest(request: Request, services: ServicesDep) -> Response:
         code = status.HTTP_503_SERVICE_UNAVAILABLE
         telemetry.rejected.labels(RejectReason.OVERLOADED.value).inc()
         raise overloaded(str(exc)) from None
-    except TooManyPools:
-        code = status.HTTP_422_UNPROCESSABLE_CONTENT
-        telemetry.rejected.labels(RejectReason.TOO_MANY_POOLS.value).inc()
-        raise
     except InvalidBatch:
         code = status.HTTP_422_UNPROCESSABLE_CONTENT
         telemetry.rejected.labels(RejectReason.INVALID.value).inc()
@@ -106,6 +110,8 @@ async def ingest(request: Request, services: ServicesDep) -> Response:
         telemetry.requests.labels(str(code)).inc()
     telemetry.samples.labels("accepted").inc(answer.accepted)
     telemetry.samples.labels("duplicate").inc(answer.duplicates)
+    for refusal in answer.refused:
+        telemetry.samples.labels(refusal.reason).inc(refusal.samples)
     telemetry.duration.observe(time.perf_counter() - started)
     return answer.response()
 
@@ -136,8 +142,14 @@ def _store(services: AppServices, token: TokenInfo, body: bytes, entered_at: flo
         raise ApiError(
             status.HTTP_403_FORBIDDEN, f"node_id {batch.node_id!r} is not this token's node ({token.node_id!r})"
         )
+    batch, too_old = without_old_samples(
+        batch, now=services.clock(), max_age_s=settings.ingest_sample_age_limit_seconds
+    )
     pools = PoolBound(settings.ingest_max_pools_per_node, lambda: [p.name for p in services.pools.list()])
     result = services.writer.write_batch(batch, received_at=services.clock(), pools=pools, arrived=entered_at)
+    refused = (too_old, *result.refused) if too_old is not None else result.refused
     desired = services.desired.for_node_json(batch.node_id)
-    answer = b'{"accepted":%d,"duplicates":%d,"desired":%s}' % (result.accepted, result.duplicates, desired)
-    return _Stored(result.accepted, result.duplicates, answer)
+    # "refused" only when something was: the answer of a push within its bounds stays the contract's example
+    listed = b',"refused":[%s]' % b",".join(r.model_dump_json().encode() for r in refused) if refused else b""
+    answer = b'{"accepted":%d,"duplicates":%d%s,"desired":%s}' % (result.accepted, result.duplicates, listed, desired)
+    return _Stored(result.accepted, result.duplicates, refused, answer)
