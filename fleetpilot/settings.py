@@ -30,6 +30,16 @@ class ActuatorKind(StrEnum):
     KUBERNETES = "kubernetes"  # the scale subresource of each pool's scale_target (any kind, any namespace)
 
 
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only: ``localhost``, ``127.0.0.1``, ``::1``."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class ServerSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FLEETPILOT_", extra="forbid")
 
@@ -38,6 +48,14 @@ class ServerSettings(BaseSettings):
     port: int = Field(8080, ge=0, le=65535)
     # KEDA's external scaler (gRPC, autoscaler.keda) on this port of ``host``; unset: not served.
     keda_port: int | None = Field(None, ge=0, le=65535)
+    # Its TLS, all three or none: the server's certificate and key, and the CA whose client certificates it accepts
+    # (KEDA's caCert, tlsClientCert, tlsClientKey); required outside development unless ``host`` is loopback.
+    keda_tls_cert_file: Path | None = None
+    keda_tls_key_file: Path | None = None
+    keda_tls_client_ca_file: Path | None = None
+    # StreamIsActive streams open at once: each holds a worker thread, and the server has 4 more, so 12 held streams
+    # leave GetMetrics and IsActive 4 (past it: RESOURCE_EXHAUSTED). One per ScaledObject of type external-push.
+    keda_max_streams: int = Field(12, ge=1, le=1_000)
     database_url: str = DEFAULT_DATABASE_URL
     # A token to install as the first admin token instead of generating one (e.g. from a Kubernetes Secret).
     admin_token: str | None = None
@@ -76,6 +94,15 @@ class ServerSettings(BaseSettings):
     remote_write_window_seconds: float = Field(600.0, ge=60, le=86_400)
     remote_write_max_gap_seconds: float = Field(150.0, gt=0, le=3_600)
     remote_write_idle_series_seconds: float = Field(3_600.0, ge=60)
+    # What one remote-write or OTLP body may hold, counted on the wire before it is decoded (413 past them; an OTLP
+    # histogram's bucket is a sample), the bytes of one label's name or value, the nodes one remote_write token may
+    # have registered and still send (seen within remote_write_idle_series_seconds), and the bodies decoded at once
+    # (each ~100 MB at the bounds; past it 503 + Retry-After).
+    remote_write_max_samples_per_request: int = Field(500_000, ge=1, le=10_000_000)
+    remote_write_max_labels_per_request: int = Field(500_000, ge=1, le=10_000_000)
+    remote_write_max_label_bytes: int = Field(2048, ge=64, le=65_536)
+    remote_write_max_nodes_per_token: int = Field(1000, ge=1, le=1_000_000)
+    remote_write_max_concurrent_decodes: int = Field(4, ge=1, le=256)
     node_down_after_seconds: float = Field(3.0, gt=0)
     # how long a token's verdict is cached; a deleted token stops working everywhere within ~1 s regardless (web.tokens)
     token_cache_seconds: float = Field(300.0, ge=0)
@@ -178,6 +205,13 @@ class ServerSettings(BaseSettings):
     session_lifetime_seconds: float = Field(8 * 3600.0, ge=60, le=30 * 86400.0)
     # The session cookie's Secure attribute; unset: on everywhere but in development.
     cookie_secure: bool | None = None
+    # The dashboard's live streams (web.dashboard.live_stream): open at once per session (a browser over HTTP/1.1
+    # holds at most 6 connections to a host, so 8 is every tab of one browser and then some) and per server process
+    # (past either: 429), and how many of their reads run at once, each on a connection of its own (SQLite's pool
+    # holds 15: 4 leave 11 to the API, ingest and the background jobs).
+    dashboard_live_streams_per_session: int = Field(8, ge=1, le=1_000)
+    dashboard_live_streams_per_process: int = Field(64, ge=1, le=100_000)
+    dashboard_live_reads_at_once: int = Field(4, ge=1, le=64)
 
     @model_validator(mode="after")
     def _known_forecaster(self) -> ServerSettings:
@@ -217,6 +251,20 @@ class ServerSettings(BaseSettings):
     def ingest_sample_age_limit_seconds(self) -> float:
         """How far back an agent's sample is stored: ``ingest_max_sample_age_seconds``, else the raw retention."""
         return self.ingest_max_sample_age_seconds or self.raw_retention_hours * 3600
+
+    @model_validator(mode="after")
+    def _keda_tls(self) -> ServerSettings:
+        names = ("keda_tls_cert_file", "keda_tls_key_file", "keda_tls_client_ca_file")
+        missing = [name for name in names if getattr(self, name) is None]
+        if 0 < len(missing) < len(names):
+            raise ValueError(f"{', '.join(missing)}: name all three of {', '.join(names)}, or none")
+        exposed = self.keda_port is not None and not _is_loopback(self.host)
+        if missing and exposed and self.environment is not Environment.DEVELOPMENT:
+            raise ValueError(
+                f"keda_port: off loopback, production serves KEDA's scaler only over TLS (host {self.host!r}): set "
+                f"{', '.join(names)}"
+            )
+        return self
 
     @property
     def secure_cookies(self) -> bool:

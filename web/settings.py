@@ -15,6 +15,7 @@ class WebSettings(Protocol):
     ingest_shed_loop_lag_seconds: float
     ingest_max_future_seconds: float
     ingest_max_pools_per_node: int
+    remote_write_max_concurrent_decodes: int
     node_max_replicas: int
     auth_max_failures: int
     auth_failure_window_seconds: float
@@ -29,6 +30,9 @@ class WebSettings(Protocol):
     webhook_allowed_networks: list[str]
     session_secret: str | None
     session_lifetime_seconds: float
+    dashboard_live_streams_per_session: int
+    dashboard_live_streams_per_process: int
+    dashboard_live_reads_at_once: int
     kubernetes_agent_auth: bool
     kubernetes_token_audience: str
     kubernetes_agent_service_accounts: list[str]

@@ -1,4 +1,5 @@
-"""What the dashboard keeps per server process: the session store, the failed-login counter and the templates."""
+"""What the dashboard keeps per server process: the session store, the failed-login counter, the templates and the
+live streams' bounds."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from sqlalchemy import Engine
 
 from web.auth_limit import FailedLogins
 from web.dashboard import units
+from web.dashboard.live_limits import LiveStreams
 from web.dashboard.session import SessionStore
 from web.settings import WebSettings
 
@@ -22,6 +24,7 @@ class DashboardState:
     sessions: SessionStore
     failed_logins: FailedLogins
     templates: Jinja2Templates
+    live: LiveStreams
 
 
 def templates() -> Jinja2Templates:
@@ -46,4 +49,9 @@ def build_state(settings: WebSettings, engine: Engine) -> DashboardState:
         sessions=SessionStore(engine, secret, lifetime_seconds=settings.session_lifetime_seconds),
         failed_logins=FailedLogins(),
         templates=templates(),
+        live=LiveStreams(
+            per_session=settings.dashboard_live_streams_per_session,
+            per_process=settings.dashboard_live_streams_per_process,
+            reads_at_once=settings.dashboard_live_reads_at_once,
+        ),
     )

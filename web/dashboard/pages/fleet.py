@@ -279,7 +279,7 @@ class LiveChanges:
 @router.get("/fleet/live")
 async def fleet_live(
     request: Request,
-    _user: Viewer,
+    user: Viewer,
     services: ServicesDep,
     query: PageQueryDep,
     events: Annotated[int | None, Query(ge=1, le=100_000, description="stop after this many events")] = None,
@@ -287,4 +287,4 @@ async def fleet_live(
     """``text/event-stream``: every 2 s, the tiles of the page ``query`` names that changed since the last event (all
     of them in the first) and the fleet's counts; every 10 s, the pool summaries that changed."""
     changes = LiveChanges(services, query)
-    return event_stream(request, services, changes, interval_s=LIVE_INTERVAL_SECONDS, events=events)
+    return event_stream(request, services, user, changes, interval_s=LIVE_INTERVAL_SECONDS, events=events)

@@ -22,6 +22,7 @@ from web.dashboard.absence import gpu_summary, why_absent
 from web.dashboard.charts import (
     DEFAULT_RANGE,
     RANGES,
+    RAW_SECONDS,
     Line,
     RangeKey,
     TimeRange,
@@ -194,7 +195,7 @@ def node_detail(
 async def node_live(
     node_id: str,
     request: Request,
-    _user: Viewer,
+    user: Viewer,
     services: ServicesDep,
     events: Annotated[int | None, Query(ge=1, le=100_000, description="stop after this many events")] = None,
     since: Annotated[
@@ -204,10 +205,11 @@ async def node_live(
     """``text/event-stream``: the node's latest values every 500 ms until the browser goes away or the session
     ends. With ``since`` (the newest sample a live chart holds) each event also carries the samples stored after
     it, per chart as a table to append (``web.dashboard.charts.table``), and ``now``, the server's clock the
-    charts' window ends at."""
+    charts' window ends at. ``since`` is clamped to that window (``RAW_SECONDS``): the chart draws nothing older,
+    and ``since=0`` read the node's whole history, 88,000 rows an event."""
     if await run_in_threadpool(_read, services, node_id) is None:
         raise PageNotFound(f"no node {node_id!r}")
-    after = since
+    after = None if since is None else max(since, services.clock() - RAW_SECONDS)
 
     def read() -> dict[str, Any] | None:
         nonlocal after
@@ -221,4 +223,4 @@ async def node_live(
             event["now"] = now
         return event
 
-    return event_stream(request, services, read, interval_s=LIVE_INTERVAL_SECONDS, events=events)
+    return event_stream(request, services, user, read, interval_s=LIVE_INTERVAL_SECONDS, events=events)

@@ -238,7 +238,7 @@ def _live_update(services: AppServices, name: str, time_range: TimeRange) -> dic
 async def pool_live(
     name: str,
     request: Request,
-    _user: Viewer,
+    user: Viewer,
     services: ServicesDep,
     events: Annotated[int | None, Query(ge=1, le=100_000, description="stop after this many events")] = None,
 ) -> StreamingResponse:
@@ -249,7 +249,7 @@ async def pool_live(
         raise PageNotFound(f"no pool {name!r}")
     live = RANGES[DEFAULT_RANGE]
     read = lambda: _live_update(services, name, live)  # noqa: E731
-    return event_stream(request, services, read, interval_s=LIVE_INTERVAL_SECONDS, events=events)
+    return event_stream(request, services, user, read, interval_s=LIVE_INTERVAL_SECONDS, events=events)
 
 
 @router.post("/pools/{name}/scale", response_class=HTMLResponse)

@@ -68,6 +68,10 @@
     flag.textContent = live;
   };
   source.onerror = function () {
-    flag.textContent = "live updates paused: reconnecting";
+    // a refusal (429: too many live pages open) closes the source for good; a dropped connection retries
+    flag.textContent =
+      source.readyState === EventSource.CLOSED
+        ? "live updates stopped: close other live pages, then reload"
+        : "live updates paused: reconnecting";
   };
 })();

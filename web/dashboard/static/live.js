@@ -45,6 +45,10 @@
     }
   };
   source.onerror = function () {
-    if (flag) flag.textContent = "live updates paused: reconnecting";
+    // a refusal (429: too many live pages open) closes the source for good; a dropped connection retries
+    if (flag) flag.textContent =
+      source.readyState === EventSource.CLOSED
+        ? "live updates stopped: close other live pages, then reload"
+        : "live updates paused: reconnecting";
   };
 })();
