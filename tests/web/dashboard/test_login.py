@@ -7,10 +7,12 @@ from collections.abc import Callable
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import func, select
 
 from tests.support.clock import FakeClock
 from tests.web.dashboard.conftest import csrf_of
 from web.services import AppServices
+from web.tables import dashboard_sessions
 from web.tokens import Role
 
 PAGES = ["/", "/pools", "/tenants", "/alerts", "/health", "/settings"]
@@ -88,10 +90,17 @@ def test_failed_logins_are_rate_limited_per_address(
     assert answer.status_code == 303  # while a valid token is never held back
 
 
-def test_an_agent_token_cannot_sign_in(anonymous: TestClient, token: Callable[..., str]) -> None:
+@pytest.mark.parametrize(("role", "node"), [("agent", "node-a"), ("remote_write", None)])
+def test_a_machine_token_cannot_sign_in(
+    anonymous: TestClient, token: Callable[..., str], services: AppServices, role: str, node: str | None
+) -> None:
     csrf = csrf_of(anonymous.get("/login").text)
-    answer = anonymous.post("/login", data={"token": token("agent", "node-a"), "csrf_token": csrf})
-    assert answer.status_code == 401 and "Agent tokens" in answer.text
+    answer = anonymous.post("/login", data={"token": token(role, node), "csrf_token": csrf}, follow_redirects=False)
+    assert answer.status_code == 401, answer.text  # before: a remote_write token got 303 and a session (issue 35)
+    assert f"{role} tokens cannot sign in" in answer.text and "viewer, operator or admin" in answer.text
+    assert "fp_session" not in answer.cookies
+    with services.engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(dashboard_sessions)).scalar_one() == 0
 
 
 def test_login_without_or_with_a_foreign_csrf_token_is_refused(

@@ -1,10 +1,11 @@
 """``GET/POST /login`` and ``POST /logout``: an API token in, a session cookie out.
 
 The login form's CSRF token is bound to a pre-login cookie, so another site cannot log a browser in under its own
-token. A valid token always signs in; failed logins are counted per client address (``web.client_address``), answered
-429 instead of 401 past the limit, and logged with the address, never the token. Agent tokens may not sign in: they
-ingest, nothing else. Logout deletes the session, so the cookie opens nothing afterwards, on any server. Both cookies
-are ``Secure`` per ``cookie_secure`` (unset: everywhere but in development), not per the scheme this process sees —
+token. A valid token of a human role (viewer, operator, admin: ``ROLE_RANK``) signs in; the machine roles (agent,
+remote_write) send data, nothing else, and are refused as an unknown token is. Failed logins are counted per client
+address (``web.client_address``), answered 429 instead of 401 past the limit, and logged with the address, never the
+token. Logout deletes the session, so the cookie opens nothing afterwards, on any server. Both cookies are
+``Secure`` per ``cookie_secure`` (unset: everywhere but in development), not per the scheme this process sees —
 behind a TLS-terminating ingress that is plain http.
 """
 
@@ -22,7 +23,7 @@ from web.client_address import client_address
 from web.dashboard.deps import LOGIN_COOKIE, SESSION_COOKIE, CsrfForm, StateDep, current_session, field
 from web.dashboard.render import page
 from web.dashboard.security import DashboardRoute
-from web.tokens import Role
+from web.tokens import ROLE_RANK, Role
 
 router = APIRouter(route_class=DashboardRoute)
 log = logging.getLogger(__name__)
@@ -67,8 +68,8 @@ def login_form(request: Request, state: StateDep, services: ServicesDep) -> Resp
 def login(request: Request, form: CsrfForm, state: StateDep, services: ServicesDep) -> Response:
     now, address = services.clock(), client_address(request)
     token = services.tokens.verify(field(form, "token"), now=now)
-    if token is None or token.role is Role.AGENT:
-        return _refused(request, state, services, address, agent=token is not None)
+    if token is None or token.role not in ROLE_RANK:
+        return _refused(request, state, services, address, machine=None if token is None else token.role)
     cookie, _session = state.sessions.issue(token, now=now)
     log.info("dashboard login: token %s (%s) from %s", token.id, token.role.value, address)
     response = RedirectResponse(_safe_next(field(form, "next") or "/"), status_code=303)
@@ -85,8 +86,11 @@ def login(request: Request, form: CsrfForm, state: StateDep, services: ServicesD
     return response
 
 
-def _refused(request: Request, state: StateDep, services: ServicesDep, address: str, *, agent: bool) -> Response:
-    """401 for a failed login, counted; 429 instead once the address is over the limit."""
+def _refused(
+    request: Request, state: StateDep, services: ServicesDep, address: str, *, machine: Role | None
+) -> Response:
+    """401 for a failed login (an unknown token, or a valid ``machine`` token), counted; 429 instead once the
+    address is over the limit."""
     now = services.clock()
     wait = state.failed_logins.retry_after_seconds(address, now=now)
     if wait > 0:
@@ -96,8 +100,12 @@ def _refused(request: Request, state: StateDep, services: ServicesDep, address: 
         response.headers["Retry-After"] = str(max(1, round(wait)))
         return response
     state.failed_logins.record_failure(address, now=now)
-    log.warning("dashboard login failed from %s: %s", address, "an agent token" if agent else "unknown token")
-    error = "Agent tokens cannot sign in to the dashboard." if agent else "That token is not valid."
+    log.warning("dashboard login failed from %s: %s", address, f"a {machine} token" if machine else "unknown token")
+    error = (
+        f"{machine} tokens cannot sign in to the dashboard: only viewer, operator or admin tokens can."
+        if machine
+        else "That token is not valid."
+    )
     return _login_page(request, state, services, error=error, status_code=401)
 
 
