@@ -24,6 +24,7 @@ from autoscaler.actuators.base import Actuator
 from autoscaler.actuators.local import LocalActuator
 from autoscaler.controller import AutoscalerTelemetry
 from autoscaler.keda.scaler import KedaScaler, KedaServer
+from autoscaler.keda.tls import KedaTls
 from collector.database import make_engine
 from collector.exposition import FleetCollector, FleetSnapshot
 from collector.ingest import SampleWriter
@@ -210,14 +211,25 @@ def keda_scaler(services: AppServices, settings: ServerSettings) -> Iterator[Ked
         events=services.events,
         forecast_stale_after_seconds=settings.forecast_stale_after_seconds,
         poll_seconds=settings.autoscale_interval_seconds,
+        max_streams=settings.keda_max_streams,
         clock=services.clock,
     )
-    server = KedaServer(scaler, settings.host, settings.keda_port)
-    print(f"KEDA external scaler (gRPC) on {settings.host}:{server.port}", flush=True)
+    tls = keda_tls(settings)
+    server = KedaServer(scaler, settings.host, settings.keda_port, tls=tls)
+    secured = "TLS, client certificates required" if tls is not None else "plain text"
+    print(f"KEDA external scaler (gRPC, {secured}) on {settings.host}:{server.port}", flush=True)
     try:
         yield server
     finally:
         server.stop()
+
+
+def keda_tls(settings: ServerSettings) -> KedaTls | None:
+    """The KEDA port's TLS when the settings name its files (they name all three or none)."""
+    cert, key, client_ca = settings.keda_tls_cert_file, settings.keda_tls_key_file, settings.keda_tls_client_ca_file
+    if cert is None or key is None or client_ca is None:
+        return None
+    return KedaTls(cert, key, client_ca)
 
 
 def server_app(services: AppServices, settings: ServerSettings, keda: KedaServer | None = None) -> FastAPI:

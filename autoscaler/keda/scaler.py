@@ -4,7 +4,9 @@ keeps the Deployment's replicas, fleetpilot gives it the number to size by (:mod
 A ScaledObject names its pool in the trigger's metadata (``pool: NAME``). ``GetMetricSpec`` answers one metric per
 pool, ``fleetpilot-<pool>`` (KEDA prefixes it with the trigger's ``s<index>-`` and strips that again before
 ``GetMetrics``), whose target is the pool's per-replica target; ``GetMetrics`` its value now; ``IsActive`` whether the
-pool needs a replica; ``StreamIsActive`` the same, sent again whenever it changes.
+pool needs a replica; ``StreamIsActive`` the same, sent again whenever it changes. A stream holds a worker thread
+for as long as it is open, so at most ``max_streams`` are (past it: RESOURCE_EXHAUSTED) and the server has
+:data:`UNARY_WORKERS` threads more: KEDA's ``GetMetrics`` always finds one free.
 
 Each call reads the pool, the fleet view and the stored forecast as the controller does (one
 :func:`~autoscaler.controller.pool_context`). The pool's event log gets one ForecastStale event when its value falls
@@ -36,6 +38,7 @@ from autoscaler.keda.demand_signal import (
     demand_signal,
     pool_target,
 )
+from autoscaler.keda.tls import KedaTls
 from autoscaler.policy import PoolContext
 from collector.control import NAME_PATTERN
 from fleet.pools import Mode, Pool, PoolStore
@@ -47,6 +50,9 @@ log = logging.getLogger(__name__)
 
 POOL_KEY = "pool"  # the ScaledObject trigger's metadata key naming the pool
 ACTUATOR = "keda"  # the events' actuator and policy: KEDA's HPA acts on what this scaler serves
+# Workers beyond the streams' for the unary calls: KEDA polls GetMetrics and IsActive one ScaledObject at a time per
+# operator replica, so 4 serve 2 KEDA replicas with room for a slow database read.
+UNARY_WORKERS = 4
 
 
 def metric_name(pool: str) -> str:
@@ -76,6 +82,7 @@ class KedaScaler(pb_grpc.ExternalScalerServicer):
         events: EventStore,
         forecast_stale_after_seconds: float,
         poll_seconds: float,
+        max_streams: int = 12,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.pools = pools
@@ -89,6 +96,8 @@ class KedaScaler(pb_grpc.ExternalScalerServicer):
         self._sources: dict[str, Source] = {}  # pool → the source of the value last served
         self._would_serve: dict[str, int] = {}  # dry-run pool → the replicas last recorded as what KEDA would get
         self._closing = threading.Event()
+        self.max_streams = max_streams
+        self._streams = threading.BoundedSemaphore(max_streams)
 
     def close(self) -> None:
         """Ends the open streams (at shutdown, before the server stops)."""
@@ -122,15 +131,24 @@ class KedaScaler(pb_grpc.ExternalScalerServicer):
     def StreamIsActive(  # noqa: N802
         self, request: pb.ScaledObjectRef, context: grpc.ServicerContext
     ) -> Iterator[pb.IsActiveResponse]:
-        """The first answer at once, then one whenever it changes; ends at shutdown or when KEDA hangs up."""
-        last: bool | None = None
-        while context.is_active() and not self._closing.is_set():
-            with _answering(context):
-                active = self._active(self._pool(request))
-            if active != last:
-                yield pb.IsActiveResponse(result=active)
-                last = active
-            self._closing.wait(self.poll_seconds)
+        """The first answer at once, then one whenever it changes; ends at shutdown or when KEDA hangs up.
+        RESOURCE_EXHAUSTED when ``max_streams`` are open already."""
+        if not self._streams.acquire(blocking=False):
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"{self.max_streams} StreamIsActive streams are open already (keda_max_streams); retry later",
+            )
+        try:
+            last: bool | None = None
+            while context.is_active() and not self._closing.is_set():
+                with _answering(context):
+                    active = self._active(self._pool(request))
+                if active != last:
+                    yield pb.IsActiveResponse(result=active)
+                    last = active
+                self._closing.wait(self.poll_seconds)
+        finally:
+            self._streams.release()
 
     def _pool(self, ref: pb.ScaledObjectRef) -> Pool:
         name = ref.scalerMetadata.get(POOL_KEY, "")
@@ -232,15 +250,21 @@ def _answering(context: grpc.ServicerContext) -> Iterator[None]:
 
 
 class KedaServer:
-    """The scaler served on ``host:port`` (port 0: a free one, read back from ``port``), started at construction."""
+    """The scaler served on ``host:port`` (port 0: a free one, read back from ``port``), started at construction:
+    with ``tls`` only to clients with a certificate of its client CA, else in plain text."""
 
-    def __init__(self, scaler: KedaScaler, host: str, port: int, *, max_workers: int = 16) -> None:
+    def __init__(self, scaler: KedaScaler, host: str, port: int, *, tls: KedaTls | None = None) -> None:
         self.scaler = scaler
-        self.server = grpc.server(ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="keda"))
+        workers = scaler.max_streams + UNARY_WORKERS  # 12 streams held: 4 workers still answer GetMetrics
+        self.server = grpc.server(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="keda"))
         pb_grpc.add_ExternalScalerServicer_to_server(scaler, self.server)  # type: ignore[no-untyped-call]
-        self.port: int = self.server.add_insecure_port(f"{host}:{port}")
+        address = f"{host}:{port}"
+        if tls is None:
+            self.port: int = self.server.add_insecure_port(address)
+        else:
+            self.port = self.server.add_secure_port(address, tls.credentials())
         if self.port == 0:
-            raise OSError(f"keda scaler: cannot listen on {host}:{port}")
+            raise OSError(f"keda scaler: cannot listen on {address}" + (" with its TLS certificate" if tls else ""))
         self.server.start()
 
     def stop(self, grace_seconds: float = 5.0) -> None:

@@ -1,6 +1,6 @@
 """``fleetpilot server --keda-port P`` as a real process: KEDA's external scaler answers on P from the database the
 API serves, with one worker and with ``--workers 2`` (served by the supervisor alone), and at SIGTERM ends its
-streams cleanly before the port closes."""
+streams cleanly before the port closes; with ``FLEETPILOT_KEDA_TLS_*`` only to a client certificate of its CA."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from autoscaler.keda.externalscaler_pb2_grpc import ExternalScalerStub
 from collector.database import make_engine
 from fleet.pools import PoolSpec, PoolStore
 from fleetpilot.launch import ServerProcess, free_port
+from tests.support.certs import make_pki
 
 pytestmark = pytest.mark.slow
 
@@ -56,3 +57,25 @@ def test_the_server_process_serves_the_scaler_on_its_keda_port(tmp_path: Path, w
             server.stop()  # SIGTERM: the scaler ends its streams (status OK) before the port closes
             assert list(stream) == []
     assert not listening(server.keda_port)
+
+
+def test_with_its_tls_settings_the_process_serves_only_a_client_certificate_of_its_ca(tmp_path: Path) -> None:
+    pki = make_pki(tmp_path / "pki")
+    files = {"CERT_FILE": pki.server.cert, "KEY_FILE": pki.server.key, "CLIENT_CA_FILE": pki.ca.cert}
+    url = f"sqlite:///{tmp_path}/fleetpilot.db"
+    with KedaServerProcess(url, env={f"FLEETPILOT_KEDA_TLS_{k}": str(v) for k, v in files.items()}) as server:
+        engine = make_engine(url)
+        PoolStore(engine).create("chat", PoolSpec(replica_capacity=20.0), now=time.time())
+        engine.dispose()
+        ref = pb.ScaledObjectRef(name="chat", namespace="inference", scalerMetadata={"pool": "chat"})
+        keda = grpc.ssl_channel_credentials(
+            pki.ca.cert.read_bytes(), pki.client.key.read_bytes(), pki.client.cert.read_bytes()
+        )
+        with grpc.secure_channel(f"localhost:{server.keda_port}", keda) as channel:
+            stub = ExternalScalerStub(channel)  # type: ignore[no-untyped-call]
+            assert stub.GetMetricSpec(ref, timeout=10).metricSpecs[0].targetSizeFloat == 20.0
+        with grpc.insecure_channel(f"127.0.0.1:{server.keda_port}") as channel:
+            stub = ExternalScalerStub(channel)  # type: ignore[no-untyped-call]
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.GetMetricSpec(ref, timeout=10)
+            assert refused.value.code() is grpc.StatusCode.UNAVAILABLE

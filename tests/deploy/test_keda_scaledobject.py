@@ -1,6 +1,7 @@
 """The example KEDA ScaledObject of ``deploy/kubernetes/``: valid against the schema of KEDA's own CRD (copied beside
 this test; strict: an unknown field fails, as with ``kubectl apply --validate=strict``), and pointing at what exists:
-the server Service's KEDA port, the port the server serves the scaler on, a pool name, the workloads' namespace."""
+the server Service's KEDA port, the port the server serves the scaler on, a pool name, the workloads' namespace; and
+the mutual TLS between them: KEDA's TriggerAuthentication and the server's certificate files, each from a Secret."""
 
 from __future__ import annotations
 
@@ -15,7 +16,11 @@ import yaml
 
 from autoscaler.keda.scaler import POOL_KEY
 from collector.control import NAME_PATTERN
+from fleetpilot.settings import ServerSettings
 from tests.deploy.test_kubernetes import KUBERNETES, Resource, documents, find, pod_spec
+
+# what KEDA's external scaler reads from a TriggerAuthentication to dial with mutual TLS (keda.sh, External scaler)
+KEDA_TLS_PARAMETERS = {"caCert", "tlsClientCert", "tlsClientKey"}
 
 SCHEMA = Path(__file__).with_name("keda_scaledobject_schema.yaml")
 
@@ -40,9 +45,19 @@ def validator() -> jsonschema.Draft7Validator:
     return jsonschema.Draft7Validator(strict(yaml.safe_load(SCHEMA.read_text())))
 
 
-def scaled_object() -> Resource:
-    (resource,) = documents(KUBERNETES / "keda-scaledobject.yaml")
+def example(kind: str) -> Resource:
+    (resource,) = [r for r in documents(KUBERNETES / "keda-scaledobject.yaml") if r["kind"] == kind]
     return resource
+
+
+def scaled_object() -> Resource:
+    return example("ScaledObject")
+
+
+def example_secrets() -> dict[tuple[str, str], set[str]]:
+    """(namespace, name) → the keys of each Secret in secrets.example.yaml."""
+    found = documents(KUBERNETES / "secrets.example.yaml")
+    return {(s["metadata"]["namespace"], s["metadata"]["name"]): set(s["stringData"]) for s in found}
 
 
 def test_the_scaled_object_validates_against_kedas_crd_schema() -> None:
@@ -90,3 +105,38 @@ def test_the_scaled_deployment_is_in_the_workloads_namespace() -> None:
     assert resource["metadata"]["namespace"] == env["FLEETPILOT_KUBERNETES_NAMESPACE"]["value"]
     assert resource["spec"]["scaleTargetRef"]["kind"] == "Deployment"
     assert resource["spec"]["minReplicaCount"] <= resource["spec"]["maxReplicaCount"]
+
+
+def test_keda_dials_the_port_with_its_client_certificate_from_a_secret() -> None:
+    resource, auth = scaled_object(), example("TriggerAuthentication")
+    (trigger,) = resource["spec"]["triggers"]
+    assert auth["apiVersion"] == "keda.sh/v1alpha1" and set(auth) == {"apiVersion", "kind", "metadata", "spec"}
+    assert trigger["authenticationRef"] == {"name": auth["metadata"]["name"]}
+    assert auth["metadata"]["namespace"] == resource["metadata"]["namespace"]  # KEDA looks it up there
+    refs = auth["spec"]["secretTargetRef"]
+    assert set(auth["spec"]) == {"secretTargetRef"} and all(set(r) == {"parameter", "name", "key"} for r in refs)
+    assert {r["parameter"] for r in refs} == KEDA_TLS_PARAMETERS
+    secrets = example_secrets()
+    for ref in refs:
+        assert ref["key"] in secrets[(auth["metadata"]["namespace"], ref["name"])], ref
+    assert not {"unsafeSsl", "tlsCertFile"} & set(trigger["metadata"]), "no skipped verification, no deprecated key"
+
+
+def test_the_server_serves_the_keda_port_with_tls_from_a_mounted_secret() -> None:
+    server = find("Deployment", "fleetpilot-server")
+    (container,) = pod_spec(server)["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    files = {name: env[f"FLEETPILOT_KEDA_TLS_{name.upper()}"] for name in ("cert_file", "key_file", "client_ca_file")}
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod_spec(server)["volumes"]}
+    for path in files.values():
+        folder, key = path.rsplit("/", 1)
+        mount = mounts[folder]
+        secret = volumes[mount["name"]]["secret"]["secretName"]
+        assert mount["readOnly"] is True
+        assert key in example_secrets()[(server["metadata"]["namespace"], secret)], path
+    args = container["args"]
+    settings = {"host": args[args.index("--host") + 1], "keda_port": int(args[args.index("--keda-port") + 1])}
+    # what the server validates at start: production serves a KEDA port off loopback only with its TLS
+    ServerSettings(**settings, environment=env["FLEETPILOT_ENVIRONMENT"], database_url="postgresql://db/fleetpilot",
+                   **{f"keda_tls_{name}": path for name, path in files.items()})  # fmt: skip

@@ -20,7 +20,8 @@ from inference_agent.settings import AgentSettings
 
 KUBERNETES = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 KUBERNETES_VERSION = "1.30"
-CRD_KINDS = {"ServiceMonitor", "ScaledObject"}  # ScaledObject: tests/deploy/test_keda_scaledobject.py
+# ScaledObject, TriggerAuthentication: tests/deploy/test_keda_scaledobject.py
+CRD_KINDS = {"ServiceMonitor", "ScaledObject", "TriggerAuthentication"}
 NOT_RESOURCES = {"kustomization.yaml"}
 Resource = dict[str, Any]
 
