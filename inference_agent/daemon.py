@@ -21,6 +21,7 @@ from inference_agent.endpoint import AgentEndpoint
 from inference_agent.probes.base import GpuInfo, GpuProbe, Probe, ProbeUnavailable
 from inference_agent.probes.engines import EngineScrapeProbe
 from inference_agent.pusher import MalformedDesired, Pusher, inventory_body
+from inference_agent.rejected_batches import RejectedBatches
 from inference_agent.sampler import Sampler
 from inference_agent.serving.pools import DesiredRefused, RefusalReason, desired_refusal
 from inference_agent.settings import AgentSettings
@@ -102,7 +103,11 @@ class Agent:
             on_desired=self._on_desired,
             report=self._report,
             max_batch=settings.push_max_samples,
-            rejected_dir=settings.spool_dir / "rejected",
+            rejected=RejectedBatches(
+                settings.spool_dir / "rejected",
+                max_bytes=settings.spool_rejected_max_bytes,
+                max_files=settings.spool_rejected_max_files,
+            ),
             max_retry_after_s=settings.push_max_retry_after_seconds,
         )
         self.telemetry.watch_pusher(self.pusher.problem, self.pusher.since_progress_s)

@@ -7,8 +7,9 @@ old samples with the node's state now, its ``ts`` saying when it was taken; a no
 supervisor of its own) sends none. The ``desired`` state of each answer is parsed once (``parse_ack``) and goes to the
 workload side: a ``DesiredState``, or a ``MalformedDesired`` saying which field was bad (the samples are delivered
 all the same). A batch the collector rejects as invalid (422) can never succeed: it is set aside in ``rejected/``
-with the collector's reason, counted, and the pusher goes on. Each push sends the token as it is then
-(``inference_agent.agent_token``: a rotated token file is read again), and a 401 re-reads the file.
+(``RejectedBatches``, bounded) with the collector's reason, counted, and the pusher goes on. Each push sends the
+token as it is then (``inference_agent.agent_token``: a rotated token file is read again), and a 401 re-reads the
+file.
 
 Nothing a collector answers ends or stalls the pusher: a 200 whose body is not the ingest answer is logged, counted
 (``outcome="unexpected"``) and its samples stay spooled for the next try; a ``Retry-After`` is believed up to
@@ -28,15 +29,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from collector.control import DesiredState, NodeReport
+from collector.refusals import Refusal
 from inference_agent.agent_token import AgentToken
 from inference_agent.probes.base import GpuInfo
+from inference_agent.rejected_batches import RejectedBatches
 from inference_agent.spool import Spool, SpoolBatch
 from inference_agent.telemetry import AgentTelemetry
 
@@ -75,6 +77,10 @@ class Ack:
     accepted: int
     duplicates: int
     desired: DesiredState | MalformedDesired
+    refused: tuple[Refusal, ...] = ()  # samples the collector left out one by one: delivered, never resent
+
+
+_REFUSALS = TypeAdapter(tuple[Refusal, ...])
 
 
 class UnexpectedAnswer(ValueError):
@@ -96,10 +102,14 @@ def parse_ack(body: bytes) -> Ack:
     desired = answer.get("desired") or {}  # nothing desired: the control plane's limits are lifted
     if not isinstance(desired, dict):
         raise UnexpectedAnswer(f"desired is a {type(desired).__name__}, not an object")
-    try:  # fields a newer server added are dropped (extra="ignore"); a known one with a bad value is an error
-        return Ack(counts["accepted"], counts["duplicates"], DesiredState.model_validate(desired))
+    try:
+        refused = _REFUSALS.validate_python(answer.get("refused") or ())
     except ValidationError as exc:
-        return Ack(counts["accepted"], counts["duplicates"], MalformedDesired(describe(exc)))
+        raise UnexpectedAnswer(f"refused is not a list of refusals: {describe(exc)}") from None
+    try:  # fields a newer server added are dropped (extra="ignore"); a known one with a bad value is an error
+        return Ack(counts["accepted"], counts["duplicates"], DesiredState.model_validate(desired), refused)
+    except ValidationError as exc:
+        return Ack(counts["accepted"], counts["duplicates"], MalformedDesired(describe(exc)), refused)
 
 
 def describe(exc: ValidationError, most: int = 5) -> str:
@@ -164,7 +174,7 @@ class Pusher:
         report: Callable[[float], NodeReport | None] = lambda _ts: None,
         wall_clock: Callable[[], float] = time.time,
         max_batch: int = 2000,
-        rejected_dir: Path,
+        rejected: RejectedBatches,
         max_retry_after_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -179,8 +189,10 @@ class Pusher:
         self._report = report
         self._wall_clock = wall_clock
         self._report_failing = False
+        self._refusals_logged: set[tuple[str, tuple[str, ...]]] = set()
         self._max_batch = max_batch
-        self._rejected_dir = rejected_dir
+        self._rejected = rejected
+        telemetry.watch_rejected(lambda: rejected.files, lambda: rejected.bytes, lambda: rejected.dropped)
         self._max_retry_after_s = max_retry_after_s
         self._clock = clock
         self._latency: tuple[float, float] | None = None  # (measured at, seconds)
@@ -282,16 +294,31 @@ class Pusher:
         self._telemetry.pushes.labels("ok").inc()
         self._telemetry.pushed_samples.labels("accepted").inc(ack.accepted)
         self._telemetry.pushed_samples.labels("duplicate").inc(ack.duplicates)
+        self._note_refused(ack.refused)
         try:
             self._on_desired(ack.desired)
         except Exception:  # the samples are delivered; a workload that cannot take the state says so in its log
             log.exception("the desired state could not be applied")
         return PushResult(PushOutcome.PUSHED, samples=len(batch.samples))
 
+    def _note_refused(self, refused: tuple[Refusal, ...]) -> None:
+        """Count the samples the collector left out alone; log each kind once until it changes (a node with 65 pools
+        is refused the same pool every push, once a second)."""
+        self._telemetry.pushed_samples.labels("refused").inc(sum(r.samples for r in refused))
+        kinds = {(r.reason, tuple(r.pools)) for r in refused}
+        for refusal in refused:
+            if (refusal.reason, tuple(refusal.pools)) not in self._refusals_logged:
+                log.warning("collector refused %d samples (%s): %s", refusal.samples, refusal.reason, refusal.detail)
+        self._refusals_logged = kinds
+
     def _reject(self, answer: httpx.Response, batch: SpoolBatch) -> PushResult:
-        self._rejected_dir.mkdir(parents=True, exist_ok=True)
-        path = self._rejected_dir / f"seq-{batch.samples[0]['seq']}-{batch.last_seq}.json"
-        path.write_text(json.dumps({"status": answer.status_code, "answer": answer.text, "samples": batch.samples}))
+        path = self._rejected.keep(
+            batch.samples[0]["seq"],
+            batch.last_seq,
+            status=answer.status_code,
+            answer=answer.text,
+            samples=batch.samples,
+        )
         self._spool.ack(batch)
         self._telemetry.pushes.labels("rejected").inc()
         self._telemetry.pushed_samples.labels("rejected").inc(len(batch.samples))

@@ -78,6 +78,10 @@ class AgentSettings(BaseSettings):
     gpu_probe: str = "auto"
     spool_dir: Path = Path("./.fleetpilot/agent-spool")
     spool_max_seconds: float = Field(3600.0, gt=0)
+    # spool/rejected/ (batches the collector refused as invalid, kept for an operator to read): at most this many
+    # bytes and files, the oldest dropped first (fleetpilot_agent_rejected_batches_dropped_total counts them)
+    spool_rejected_max_bytes: int = Field(64 * 1024 * 1024, ge=4096)
+    spool_rejected_max_files: int = Field(1000, ge=1)
     sample_interval_seconds: float = Field(0.5, gt=0)
     push_interval_seconds: float = Field(1.0, gt=0)
     push_max_samples: int = Field(2000, ge=1)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
@@ -64,6 +64,16 @@ class _EngineAbsenceCollector(Collector):
         yield family
 
 
+class _CounterRead(Collector):
+    """A counter whose value is read at scrape time from what counts it (``name`` without ``_total``)."""
+
+    def __init__(self, name: str, documentation: str, read: Callable[[], int]) -> None:
+        self._name, self._documentation, self._read = name, documentation, read
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(self._name, self._documentation, value=float(self._read()))
+
+
 class AgentTelemetry:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
@@ -104,7 +114,8 @@ class AgentTelemetry:
         )
         self.pushed_samples = Counter(
             "fleetpilot_agent_pushed_samples",
-            "Samples acknowledged by the collector, by outcome (accepted, duplicate, rejected).",
+            "Samples acknowledged by the collector, by outcome (accepted, duplicate; refused: left out alone, the "
+            "rest of their batch stored; rejected: their whole batch refused, set aside in spool/rejected/).",
             ["outcome"],
             registry=registry,
         )
@@ -136,7 +147,7 @@ class AgentTelemetry:
             self.desired_refused.labels(reason.value)
         for outcome in ("ok", "failed", "rejected", "unexpected", "error"):
             self.pushes.labels(outcome)
-        for outcome in ("accepted", "duplicate", "rejected"):
+        for outcome in ("accepted", "duplicate", "refused", "rejected"):
             self.pushed_samples.labels(outcome)
 
     def observe_tick(self, lateness_s: float, skipped: int) -> None:
@@ -180,6 +191,26 @@ class AgentTelemetry:
     def watched_engines(self) -> list[EngineAbsences]:
         """The engine probes whose absences are served now (the node's report says the same reasons)."""
         return self._engine_absences.watched()
+
+    def watch_rejected(self, files: Callable[[], int], held: Callable[[], int], dropped: Callable[[], int]) -> None:
+        """Gauges read at scrape time from ``spool/rejected/`` (``RejectedBatches``), and what its bound dropped."""
+        Gauge(
+            "fleetpilot_agent_rejected_batches_files",
+            "Batches the collector refused as invalid, kept in spool/rejected/.",
+            registry=self.registry,
+        ).set_function(lambda: float(files()))
+        Gauge(
+            "fleetpilot_agent_rejected_batches_bytes",
+            "Bytes of spool/rejected/ (at most spool_rejected_max_bytes).",
+            registry=self.registry,
+        ).set_function(lambda: float(held()))
+        self.registry.register(
+            _CounterRead(
+                "fleetpilot_agent_rejected_batches_dropped",
+                "Rejected batches removed from spool/rejected/ to keep it within its bounds (oldest first).",
+                dropped,
+            )
+        )
 
     def watch_spool(self, pending: Callable[[], int], lost: Callable[[], int], corrupt: Callable[[], int]) -> None:
         """Gauges read at scrape time from the spool."""

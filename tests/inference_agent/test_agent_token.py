@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 from inference_agent.agent_token import AgentToken
 from inference_agent.fake_collector import FakeCollector
 from inference_agent.pusher import Pusher, PushOutcome
+from inference_agent.rejected_batches import RejectedBatches
 from inference_agent.spool import Spool
 from inference_agent.telemetry import AgentTelemetry
 
@@ -31,7 +32,15 @@ def pusher_with(tmp_path: Path, collector: FakeCollector, token: AgentToken) -> 
     spool = Spool(tmp_path / "spool")
     client = httpx.Client(base_url="http://collector", transport=collector.transport)
     telemetry = AgentTelemetry(CollectorRegistry())
-    pusher = Pusher(spool, client, telemetry, node_id="node-a", token=token, inventory=None, rejected_dir=tmp_path)
+    pusher = Pusher(
+        spool,
+        client,
+        telemetry,
+        node_id="node-a",
+        token=token,
+        inventory=None,
+        rejected=RejectedBatches(tmp_path, max_bytes=1 << 20, max_files=100),
+    )
     return pusher, spool
 
 

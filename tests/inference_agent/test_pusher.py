@@ -36,6 +36,7 @@ from inference_agent.pusher import (
     pusher_problem,
     retry_after_s,
 )
+from inference_agent.rejected_batches import RejectedBatches
 from inference_agent.spool import Spool
 from inference_agent.telemetry import AgentTelemetry
 
@@ -58,7 +59,7 @@ def pusher_on(tmp_path: Path, client: httpx.Client, **kwargs: Any) -> tuple[Push
         node_id="node-a",
         token=AgentToken("agent-token"),
         inventory={"hostname": "h", "gpus": []},
-        rejected_dir=tmp_path / "rejected",
+        rejected=RejectedBatches(tmp_path / "rejected", max_bytes=1 << 20, max_files=100),
         **kwargs,
     )
     return pusher, spool

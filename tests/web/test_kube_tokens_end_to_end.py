@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 from fleetpilot.launch import ServerProcess
 from inference_agent.agent_token import AgentToken
 from inference_agent.pusher import Pusher, PushOutcome
+from inference_agent.rejected_batches import RejectedBatches
 from inference_agent.spool import Spool
 from inference_agent.telemetry import AgentTelemetry
 from tests.support.fake_kube import FakeKube
@@ -64,7 +65,7 @@ def test_an_agent_with_a_rotating_projected_token_ingests_for_its_node(
             node_id="node-a",
             token=AgentToken(path.read_text(), path),
             inventory=None,
-            rejected_dir=tmp_path / "rejected",
+            rejected=RejectedBatches(tmp_path / "rejected", max_bytes=1 << 20, max_files=100),
         )
         for ts in (1.0, 2.0):
             spool.append([{"ts": ts, "device": 0, "pool": None, "metrics": {"gpu_utilization_ratio": 0.4}}])
