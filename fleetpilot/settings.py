@@ -40,16 +40,6 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _is_loopback(host: str) -> bool:
-    """Whether ``host`` is reachable from this machine only: ``localhost``, ``127.0.0.1``, ``::1``."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 class ServerSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FLEETPILOT_", extra="forbid")
 
@@ -58,14 +48,6 @@ class ServerSettings(BaseSettings):
     port: int = Field(8080, ge=0, le=65535)
     # KEDA's external scaler (gRPC, autoscaler.keda) on this port of ``host``; unset: not served.
     keda_port: int | None = Field(None, ge=0, le=65535)
-    # Its TLS, all three or none: the server's certificate and key, and the CA whose client certificates it accepts
-    # (KEDA's caCert, tlsClientCert, tlsClientKey); required outside development unless ``host`` is loopback.
-    keda_tls_cert_file: Path | None = None
-    keda_tls_key_file: Path | None = None
-    keda_tls_client_ca_file: Path | None = None
-    # StreamIsActive streams open at once: each holds a worker thread, and the server has 4 more, so 12 held streams
-    # leave GetMetrics and IsActive 4 (past it: RESOURCE_EXHAUSTED). One per ScaledObject of type external-push.
-    keda_max_streams: int = Field(12, ge=1, le=1_000)
     # Its TLS, all three or none: the server's certificate and key, and the CA whose client certificates it accepts
     # (KEDA's caCert, tlsClientCert, tlsClientKey); required outside development unless ``host`` is loopback.
     keda_tls_cert_file: Path | None = None
@@ -269,20 +251,6 @@ class ServerSettings(BaseSettings):
     def ingest_sample_age_limit_seconds(self) -> float:
         """How far back an agent's sample is stored: ``ingest_max_sample_age_seconds``, else the raw retention."""
         return self.ingest_max_sample_age_seconds or self.raw_retention_hours * 3600
-
-    @model_validator(mode="after")
-    def _keda_tls(self) -> ServerSettings:
-        names = ("keda_tls_cert_file", "keda_tls_key_file", "keda_tls_client_ca_file")
-        missing = [name for name in names if getattr(self, name) is None]
-        if 0 < len(missing) < len(names):
-            raise ValueError(f"{', '.join(missing)}: name all three of {', '.join(names)}, or none")
-        exposed = self.keda_port is not None and not _is_loopback(self.host)
-        if missing and exposed and self.environment is not Environment.DEVELOPMENT:
-            raise ValueError(
-                f"keda_port: off loopback, production serves KEDA's scaler only over TLS (host {self.host!r}): set "
-                f"{', '.join(names)}"
-            )
-        return self
 
     @model_validator(mode="after")
     def _keda_tls(self) -> ServerSettings:
