@@ -24,7 +24,9 @@ from typing import Any
 
 from inference_agent.http_limits import DeadlineReader, PeerSlots, Slot, body_budget_s
 
-MAX_BODY_BYTES = 64 * 1024 * 1024  # 64 images of 3×64×64 floats as JSON text is about 15 MB
+# the largest request the serving API takes: 64 classify images of 3×64×64 floats as json.dumps writes them (about
+# 20 characters a value) are 64 × 12,288 × 20 = 15.7 MB; a text request is at most 64 KiB of prompt (384 KiB escaped)
+MAX_BODY_BYTES = 16 * 1024 * 1024
 LISTEN_BACKLOG = 128  # socketserver's 5 makes a burst of 300 connects wait out SYN retries (1 s, 3 s, ...)
 
 
@@ -43,14 +45,16 @@ BUSY_ANSWERS = {
 @dataclass(frozen=True)
 class ConnectionLimits:
     """How many connections a server serves at once (and from one address), how long a connection's socket may sit
-    idle, and how long a request's whole head may take to arrive; ``reserved_local`` more slots are kept for the
-    address the server listens on (the agent's endpoint keeps them for the kubelet's probe)."""
+    idle, how long a request's whole head may take to arrive, and the largest body it reads; ``reserved_local``
+    more slots are kept for the address the server listens on (the agent's endpoint keeps them for the kubelet's
+    probe)."""
 
     max_connections: int = 256
     socket_timeout_s: float = 30.0
     head_timeout_s: float = 10.0
     max_connections_per_peer: int = 64
     reserved_local: int = 0
+    max_body_bytes: int = MAX_BODY_BYTES
 
 
 class BodyRefused(Exception):
@@ -79,7 +83,7 @@ def body_length(content_length: str | None, transfer_encoding: str | None, max_b
         raise BodyRefused(400, f"Content-Length {content_length[:20]!r} is not a non-negative integer")
     # more digits than the cap has cannot fit under it; and int() of a 5,000-digit string raises in Python 3.11
     if len(value) > len(str(max_bytes)) or int(value) > max_bytes:
-        raise BodyRefused(413, f"body over {max_bytes} bytes")
+        raise BodyRefused(413, f"a request body is at most {max_bytes} bytes; this one is {value[:20]}")
     return int(value)
 
 
@@ -91,7 +95,8 @@ class JsonHandler(BaseHTTPRequestHandler):
     """Keep-alive HTTP/1.1: every answer has a length, or is chunked."""
 
     protocol_version = "HTTP/1.1"
-    head_timeout_s = 10.0  # Server sets it from its ConnectionLimits
+    head_timeout_s = 10.0  # Server sets both from its ConnectionLimits
+    max_body_bytes = MAX_BODY_BYTES
 
     def setup(self) -> None:
         super().setup()
@@ -113,27 +118,47 @@ class JsonHandler(BaseHTTPRequestHandler):
         self.on_get(self.path.split("?")[0])
 
     def do_POST(self) -> None:
-        body = self.read_body()
-        if body is not None:
-            self.on_post(self.path.split("?")[0], body)
+        path = self.path.split("?")[0]
+        length = self.body_length()
+        if length is None:
+            return
+        if not self.before_body(path, length):
+            self.close_connection = True  # its body is not read: what follows on the socket is not a request
+            return
+        try:
+            self.on_post(path, self.read_body(length))
+        finally:
+            self.after_body()
 
     def on_get(self, path: str) -> None:
         self.answer_json(404, {"detail": f"not found: {path}"})
 
+    def before_body(self, path: str, length: int) -> bool:
+        """Whether to read a body of ``length`` bytes, from the request's head alone; a handler that refuses answers
+        first (the body stays unread, so the connection closes)."""
+        return True
+
     def on_post(self, path: str, body: bytes) -> None:
         self.answer_json(404, {"detail": f"not found: {path}"})
 
-    def read_body(self) -> bytes | None:
-        """The request body, or None after answering 400, 411 or 413 (and closing) for one that cannot be read."""
+    def after_body(self) -> None:
+        """The request is done with (answered or failed): give back what ``before_body`` took."""
+
+    def body_length(self) -> int | None:
+        """The body's announced length, or None after answering 400, 411 or 413 (and closing) for one that cannot
+        be read."""
         try:
-            length = body_length(
+            return body_length(
                 _one_header(self.headers.get_all("Content-Length")),
                 _one_header(self.headers.get_all("Transfer-Encoding")),
-                MAX_BODY_BYTES,
+                self.max_body_bytes,
             )
         except BodyRefused as refused:
             self.answer_json(refused.code, {"detail": refused.detail}, close=True)
             return None
+
+    def read_body(self, length: int) -> bytes:
+        """The body's ``length`` bytes, within the time a body that long gets (TimeoutError past it)."""
         if not length:
             return b""
         self._reader.arm(body_budget_s(self.head_timeout_s, length))
@@ -268,8 +293,12 @@ class Server:
     ) -> None:
         # The poll interval only bounds how long close() waits; a shorter one wakes an idle agent needlessly
         # (0.05 s is 20 wake-ups a second per server).
-        timeouts = {"timeout": limits.socket_timeout_s, "head_timeout_s": limits.head_timeout_s}
-        timed = type(handler.__name__, (handler,), timeouts)  # ``timeout``: StreamRequestHandler's
+        bounds = {
+            "timeout": limits.socket_timeout_s,  # StreamRequestHandler's
+            "head_timeout_s": limits.head_timeout_s,
+            "max_body_bytes": limits.max_body_bytes,
+        }
+        timed = type(handler.__name__, (handler,), bounds)
         self._server = _BoundedServer((host, port), timed, limits)
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": poll_interval_s}, name=name, daemon=True

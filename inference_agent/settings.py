@@ -102,6 +102,11 @@ class AgentSettings(BaseSettings):
     replica_max_in_flight: int = Field(32, ge=1)
     serve_queue_limit: int = Field(256, ge=0)
     serve_queue_timeout_seconds: float = Field(30.0, gt=0)
+    # the serving API's largest request body (16 MiB: 64 classify images of 3×64×64 floats as JSON are 15.7 MB; a
+    # text request is at most a 64 KiB prompt), and the bodies it reads and decodes at once, all together (64 MiB:
+    # four of the largest; past it a request is answered 503 unread)
+    serve_max_body_bytes: int = Field(16 * 1024 * 1024, ge=64 * 1024, le=256 * 1024 * 1024)
+    serve_max_body_bytes_in_flight: int = Field(64 * 1024 * 1024, ge=64 * 1024)
     # replicas this node runs at most, whatever a desired state asks (the rest is refused and logged)
     max_replicas: int = Field(64, ge=1, le=4096)
     # the agent's HTTP servers: connections served at once (past it, refused), from one address at most (raise it
@@ -124,6 +129,15 @@ class AgentSettings(BaseSettings):
     # inference_agent.kube) and attribute GPUs to the pods holding them through the kubelet's pod-resources socket
     kubernetes_pods: bool = False
     pod_resources_socket: Path = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
+
+    @model_validator(mode="after")
+    def _bodies_fit(self) -> AgentSettings:
+        if self.serve_max_body_bytes_in_flight < self.serve_max_body_bytes:
+            raise ValueError(
+                f"serve_max_body_bytes_in_flight ({self.serve_max_body_bytes_in_flight}) is less than one body of "
+                f"serve_max_body_bytes ({self.serve_max_body_bytes}): the largest request could never be read"
+            )
+        return self
 
     @model_validator(mode="before")
     @classmethod

@@ -5,9 +5,11 @@ for classify pools, ``GET /v1/models``. A request names its pool in ``model``, o
 (``model_routes.py``); the replicas are built-in ones or an engine profile's (a vLLM, an SGLang): to the front end
 they are endpoints. Its tenant is named by its key, ``Authorization: Bearer <tenant key>``, checked against the key
 digests of the control plane's desired state (``tenant_identity.py``: a trusted gateway may name it in a header
-instead; no key is the shared ``default`` tenant). Order of checks: an unknown or revoked key → 401; a body without
-a valid ``model`` → 422; an unknown pool or model → 404; the rest of the body → 422; the tenant over its quota →
-429 with ``Retry-After``; the front end draining, no ready replica, or the pool's queue full or too slow → 503.
+instead; no key is the shared ``default`` tenant). Order of checks, first from the request's head, its body unread:
+a length over the cap → 413; an unknown or revoked key → 401; no room among the bodies being read now
+(``body_budget.py``) → 503; then from the body, bounded before it is decoded (``schema.parse_json``): a body without
+a valid ``model`` → 422; an unknown pool or model → 404; the rest of the body → 422; the tenant over its quota → 429
+with ``Retry-After``; the front end draining, no ready replica, or the pool's queue full or too slow → 503.
 Admitted requests go to the least-loaded ready replica (``dispatch.py``: in flight, plus its engine's own queue when
 ``waiting`` is given) over loopback; streams are relayed chunk by chunk, and a client that leaves closes the
 replica's stream, which aborts the generation. A replica that fails mid-stream (killed, reset) ends the client's
@@ -37,6 +39,7 @@ from inference_agent.serving.admission import (
     prune,
     release,
 )
+from inference_agent.serving.body_budget import BodyBudget, BodyLease
 from inference_agent.serving.dispatch import Dispatcher, NoCapacity, Waiting, nothing_waiting
 from inference_agent.serving.model_routes import ROUTES, Routed, UnknownModel, model_list, route
 from inference_agent.serving.replica_handler import KV_SHARE_HEADER, PRIORITY_HEADER, QUEUED_HEADER
@@ -54,6 +57,7 @@ class FrontendLimits:
     max_in_flight_per_replica: int = 32
     max_queue_per_pool: int = 256
     queue_timeout_s: float = 30.0
+    max_body_bytes_in_flight: int = 64 * 1024 * 1024  # four of the largest (16 MiB) bodies read at once
 
 
 class Refusal(Exception):
@@ -106,6 +110,7 @@ class Frontend:
             timeout=httpx.Timeout(600.0, connect=1.0),
             limits=httpx.Limits(max_connections=1024, max_keepalive_connections=128),
         )
+        self.bodies = BodyBudget(limits.max_body_bytes_in_flight)
         self.draining = False
         self._tenants: dict[tuple[str, str], TenantState] = {}
         self._pruned_at = clock()
@@ -239,15 +244,37 @@ def _handler(frontend: Frontend) -> type[JsonHandler]:
             else:
                 self.answer_json(404, {"detail": f"not found: {path}"})
 
-        def on_post(self, path: str, raw: bytes) -> None:
+        def before_body(self, path: str, length: int) -> bool:
+            """The key first (401 unread), then the body's room among those being read (503 unread)."""
+            self._lease: BodyLease | None = None
             if path not in ROUTES:
-                self.answer_json(404, {"detail": f"not found: {path}; try one of {sorted(ROUTES)}"})
-                return
+                self.answer_json(404, {"detail": f"not found: {path}; try one of {sorted(ROUTES)}"}, close=True)
+                return False
+            try:
+                self._tenant_name = self._tenant()
+            except Refusal as exc:
+                self._refuse(exc, "-", close=True)
+                return False
+            self._lease = frontend.bodies.lease(length)
+            if self._lease is None:
+                budget = frontend.bodies.max_bytes
+                self._refuse(Refusal(503, f"this node is reading {budget} bytes of other bodies", "1"), "-", True)
+                return False
+            return True
+
+        def after_body(self) -> None:
+            if self._lease is not None:
+                self._lease.release()
+
+        def on_post(self, path: str, raw: bytes) -> None:
             pool = "-"
             started = time.monotonic()
+            tenant = self._tenant_name
             try:
-                tenant = self._tenant()
-                routed = frontend.check(path, raw)
+                try:
+                    routed = frontend.check(path, raw)
+                finally:  # decoded and checked: from here it holds its own body, not the budget
+                    self.after_body()
                 pool = routed.pool
                 priority = frontend.admit(tenant, pool, routed.cost_tokens)
                 try:
@@ -258,13 +285,18 @@ def _handler(frontend: Frontend) -> type[JsonHandler]:
                 code = 422
                 self.answer_json(code, exc.body())
             except Refusal as exc:
-                code = exc.code
-                headers = {"Retry-After": exc.retry_after} if exc.retry_after else {}
-                if code == 401:
-                    headers["WWW-Authenticate"] = "Bearer"
-                self.answer_json(code, {"detail": exc.detail}, headers=headers or None)
+                self._refuse(exc, pool)
+                return
             if frontend.telemetry is not None:
                 frontend.telemetry.requests.labels(pool, str(code)).inc()
+
+        def _refuse(self, refusal: Refusal, pool: str, close: bool = False) -> None:
+            headers = {"Retry-After": refusal.retry_after} if refusal.retry_after else {}
+            if refusal.code == 401:
+                headers["WWW-Authenticate"] = "Bearer"
+            self.answer_json(refusal.code, {"detail": refusal.detail}, headers=headers or None, close=close)
+            if frontend.telemetry is not None:
+                frontend.telemetry.requests.labels(pool, str(refusal.code)).inc()
 
         def _tenant(self) -> str:
             header = frontend.gateway.header

@@ -91,6 +91,7 @@ class ProcessLauncher:
             *("--http-max-connections", str(self.http.max_connections)),
             *("--http-socket-timeout-s", str(self.http.socket_timeout_s)),
             *("--http-head-timeout-s", str(self.http.head_timeout_s)),
+            *("--http-max-body-bytes", str(self.http.max_body_bytes)),
             *self.extra_args,
         ]
 

@@ -2,10 +2,10 @@
 
 ``python -m inference_agent.serving.replica --pool NAME --kind text|classify --port P [--served-model-name M]
 [--seed S] [--device cpu|cuda] [--engine torch|fake] [--http-max-connections N] [--http-socket-timeout-s S]
-[--http-head-timeout-s S]``. It listens at once (``/healthz`` and ``/health`` answer 503 "warming"), builds and
-warms its engine, then answers them 200 ("ready"). Routes: ``POST /v1/completions`` and ``POST
-/v1/chat/completions`` (OpenAI shapes, SSE with ``"stream": true``), ``POST /v1/classify``, ``GET /v1/models`` (its
-served model name, the pool's by default),
+[--http-head-timeout-s S] [--http-max-body-bytes N]``. It listens at once (``/healthz`` and ``/health`` answer 503
+"warming"), builds and warms its engine, then answers them 200 ("ready"). Routes: ``POST /v1/completions`` and
+``POST /v1/chat/completions`` (OpenAI shapes, SSE with ``"stream": true``), ``POST /v1/classify``, ``GET
+/v1/models`` (its served model name, the pool's by default),
 ``GET /metrics`` (vLLM's metric names, so that it can run as an engine profile read with ``metrics_kind = "vllm"``),
 ``GET /stats`` (EngineStats plus the replica's request ledger), ``POST /drain`` (stop admitting; in-flight requests
 finish). SIGTERM drains, waits for in-flight work up to ``--drain-timeout-s``, aborts what is left, and exits 0.
@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from inference_agent.engine.api import ImageClassifier, TextEngine
+from inference_agent.http_server import MAX_BODY_BYTES, ConnectionLimits, Server
 from inference_agent.serving.engine_factory import EngineOptions, build_classifier, build_text_engine, pin_to_quota
 from inference_agent.serving.replica_app import ReplicaApp, ReplicaState
 from inference_agent.serving.replica_handler import handler_for
@@ -48,6 +49,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--http-max-connections", type=int, default=256, help="connections served at once")
     parser.add_argument("--http-socket-timeout-s", type=float, default=30.0, help="a connection's idle timeout")
     parser.add_argument("--http-head-timeout-s", type=float, default=10.0, help="a request head's whole deadline")
+    parser.add_argument("--http-max-body-bytes", type=int, default=MAX_BODY_BYTES, help="the largest request body")
     return parser.parse_args(argv)
 
 
@@ -56,11 +58,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s replica {args.pool}: %(message)s")
     threads = pin_to_quota()
     app = ReplicaApp(args.pool, args.kind, model_name=args.served_model_name)
-    from inference_agent.http_server import ConnectionLimits, Server
-
     # only the front end and the agent connect, all from 127.0.0.1: no per-peer bound below the total
     connections = args.http_max_connections
-    limits = ConnectionLimits(connections, args.http_socket_timeout_s, args.http_head_timeout_s, connections)
+    limits = ConnectionLimits(
+        connections,
+        args.http_socket_timeout_s,
+        args.http_head_timeout_s,
+        connections,
+        max_body_bytes=args.http_max_body_bytes,
+    )
     server = Server(args.host, args.port, handler_for(app), name="replica-http", limits=limits)
     server.start()
     stop = threading.Event()

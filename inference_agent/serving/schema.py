@@ -26,6 +26,11 @@ MAX_MESSAGES = 256
 CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 DEFAULT_MAX_TOKENS = 16
 IMAGE_SHAPE = (3, 64, 64)
+# a body's JSON, bounded before it is decoded: the largest classify request has 786,432 numbers in 12,546 arrays,
+# nested 5 deep; 2 M numbers decoded would hold ~64 MB of floats, 100,000 empty arrays ~6 MB for a 300 KB body
+MAX_JSON_DEPTH = 64
+MAX_JSON_VALUES = 1024 * 1024
+MAX_JSON_CONTAINERS = 65536
 NUMBER_TYPES = {int, float}  # what JSON numbers parse to (a bool is neither)
 
 
@@ -79,13 +84,43 @@ class ClassifyBody:
 
 
 def parse_json(raw: bytes) -> dict[str, Any]:
+    """The body as a JSON object, refused (naming the bound) past ``MAX_JSON_VALUES`` values, ``MAX_JSON_CONTAINERS``
+    arrays and objects or ``MAX_JSON_DEPTH`` levels. The counts are taken over the raw bytes before decoding
+    (brackets and commas inside strings count too: an over-count, never an under-count)."""
+    containers = raw.count(b"[") + raw.count(b"{")
+    if containers > MAX_JSON_CONTAINERS:
+        raise BadRequest("body", f"more than {MAX_JSON_CONTAINERS} arrays and objects")
+    if raw.count(b",") + 1 > MAX_JSON_VALUES:
+        raise BadRequest("body", f"more than {MAX_JSON_VALUES} values")
     try:
         body = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadRequest("body", f"not JSON: {exc}") from None
+    except RecursionError:  # nested past the decoder's own limit (about 1,000 levels)
+        raise BadRequest("body", f"nested deeper than {MAX_JSON_DEPTH} levels") from None
+    if containers > MAX_JSON_DEPTH and _deeper_than(body, MAX_JSON_DEPTH):
+        raise BadRequest("body", f"nested deeper than {MAX_JSON_DEPTH} levels")
     if not isinstance(body, dict):
         raise BadRequest("body", "expected a JSON object")
     return body
+
+
+def _deeper_than(value: Any, depth: int) -> bool:
+    """Whether ``value`` nests more than ``depth`` arrays and objects, walked level by level without recursion."""
+    level: list[Any] = [value] if isinstance(value, dict | list) else []
+    for _ in range(depth):
+        children: list[Any] = []
+        for node in level:
+            items = node.values() if isinstance(node, dict) else node
+            if not _CONTAINERS.isdisjoint(map(type, items)):  # a row of 64 numbers is skipped at C speed
+                children.extend(c for c in items if isinstance(c, dict | list))
+        if not children:
+            return False
+        level = children
+    return True
+
+
+_CONTAINERS = frozenset({dict, list})
 
 
 def model_of(body: dict[str, Any]) -> str:

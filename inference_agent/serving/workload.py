@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from dataclasses import replace
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -69,7 +70,7 @@ class ServingWorkload:
         telemetry = ServingTelemetry(registry)
         device = settings.replica_device if settings.replica_device != "auto" else ("cuda" if gpus else "cpu")
         builtin = settings.workload_spec.kind == "builtin"
-        http = settings.http_limits
+        http = replace(settings.http_limits, max_body_bytes=settings.serve_max_body_bytes)
         launcher = launcher or ProcessLauncher(
             settings.spool_dir / "replica-logs",
             engine=settings.replica_engine,
@@ -98,7 +99,10 @@ class ServingWorkload:
             gpu_memory_mib={g.index: _mib(g.memory_total_bytes) for g in gpus},
         )
         limits = FrontendLimits(
-            settings.replica_max_in_flight, settings.serve_queue_limit, settings.serve_queue_timeout_seconds
+            settings.replica_max_in_flight,
+            settings.serve_queue_limit,
+            settings.serve_queue_timeout_seconds,
+            settings.serve_max_body_bytes_in_flight,
         )
         # the front end ranks replicas by their engines' own queues, which the engine probe reads (and it counts
         # the front end's queue as waiting): each needs the other, hence the box
