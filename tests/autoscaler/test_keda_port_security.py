@@ -1,10 +1,12 @@
 """The KEDA port under abuse (issue 35 #9): held ``StreamIsActive`` streams cannot take every worker from KEDA's own
 ``GetMetrics``, and with the settings naming a certificate, key and client CA the port is TLS that only a client
-certificate of that CA passes (KEDA's ``caCert``, ``tlsClientCert``, ``tlsClientKey``); outside development a port
-off loopback without TLS does not start. Real certificates, a real gRPC server and client."""
+certificate of that CA passes (KEDA's ``caCert``, ``tlsClientCert``, ``tlsClientKey``), renewed files taking effect
+at the next connection; outside development a port off loopback without TLS does not start. Real certificates, a
+real gRPC server and client."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -118,6 +120,40 @@ def test_without_a_client_certificate_of_the_ca_the_handshake_fails(tls_port: in
     with channel, pytest.raises(grpc.RpcError) as refused:
         spec_over(channel)
     assert refused.value.code() is grpc.StatusCode.UNAVAILABLE  # no pool, no target was read
+
+
+def test_renewed_certificate_files_are_served_from_the_next_connection(
+    services: AppServices, engine: Engine, clock: FakeClock, pki: Pki, tmp_path: Path
+) -> None:
+    """As a Secret volume renews them (cert-manager): the same paths, new files; no restart."""
+    pool(engine, clock)
+    live = tmp_path / "live"
+    live.mkdir()
+    for name, source in (("tls.crt", pki.server.cert), ("tls.key", pki.server.key), ("ca.crt", pki.ca.cert)):
+        shutil.copy(source, live / name)
+    settings = tls_settings(
+        pki,
+        keda_tls_cert_file=live / "tls.crt",
+        keda_tls_key_file=live / "tls.key",
+        keda_tls_client_ca_file=live / "ca.crt",
+    )
+    renewed = make_pki(tmp_path / "renewed")
+    with keda_scaler(services, settings) as server:
+        assert server is not None
+        with grpc.secure_channel(f"localhost:{server.port}", mutual(pki, pki.client)) as channel:
+            assert spec_over(channel) == 10.0
+        for name, source in (
+            ("tls.crt", renewed.server.cert),
+            ("tls.key", renewed.server.key),
+            ("ca.crt", renewed.ca.cert),
+        ):
+            shutil.copy(source, live / name)
+        with grpc.secure_channel(f"localhost:{server.port}", mutual(renewed, renewed.client)) as channel:
+            assert spec_over(channel) == 10.0
+        with grpc.secure_channel(f"localhost:{server.port}", mutual(pki, pki.client)) as channel:
+            with pytest.raises(grpc.RpcError) as old:
+                spec_over(channel)
+            assert old.value.code() is grpc.StatusCode.UNAVAILABLE
 
 
 def test_a_missing_certificate_file_stops_the_start_naming_it(services: AppServices, pki: Pki, tmp_path: Path) -> None:
