@@ -1,10 +1,12 @@
 """The desired-state board: what every node should run and enforce, computed when the control loops decide and
-looked up by the ingest answer without a database read.
+looked up by the ingest answer without a database read (but one, at a process's first answer).
 
 The table holds one snapshot per part (``pools`` from the autoscaler, ``tenants`` from the isolation enforcer),
 each with a version that only grows. The leader of a part publishes it (one row write, and this process's memory at
 once); every server refreshes its board every second, reading the parts' versions and a body only when its version
-moved; the ingest route asks :meth:`DesiredBoard.for_node`, a dictionary lookup once a node's answer is cached.
+moved, and once before its first answer (a restarted server answers what is stored, never "nothing" until its
+first refresh); the ingest route asks :meth:`DesiredBoard.for_node`, a dictionary lookup once a node's answer is
+cached.
 
 **Merging.** A part is what every node is told (``common``) and, per node, what overrides it (``nodes``): a node's
 ``pools``, when it says any, replace common's whole pool set; its ``pool_limits[p]``, ``tenants[t].quotas[p]`` and
@@ -139,6 +141,10 @@ class DesiredBoard:
         self._lock = threading.Lock()
         self._generation = 0  # moves with every change of a part; a merge begun before one is not cached
         self._answers: dict[str, tuple[DesiredState | None, bytes]] = {}
+        # Whether a refresh has read the table yet. Until then this board knows only what it published itself, and
+        # an answer from it said ``desired: null`` ("nothing applies") for a restarted server's first second: every
+        # agent dropped its tenant keys (401 for every keyed tenant) and lifted its pool limits.
+        self._loaded = False
 
     def publish(self, part: Part, body: DesiredPart, *, now: float) -> int:
         """Store ``body`` as the part's next version (one UPDATE, or the first INSERT) and install it here at once;
@@ -185,6 +191,7 @@ class DesiredBoard:
                 log.warning("desired board: cannot read part %s version %s: %s", row.part, row.version, error)
         if found:
             self._install(found)
+        self._loaded = True
 
     def version(self, part: Part) -> int | None:
         """The part's version on this board; None while it was never published (or not yet refreshed)."""
@@ -204,6 +211,8 @@ class DesiredBoard:
         return self._answer(node_id)[1]
 
     def _answer(self, node_id: str) -> tuple[DesiredState | None, bytes]:
+        if not self._loaded:  # this process's first answer: the parts stored before it started come first
+            self.refresh()
         cached = self._answers.get(node_id)
         if cached is not None:
             return cached

@@ -12,12 +12,14 @@ from sqlalchemy import Engine, event, func, select
 
 from autoscaler.actuators.local import placements, retired_pools
 from autoscaler.controller import Controller, ControllerSettings
-from collector.control import DesiredState, QuotaDesired, TenantDesired
+from collector.control import DesiredState, PoolLimits, QuotaDesired, TenantDesired, key_digest, new_tenant_key
 from fleet.desired import DesiredPart, Part
+from fleetpilot.server import build_services
 from isolation.events import EnforcementEvent, throttle_levels
 from isolation.tenants import QuotaSpec, SloClass, TenantStore, tenant_quotas
 from tests.conftest import pool_sample
 from tests.support.clock import FakeClock
+from web.app import create_app
 from web.services import AppServices
 
 Auth = Callable[..., dict[str, str]]
@@ -111,3 +113,21 @@ def test_deleting_a_pool_deletes_what_it_kept_and_drains_it_from_the_nodes(
     tick(services, clock)
     assert count(services.engine, retired_pools) == 0  # forgotten once no up node runs it
     assert (push(client, agent, clock, 5) or {}).get("pools") is None
+
+
+def test_a_restarted_server_s_first_answer_carries_the_stored_desired_state(
+    services: AppServices, auth: Auth, clock: FakeClock
+) -> None:
+    key = key_digest(new_tenant_key())
+    acme = TenantDesired(quotas={"chat": QuotaDesired(rate_rps=5.0)})
+    stored = DesiredState(
+        tenants={"acme": acme}, pool_limits={"chat": PoolLimits(cpu_share=0.2)}, tenant_keys={key: "acme"}
+    )
+    services.desired.publish(Part.TENANTS, DesiredPart(common=stored), now=clock())
+    restarted = build_services(services.settings, services.engine)  # a new process, before its board's first refresh
+    restarted.clock = clock
+    with TestClient(create_app(restarted)) as client:
+        desired = push(client, auth("agent", "node-a"), clock, 1, chat=1)
+    # before: null for the first second, and the agent, told nothing, refused every key and lifted every limit
+    assert desired is not None and desired["tenant_keys"] == {key: "acme"}
+    assert desired["pool_limits"] == {"chat": {"cpu_share": 0.2}} and desired["tenants"]["acme"]["quotas"]
