@@ -16,15 +16,14 @@ A tick (``Controller.run(now)``, every ``interval_seconds`` from the server's sc
    node that went down has its replicas placed elsewhere), and records a scaling event whenever the desired count
    changes or an actuation fails with a new error; exports the figures as metrics;
 5. after every pool, has the actuator tell the nodes (local: the pools part of the desired-state board, for every
-   up node at once, so the ingest answer only looks it up), and records a NodeRefused event once per distinct
-   refusal a node reports of the desired state it was told.
+   up node at once, so the ingest answer only looks it up), and records the refusals the nodes report of the
+   desired state they were told (:mod:`autoscaler.refusals`: once per node, pool and reason).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -43,8 +42,8 @@ from autoscaler.policy import (
     rules_per_interval,
     scale_down_window_seconds,
 )
+from autoscaler.refusals import RefusalEvents
 from autoscaler.startup import StartupLearner
-from collector.control import DesiredRefusal
 from collector.skipped_rows import BAD_VALUE_ERRORS, Job, SkippedRows
 from fleet.lease import Lease
 from fleet.pools import Mode, Pool, PoolStore, Provisioning
@@ -140,7 +139,8 @@ class Controller:
         self.lease = Lease(engine, LEASE_NAME, holder, settings.lease_seconds)
         self._recent: dict[str, list[tuple[int, float]]] = defaultdict(list)  # pool → (recommendation, ts)
         self._last_failure: dict[str, str] = {}
-        self._refusals: dict[str, DesiredRefusal] = {}  # node → the refusal last recorded for it
+        counted = telemetry.events if telemetry is not None else None
+        self.refusals = RefusalEvents(self.events, actuator=actuator.name, counted=counted)
         self._leading_since: float | None = None
 
     def run(self, now: float) -> dict[str, Decision]:
@@ -171,7 +171,7 @@ class Controller:
             self.actuator.publish(pools, fleet)
         except Exception:  # the nodes keep the last part published; the next tick tries again
             log.exception("autoscaler: telling the nodes their pools failed this tick")
-        self._record_refusals(pools, fleet, now)
+        self.refusals.record(pools, fleet, now)
         return decisions
 
     def stop(self) -> None:
@@ -312,41 +312,6 @@ class Controller:
         if pool.scaled_by != owner:
             self.pools.set_scaled_by(pool.name, owner)
 
-    def _record_refusals(self, pools: Sequence[Pool], fleet: FleetView, now: float) -> None:
-        """A NodeRefused event for each pool a node's new refusal concerns (:func:`refused_pools`), once per
-        distinct refusal: the same one reported push after push is recorded once, and again only after it cleared."""
-        for node in sorted(fleet.up_nodes):
-            refusal = fleet.supply_of(node).refused
-            if refusal is None:
-                self._refusals.pop(node, None)
-                continue
-            if self._refusals.get(node) == refusal:
-                continue
-            self._refusals[node] = refusal
-            reported = {p.pool for p in fleet.pools_on_nodes if p.node_id == node}
-            for pool in refused_pools(refusal, reported, pools):
-                self._add_refusal(pool, node, refusal, now)
-
-    def _add_refusal(self, pool: Pool, node: str, refusal: DesiredRefusal, now: float) -> None:
-        replicas = pool.desired_replicas or 0
-        self.events.add(
-            ScalingEvent(
-                pool=pool.name,
-                ts=now,
-                from_replicas=replicas,
-                to_replicas=replicas,
-                policy="node",
-                reason=f"node {node} refused the desired state: {refusal.reason}: {refusal.detail}",
-                inputs={"node": node, "refusal": refusal.reason},
-                outcome="failed",
-                actuator=self.actuator.name,
-                note=refusal.detail,
-                reason_code=ReasonCode.NODE_REFUSED,
-            )
-        )
-        if self.telemetry is not None:
-            self.telemetry.events.labels(pool.name, "node", "failed", ReasonCode.NODE_REFUSED.value).inc()
-
     def _record(
         self,
         pool: Pool,
@@ -427,12 +392,3 @@ def forecast_view(stored: StoredForecast | None, now: float, stale_after_seconds
         return ForecastView(good.origin_ts, points, stale=True, error=f"the last forecast is {age:.0f} s old")
     day = (stored.accuracy or {}).get("24h")
     return ForecastView(good.origin_ts, points, distrusted=distrusted(day) if day is not None else None)
-
-
-def refused_pools(refusal: DesiredRefusal, reported: set[str], pools: Sequence[Pool]) -> list[Pool]:
-    """The managed pools a node's refusal concerns: those its detail names (``pools.chat.engine: …``) or the node
-    runs; when it names and runs none of them (a whole state refused, e.g. too many replicas, on a node placed new
-    pools only), every pool the controller acts on, since none of their placements there starts."""
-    acting = [p for p in pools if p.spec.mode is Mode.ACT]
-    named = [p for p in acting if f"pools.{p.name}." in refusal.detail or p.name in reported]
-    return named or acting

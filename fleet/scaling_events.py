@@ -27,6 +27,7 @@ from sqlalchemy import (
     Table,
     insert,
     select,
+    update,
 )
 
 from collector.tables import metadata
@@ -140,6 +141,12 @@ class EventStore:
         with self.engine.begin() as conn:
             key = conn.execute(insert(scaling_events).values(**values)).inserted_primary_key
         return int(key[0]) if key else 0
+
+    def revise(self, event_id: int, *, reason: str, note: str | None) -> None:
+        """Rewrite an event's words (a standing refusal's latest detail); its time, counts and code stay."""
+        values = {"reason": reason[:2000], "note": None if note is None else note[:1000]}
+        with self.engine.begin() as conn:
+            conn.execute(update(scaling_events).where(scaling_events.c.id == event_id).values(**values))
 
     def list(
         self,

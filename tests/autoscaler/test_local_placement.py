@@ -182,3 +182,18 @@ def test_a_node_refusal_is_an_event_once_per_distinct_refusal(engine: Engine, cl
     ]
     assert "node a refused the desired state: UnknownEngine" in refusals[-1].reason
     assert all(e.family == "refused" for e in refusals)
+
+
+def test_a_refusal_whose_detail_changes_every_push_is_one_event_keeping_the_latest_detail(
+    engine: Engine, clock: FakeClock
+) -> None:
+    pool(engine, clock)
+    loop = tick_controller(engine, local(engine))
+    for n in range(5):  # an agent whose detail carries a count or a time: only the reason is the refusal's key
+        why = DesiredRefusal(reason="TooManyReplicas", detail=f"asks {9 + n} replicas, this node runs at most 4")
+        push(engine, clock, "a", {"chat": 1}, capabilities=offers(), refused=why)
+        loop.run(clock())
+        clock.advance(1)
+    (event,) = EventStore(engine).list(reason=ReasonCode.NODE_REFUSED)  # before: 5, one a tick
+    assert event.inputs["refusal"] == "TooManyReplicas"
+    assert event.note == "asks 13 replicas, this node runs at most 4" and "asks 13 replicas" in event.reason
