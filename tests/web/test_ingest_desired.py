@@ -15,6 +15,7 @@ from autoscaler.controller import Controller, ControllerSettings
 from collector.control import DesiredState, PoolLimits, QuotaDesired, TenantDesired, key_digest, new_tenant_key
 from fleet.desired import DesiredPart, Part
 from fleetpilot.server import build_services
+from fleetpilot.settings import ServerSettings
 from isolation.events import EnforcementEvent, throttle_levels
 from isolation.tenants import QuotaSpec, SloClass, TenantStore, tenant_quotas
 from tests.conftest import pool_sample
@@ -116,7 +117,7 @@ def test_deleting_a_pool_deletes_what_it_kept_and_drains_it_from_the_nodes(
 
 
 def test_a_restarted_server_s_first_answer_carries_the_stored_desired_state(
-    services: AppServices, auth: Auth, clock: FakeClock
+    services: AppServices, settings: ServerSettings, auth: Auth, clock: FakeClock
 ) -> None:
     key = key_digest(new_tenant_key())
     acme = TenantDesired(quotas={"chat": QuotaDesired(rate_rps=5.0)})
@@ -124,7 +125,7 @@ def test_a_restarted_server_s_first_answer_carries_the_stored_desired_state(
         tenants={"acme": acme}, pool_limits={"chat": PoolLimits(cpu_share=0.2)}, tenant_keys={key: "acme"}
     )
     services.desired.publish(Part.TENANTS, DesiredPart(common=stored), now=clock())
-    restarted = build_services(services.settings, services.engine)  # a new process, before its board's first refresh
+    restarted = build_services(settings, services.engine)  # a new process, before its board's first refresh
     restarted.clock = clock
     with TestClient(create_app(restarted)) as client:
         desired = push(client, auth("agent", "node-a"), clock, 1, chat=1)
