@@ -267,14 +267,24 @@ def open_probes(settings: AgentSettings, config: AgentConfig | None = None) -> P
 def _discover_pods(
     settings: AgentSettings, config: AgentConfig, gpu: GpuProbe | None
 ) -> tuple[DiscoveredEngines, GpuProbe | None]:
-    """``--kubernetes-pods``: the engines of the pods on node ``--node-id``, and GPU rows naming their pods."""
-    from inference_agent.kube.api_client import KubeApi
+    """``--kubernetes-pods``: the engines of the pods on node ``--node-id`` in the namespaces (and labels) read, and
+    GPU rows naming their pods."""
+    from inference_agent.kube.api_client import SERVICE_ACCOUNT_DIR, KubeApi
     from inference_agent.kube.discovery import discover_pods
+    from inference_agent.kube.pod_scope import PodScope
 
+    api = KubeApi.in_cluster()  # first: outside a pod, that is what to say
+    scope = PodScope.of(
+        namespaces=settings.kubernetes_pod_namespaces,
+        selector=settings.kubernetes_pod_selector,
+        host_network=settings.kubernetes_pods_host_network,
+        account_dir=SERVICE_ACCOUNT_DIR,
+    )
     return discover_pods(
-        KubeApi.in_cluster(),
+        api,
         settings.node_id,
         gpu,
+        scope=scope,
         pod_resources_socket=settings.pod_resources_socket,
         scrape_interval_s=settings.engine_scrape_interval_seconds,
         reserved_pools=[pool for pool, _, _ in read_engines(settings, config)],

@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from collector.scrape.engines import EngineKind
 from inference_agent.http_server import ConnectionLimits
+from inference_agent.kube.pod_scope import parse_label_selector
 from inference_agent.serving.pools import POOL_NAME, PoolSpec, parse_pools
 
 ENGINE_KINDS = tuple(kind.value for kind in EngineKind)
@@ -129,6 +130,12 @@ class AgentSettings(BaseSettings):
     # inference_agent.kube) and attribute GPUs to the pods holding them through the kubelet's pod-resources socket
     kubernetes_pods: bool = False
     pod_resources_socket: Path = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
+    # which pods are believed (inference_agent.kube.pod_scope): those in these namespaces (a JSON list; empty: the
+    # agent's own, from its service account), whose labels match this selector (KEY=VALUE,...; unset: any), and not
+    # on the host's network unless allowed (a hostNetwork pod's metrics-port is a port of the node itself)
+    kubernetes_pod_namespaces: list[str] = Field(default_factory=list)
+    kubernetes_pod_selector: str | None = None
+    kubernetes_pods_host_network: bool = False
 
     @model_validator(mode="after")
     def _bodies_fit(self) -> AgentSettings:
@@ -180,6 +187,13 @@ class AgentSettings(BaseSettings):
     @classmethod
     def _pools(cls, value: str) -> str:
         parse_pools(value)
+        return value
+
+    @field_validator("kubernetes_pod_selector")
+    @classmethod
+    def _pod_selector(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_label_selector(value)
         return value
 
     @field_validator("gpu_probe")

@@ -30,6 +30,7 @@ class PodEngine:
     pool: str
     kind: EngineKind
     url: str
+    created: str = ""  # metadata.creationTimestamp (RFC 3339, UTC: they sort as text); of two pods, the older is read
 
 
 class BadAnnotation(ValueError):
@@ -42,15 +43,22 @@ def pod_key(pod: dict[str, Any]) -> str:
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
+def claims_a_pool(pod: dict[str, Any]) -> bool:
+    """Whether ``pod`` carries any of fleetpilot's annotations (is ours to read or to refuse)."""
+    annotations: dict[str, str] = (pod.get("metadata") or {}).get("annotations") or {}
+    return any(name.startswith(PREFIX) for name in annotations)
+
+
 def engine_of(pod: dict[str, Any]) -> PodEngine | None:
     """The engine ``pod`` runs; None for a pod without fleetpilot's annotations or not (yet) Running with an IP.
 
     Raises BadAnnotation for a pod that is ours but wrongly annotated: ``fleetpilot.io/engine: vlm`` or
     ``fleetpilot.io/metrics-port: http``.
     """
-    annotations: dict[str, str] = (pod.get("metadata") or {}).get("annotations") or {}
-    if not any(name.startswith(PREFIX) for name in annotations):
+    if not claims_a_pool(pod):
         return None
+    meta = pod.get("metadata") or {}
+    annotations: dict[str, str] = meta.get("annotations") or {}
     key = pod_key(pod)
     pool, kind, port = (_required(annotations, key, name) for name in (POOL, ENGINE, METRICS_PORT))
     if not POOL_NAME.match(pool):
@@ -70,7 +78,8 @@ def engine_of(pod: dict[str, Any]) -> PodEngine | None:
     if status.get("phase") != "Running" or not ip:
         return None
     host = f"[{ip}]" if ":" in ip else ip
-    return PodEngine(key, pool, EngineKind(kind), f"http://{host}:{int(port)}{path}")
+    url = f"http://{host}:{int(port)}{path}"
+    return PodEngine(key, pool, EngineKind(kind), url, str(meta.get("creationTimestamp") or ""))
 
 
 def _required(annotations: dict[str, str], key: str, name: str) -> str:

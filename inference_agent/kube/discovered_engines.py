@@ -1,8 +1,8 @@
 """The engines found in this node's pods, read as the agent reads any ``--engine POOL=KIND=URL``: one
 ``EngineScrapeProbe`` per pod, each on its own ``BackgroundProbe`` thread, added and closed as pods come and go.
 
-One pool is read from one engine per node (the series key is node, device, pool): a second pod of a pool already
-read here, or of a pool an ``--engine`` names, is skipped with one log line.
+One pool is read from one engine per node (the series key is node, device, pool): a second pod of a pool (the newer
+of the two), or one of a pool an ``--engine`` names, is skipped with one log line.
 """
 
 from __future__ import annotations
@@ -25,12 +25,14 @@ log = logging.getLogger(__name__)
 def choose_engines(
     found: Mapping[str, PodEngine], reserved_pools: Collection[str]
 ) -> tuple[dict[str, PodEngine], dict[str, str]]:
-    """The pods to read, by ``namespace/name``, and why each other one is not: the first pod of a pool by name
-    wins (chat: ns/a and ns/b → ns/a read, ns/b skipped), and a pool given by a flag or the config is theirs."""
+    """The pods to read, by ``namespace/name``, and why each other one is not: the oldest pod of a pool wins, then
+    the first by name (chat: ns/b created 08:00 and ns/a 12:00 → ns/b read, ns/a skipped: a pod started later, of
+    any name, never takes a pool from the one read), and a pool given by a flag or the config is theirs."""
     chosen: dict[str, PodEngine] = {}
     skipped: dict[str, str] = {}
     by_pool: dict[str, str] = {}
-    for key, engine in sorted(found.items()):
+    # a pod without a creation time (none from a real API server) counts as the newest: "~" sorts after digits
+    for key, engine in sorted(found.items(), key=lambda item: (item[1].created or "~", item[0])):
         if engine.pool in reserved_pools:
             skipped[key] = f"pool {engine.pool} is read from the engine --engine/--config names"
         elif engine.pool in by_pool:

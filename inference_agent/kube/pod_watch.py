@@ -1,8 +1,9 @@
 """Follows this node's pods: list, then watch from the list's resourceVersion; list again after a 410 or a dropped
 stream, backing off 1, 2, 4 … 30 s while the API server refuses or cannot be reached.
 
-After each change the engines the pods run (``annotations.engine_of``) go to ``on_change``; a wrongly annotated
-pod is skipped with one log line per distinct problem, not one per event.
+After each change the engines the pods in its scope run (``pod_scope``, ``annotations.engine_of``) go to
+``on_change``; a pod outside the scope or wrongly annotated is skipped with one log line per distinct problem, not one
+per event.
 """
 
 from __future__ import annotations
@@ -12,19 +13,24 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from inference_agent.kube.annotations import BadAnnotation, PodEngine, engine_of, pod_key
+from inference_agent.kube.annotations import BadAnnotation, PodEngine, claims_a_pool, engine_of, pod_key
 from inference_agent.kube.api_client import Gone, KubeApi, KubeApiError
+from inference_agent.kube.pod_scope import PodScope
 
 log = logging.getLogger(__name__)
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 30.0
 
 
-def engines_of(pods: Mapping[str, dict[str, Any]]) -> tuple[dict[str, PodEngine], dict[str, str]]:
-    """The engines of ``pods`` (by ``namespace/name``) and, for each pod refused, why."""
+def engines_of(pods: Mapping[str, dict[str, Any]], scope: PodScope) -> tuple[dict[str, PodEngine], dict[str, str]]:
+    """The engines of the ``pods`` (by ``namespace/name``) in ``scope`` and, for each annotated pod refused, why."""
     engines: dict[str, PodEngine] = {}
     refused: dict[str, str] = {}
     for key, pod in sorted(pods.items()):
+        outside = scope.refusal(pod) if claims_a_pool(pod) else None
+        if outside is not None:
+            refused[key] = f"pod {key}: {outside}"
+            continue
         try:
             engine = engine_of(pod)
         except BadAnnotation as exc:
@@ -41,11 +47,15 @@ def next_backoff(previous_s: float | None) -> float:
 
 
 class PodWatch:
-    """Runs the list-and-watch loop of ``node``'s pods on its own thread until ``close()``."""
+    """Runs the list-and-watch loop of ``node``'s pods on its own thread until ``close()``; only the pods in
+    ``scope`` are read."""
 
-    def __init__(self, api: KubeApi, node: str, on_change: Callable[[dict[str, PodEngine]], None]) -> None:
+    def __init__(
+        self, api: KubeApi, node: str, on_change: Callable[[dict[str, PodEngine]], None], *, scope: PodScope
+    ) -> None:
         self._api = api
         self._node = node
+        self._scope = scope
         self._on_change = on_change
         self._pods: dict[str, dict[str, Any]] = {}
         self._engines: dict[str, PodEngine] | None = None
@@ -97,7 +107,7 @@ class PodWatch:
         return version
 
     def _changed(self) -> None:
-        engines, refused = engines_of(self._pods)
+        engines, refused = engines_of(self._pods, self._scope)
         for key, why in refused.items():
             if self._logged.get(key) != why:
                 log.warning("%s; the pod is not read", why)

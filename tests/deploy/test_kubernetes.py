@@ -5,6 +5,7 @@ selectors, Secrets, ServiceAccounts, ports, settings and CLI flags that exist.""
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -351,7 +352,11 @@ def test_the_agent_finds_the_nodes_engine_pods_and_their_gpus_with_read_only_rig
     agent = find("DaemonSet", "fleetpilot-agent")
     spec = pod_spec(agent)
     (container,) = spec["containers"]
-    assert find("ConfigMap", "fleetpilot-agent")["data"]["FLEETPILOT_KUBERNETES_PODS"] == "true"
+    config = find("ConfigMap", "fleetpilot-agent")["data"]
+    assert config["FLEETPILOT_KUBERNETES_PODS"] == "true"
+    # issue 35 #11: only the pools' workloads are believed, not any tenant's pod on the node
+    assert json.loads(config["FLEETPILOT_KUBERNETES_POD_NAMESPACES"]) == ["fleetpilot-workloads"]
+    assert find("Namespace", "fleetpilot-workloads")
     assert spec["automountServiceAccountToken"] is True
     socket_dir = str(Path(AgentSettings.model_fields["pod_resources_socket"].default).parent)
     mount = next(m for m in container["volumeMounts"] if m["mountPath"] == socket_dir)

@@ -18,6 +18,7 @@ from inference_agent.kube.api_client import KubeApi, TokenFile
 from inference_agent.kube.discovery import discover_pods
 from inference_agent.kube.gpu_attribution import AttributedGpuProbe, GpuUser, attribute
 from inference_agent.kube.pod_resources import PodResourcesClient, PodResourcesUnavailable
+from inference_agent.kube.pod_scope import PodScope
 from inference_agent.probes.base import GpuInfo, GpuProbe
 from inference_agent.probes.fake_nvml import FakeGpu, FakeNvml
 from inference_agent.probes.nvml import NvmlProbe
@@ -141,6 +142,7 @@ def test_pod_discovery_rows_are_stored_with_their_pool_and_pod(
             KubeApi(kube.url, TokenFile(token)),
             "node-a",
             two_gpus(),
+            scope=PodScope(namespaces=frozenset({"ml"})),
             pod_resources_socket=socket_path,
             scrape_interval_s=0.05,
         )

@@ -21,6 +21,7 @@ from collector.scrape.engines import EngineKind
 from inference_agent.kube.annotations import BadAnnotation, PodEngine, engine_of
 from inference_agent.kube.api_client import Gone, KubeApi, KubeApiError, TokenFile
 from inference_agent.kube.discovered_engines import DiscoveredEngines, choose_engines
+from inference_agent.kube.pod_scope import PodScope, parse_label_selector
 from inference_agent.kube.pod_watch import PodWatch, next_backoff
 from inference_agent.probes.base import Reading
 from inference_agent.telemetry import AgentTelemetry
@@ -29,6 +30,8 @@ from tests.support.fake_kube.pods import pod_object
 from tests.support.waiting import wait_for
 
 NODE = "gpu-node-1"
+CREATED = "2026-12-04T10:00:00Z"  # pod_object's creationTimestamp
+ML = PodScope(namespaces=frozenset({"ml"}))  # the namespace every pod of these tests runs in
 
 
 def annotated(pool: str = "chat", engine: str = "vllm", port: str = "8000", **more: str) -> dict[str, str]:
@@ -38,16 +41,16 @@ def annotated(pool: str = "chat", engine: str = "vllm", port: str = "8000", **mo
 @pytest.mark.parametrize(
     ("annotations", "status", "expected"),
     [
-        (annotated(), {}, PodEngine("ml/a", "chat", EngineKind.VLLM, "http://10.0.0.7:8000/metrics")),
+        (annotated(), {}, PodEngine("ml/a", "chat", EngineKind.VLLM, "http://10.0.0.7:8000/metrics", CREATED)),
         (
             annotated(engine="tgi", port="80", **{"fleetpilot.io/metrics-path": "/prom"}),
             {},
-            PodEngine("ml/a", "chat", EngineKind.TGI, "http://10.0.0.7:80/prom"),
+            PodEngine("ml/a", "chat", EngineKind.TGI, "http://10.0.0.7:80/prom", CREATED),
         ),
         (
             annotated(),
             {"podIP": "fd00::7"},
-            PodEngine("ml/a", "chat", EngineKind.VLLM, "http://[fd00::7]:8000/metrics"),
+            PodEngine("ml/a", "chat", EngineKind.VLLM, "http://[fd00::7]:8000/metrics", CREATED),
         ),
         ({"app": "x"}, {}, None),  # not ours
         (annotated(), {"phase": "Pending"}, None),  # not yet
@@ -171,7 +174,7 @@ def endpoints() -> Iterator[Callable[[str], MetricsEndpoint]]:
 @pytest.fixture
 def engines(api: KubeApi) -> Iterator[DiscoveredEngines]:
     discovered = DiscoveredEngines(0.05)
-    discovered.follow(PodWatch(api, NODE, discovered.update))
+    discovered.follow(PodWatch(api, NODE, discovered.update, scope=ML))
     yield discovered
     discovered.close()
 
@@ -275,7 +278,7 @@ def test_an_api_server_that_cannot_be_reached_is_retried(token_file: Path, caplo
     api = KubeApi(url, TokenFile(token_file))
     discovered = DiscoveredEngines(0.05)
     with caplog.at_level(logging.WARNING, logger="inference_agent.kube"):
-        discovered.follow(PodWatch(api, NODE, discovered.update))
+        discovered.follow(PodWatch(api, NODE, discovered.update, scope=ML))
         wait_for(lambda: any("listing again in 1 s" in r.getMessage() for r in caplog.records))
         discovered.close()
     assert discovered.read() == []
@@ -368,3 +371,114 @@ def token_file_of(folder: Path) -> Path:
     path = folder / "agent-token"
     path.write_text("agent-token-0123456789\n")
     return path
+
+
+# Issue 35 #11: discovery believes only the pods in the namespaces (and labels) it is given, never a hostNetwork pod
+# unless allowed, and a pod outside never takes a pool from one inside.
+
+
+def scoped_engines(api: KubeApi, scope: PodScope) -> DiscoveredEngines:
+    discovered = DiscoveredEngines(0.05)
+    discovered.follow(PodWatch(api, NODE, discovered.update, scope=scope))
+    return discovered
+
+
+def test_a_pod_outside_the_namespaces_read_never_takes_a_pool_nor_is_scraped(
+    kube: FakeKube, api: KubeApi, endpoints: Callable[[str], MetricsEndpoint], caplog: pytest.LogCaptureFixture
+) -> None:
+    serving, tenant = endpoints("vllm_scrape_1"), endpoints("vllm_scrape_1")
+    engines = scoped_engines(api, PodScope(namespaces=frozenset({"ml"})))
+    try:
+        with caplog.at_level(logging.WARNING, logger="inference_agent.kube"):
+            # "a-tenant/aaa" sorts before "ml/chat-0", and is older: neither wins it the pool
+            kube.add_pod(
+                "a-tenant",
+                "aaa",
+                NODE,
+                annotations=annotated("chat", "vllm", str(tenant.port)),
+                created="2026-01-01T00:00:00Z",
+            )
+            kube.add_pod("ml", "chat-0", NODE, annotations=annotated("chat", "vllm", str(serving.port)))
+            wait_for(lambda: "ml/chat-0" in scraped(engines))
+            time.sleep(0.2)
+        assert set(scraped(engines)) == {"ml/chat-0"}
+        assert tenant.scrapes == 0
+        assert engines.pools_by_pod() == {"ml/chat-0": "chat"}  # no GPU of the tenant's is attributed to the pool
+        assert any(
+            "pod a-tenant/aaa: namespace a-tenant is not one of the namespaces read (ml)" in r.getMessage()
+            for r in caplog.records
+        )
+    finally:
+        engines.close()
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+def test_a_host_network_pod_is_believed_only_when_allowed(
+    kube: FakeKube, api: KubeApi, endpoints: Callable[[str], MetricsEndpoint], allowed: bool
+) -> None:
+    """A hostNetwork pod's IP is the node's: its metrics-port could name the kubelet's or the agent's own port."""
+    node_port = endpoints("vllm_scrape_1")
+    engines = scoped_engines(api, PodScope(namespaces=frozenset({"ml"}), host_network=allowed))
+    try:
+        annotations = annotated("chat", "vllm", str(node_port.port))
+        kube.add_pod("ml", "hostnet", NODE, annotations=annotations, host_network=True, host_ip="127.0.0.1")
+        kube.add_pod("ml", "marker", NODE, annotations=annotated("gen", "vllm", str(node_port.port)))
+        wait_for(lambda: "ml/marker" in scraped(engines))  # the watch has seen both pods
+        assert ("ml/hostnet" in scraped(engines)) is allowed
+    finally:
+        engines.close()
+
+
+def test_a_label_selector_narrows_the_pods_read(
+    kube: FakeKube, api: KubeApi, endpoints: Callable[[str], MetricsEndpoint]
+) -> None:
+    vllm = endpoints("vllm_scrape_1")
+    scope = PodScope(namespaces=frozenset({"ml"}), labels=parse_label_selector("app.kubernetes.io/part-of=serving"))
+    engines = scoped_engines(api, scope)
+    try:
+        labels = {"app.kubernetes.io/part-of": "serving"}
+        kube.add_pod("ml", "unlabelled", NODE, annotations=annotated("chat", "vllm", str(vllm.port)))
+        kube.add_pod("ml", "labelled", NODE, annotations=annotated("gen", "vllm", str(vllm.port)), labels=labels)
+        wait_for(lambda: "ml/labelled" in scraped(engines))
+        assert set(scraped(engines)) == {"ml/labelled"}
+    finally:
+        engines.close()
+
+
+def test_of_two_pods_of_a_pool_the_older_is_read_whatever_their_names() -> None:
+    found = {
+        "ml/aaa": PodEngine("ml/aaa", "chat", EngineKind.VLLM, "http://new", created="2026-12-04T12:00:00Z"),
+        "ml/zzz": PodEngine("ml/zzz", "chat", EngineKind.VLLM, "http://old", created="2026-12-01T08:00:00Z"),
+    }
+    chosen, skipped = choose_engines(found, reserved_pools=())
+    assert sorted(chosen) == ["ml/zzz"]
+    assert skipped == {"ml/aaa": "pool chat is read from pod ml/zzz already"}
+
+
+@pytest.mark.parametrize(
+    ("selector", "expected"),
+    [
+        ("app=vllm", (("app", "vllm"),)),
+        ("app==vllm, tier=gpu", (("app", "vllm"), ("tier", "gpu"))),
+        ("", ()),
+    ],
+)
+def test_a_label_selector_is_equality_pairs(selector: str, expected: tuple[tuple[str, str], ...]) -> None:
+    assert parse_label_selector(selector) == expected
+
+
+@pytest.mark.parametrize("selector", ["app!=vllm", "app in (a,b)", "app", "=x", "a b=c"])
+def test_a_label_selector_it_cannot_match_exactly_is_refused(selector: str) -> None:
+    with pytest.raises(ValueError, match="kubernetes_pod_selector"):
+        parse_label_selector(selector)
+
+
+def test_by_default_the_namespace_read_is_the_agents_own(tmp_path: Path) -> None:
+    (tmp_path / "namespace").write_text("fleetpilot-workloads\n")
+    assert PodScope.of(namespaces=[], selector=None, host_network=False, account_dir=tmp_path).namespaces == {
+        "fleetpilot-workloads"
+    }
+    explicit = PodScope.of(namespaces=["a", "b"], selector=None, host_network=False, account_dir=tmp_path / "none")
+    assert explicit.namespaces == {"a", "b"}
+    with pytest.raises(KubeApiError, match="name the namespaces to read"):
+        PodScope.of(namespaces=[], selector=None, host_network=False, account_dir=tmp_path / "none")

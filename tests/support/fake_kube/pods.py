@@ -27,7 +27,15 @@ def pod_object(
     pod_ip: str = "127.0.0.1",
     uid: str | None = None,
     phase: str = "Running",
+    labels: dict[str, str] | None = None,
+    host_network: bool = False,
+    created: str = "2026-12-04T10:00:00Z",
+    host_ip: str = "10.0.0.1",
 ) -> dict[str, Any]:
+    """A Pod as the API server returns it; a ``host_network`` pod's IP is its node's (``host_ip``)."""
+    spec: dict[str, Any] = {"nodeName": node_name, "serviceAccountName": service_account}
+    if host_network:
+        spec["hostNetwork"] = True
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -35,11 +43,13 @@ def pod_object(
             "name": name,
             "namespace": namespace,
             "uid": uid or f"uid-{namespace}-{name}",
+            "labels": dict(labels or {}),
             "annotations": dict(annotations or {}),
             "resourceVersion": "1",
+            "creationTimestamp": created,
         },
-        "spec": {"nodeName": node_name, "serviceAccountName": service_account},
-        "status": {"phase": phase, "podIP": pod_ip},
+        "spec": spec,
+        "status": {"phase": phase, "podIP": host_ip if host_network else pod_ip, "hostIP": host_ip},
     }
 
 
