@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from enum import StrEnum
 
 from collector.catalog import PoolAggregate
+from collector.wire import METRIC_VALUE_MAX
 
 
 class Stat(StrEnum):
@@ -46,5 +47,10 @@ def reduce_rollups(values: Sequence[float], stat: Stat) -> float:
 
 
 def combine_series(values: Sequence[float], how: PoolAggregate) -> float:
-    """One value from several series at the same time: rates and amounts add, latency and use take the max."""
-    return math.fsum(values) if how is PoolAggregate.SUM else max(values)
+    """One value from several series at the same time: rates and amounts add, latency and use take the max.
+
+    Every value is taken at most ``METRIC_VALUE_MAX`` (2^63), the bound every path in now holds to, so a sum cannot
+    overflow: 1.7e308 W on two GPUs, stored before the bound, raised OverflowError in every node view."""
+    if how is PoolAggregate.SUM:
+        return math.fsum(min(value, METRIC_VALUE_MAX) for value in values)
+    return max(values)

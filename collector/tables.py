@@ -83,6 +83,9 @@ nodes = Table(
     Column("source", String(16), nullable=False, server_default="agent"),
     # seconds between its samples when they come scraped (null for an agent): it is up for 3 of them
     Column("resolution_seconds", Double, nullable=True),
+    # the remote_write token that registered it (null: an agent's); its nodes count toward its node bound
+    Column("remote_token_id", String(32), nullable=True),
+    Index(None, "remote_token_id"),
 )
 
 devices = Table(

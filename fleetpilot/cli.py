@@ -70,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--role", required=True, choices=["admin", "operator", "viewer", "agent", "remote_write"])
     create.add_argument("--node", default=None, help="the node an agent token may ingest for (agent role only)")
     create.add_argument("--name", default="", help="a label to recognise the token by")
+    create.add_argument(
+        "--node-scope",
+        default=None,
+        help="remote_write only: comma-separated node-name globs it may write (e.g. 'team-a-*'); default any node",
+    )
     _database_flag(create)
     create.set_defaults(handler=run_token_create)
 
@@ -314,7 +319,14 @@ def run_token_create(args: argparse.Namespace) -> int:
     if settings.database_url.startswith("sqlite"):
         runner.upgrade(settings.database_url)
     engine = make_engine(settings.database_url)
-    info, clear = TokenStore(engine).create(role, now=time.time(), name=args.name, node_id=args.node)
+    scope = None if args.node_scope is None else tuple(g.strip() for g in args.node_scope.split(",") if g.strip())
+    try:
+        info, clear = TokenStore(engine).create(
+            role, now=time.time(), name=args.name, node_id=args.node, node_scope=scope
+        )
+    except ValueError as exc:
+        print(f"fleetpilot: {exc}", file=sys.stderr)
+        return 2
     engine.dispose()
     print(f"created {info.role.value} token {info.id} ({info.name}); it is shown only once:")
     print(clear)

@@ -25,6 +25,7 @@ from isolation.events import EnforcementStore
 from predictor.store import ForecastStore
 from predictor.telemetry import ForecastTelemetry
 from web.ingest_gate import IngestAdmission
+from web.remote_decodes import DecodeSlots
 from web.settings import WebSettings
 from web.tokens import TokenStore
 
@@ -63,8 +64,10 @@ class AppServices:
     # root decides; fleetpilot.server.exposition_registry)
     exposition: CollectorRegistry | None = None
     ingest_gate: IngestAdmission = field(init=False)
+    remote_decodes: DecodeSlots = field(init=False)  # remote-write and OTLP bodies decoded at once
 
     def __post_init__(self) -> None:
+        self.remote_decodes = DecodeSlots(self.settings.remote_write_max_concurrent_decodes)
         self.ingest_gate = IngestAdmission(
             self.settings.ingest_max_in_flight,
             max_queue_seconds=self.settings.ingest_shed_queue_seconds,

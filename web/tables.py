@@ -3,7 +3,7 @@ clear, so a read of the database gives no usable credential)."""
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Double, String, Table
+from sqlalchemy import JSON, Column, Double, String, Table
 
 from collector.tables import metadata
 
@@ -14,6 +14,8 @@ api_tokens = Table(
     Column("name", String(255), nullable=False),
     Column("role", String(16), nullable=False),
     Column("node_id", String(128), nullable=True),
+    # a remote_write token's node-name globs (fnmatch), the only nodes it may write; null: any node but an agent's
+    Column("node_scope", JSON, nullable=True),
     Column("token_hash", String(64), nullable=False, unique=True),
     Column("created_at", Double, nullable=False),
 )

@@ -14,6 +14,7 @@ docs/benchmarks.md, "the collector tier").
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 import threading
 from dataclasses import dataclass
@@ -42,6 +43,10 @@ class Role(StrEnum):
 # token (a team's Prometheus, an OpenTelemetry collector) only sends series to /api/v1/write and /api/v1/otlp.
 ROLE_RANK = {Role.VIEWER: 1, Role.OPERATOR: 2, Role.ADMIN: 3}
 MACHINE_ROLES = frozenset({Role.AGENT, Role.REMOTE_WRITE})
+# A remote_write token's node scope: fnmatch globs over node names (NAME_PATTERN's characters and * ? [ ]), at most
+# MAX_NODE_SCOPE of them: ``gpu-a-*`` lets a team's Prometheus write its own nodes and no one else's.
+NODE_GLOB_PATTERN = r"^[A-Za-z0-9._:*?\[\]-]{1,128}$"
+MAX_NODE_SCOPE = 64
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,7 @@ class TokenInfo:
     role: Role
     node_id: str | None
     created_at: float
+    node_scope: tuple[str, ...] | None = None  # remote_write only: the node-name globs it may write; None: any
 
     def can_act_as(self, needed: Role) -> bool:
         if needed in MACHINE_ROLES or self.role in MACHINE_ROLES:
@@ -64,7 +70,12 @@ def digest(token: str) -> str:
 
 def _info(row: object) -> TokenInfo:
     m = row._mapping  # type: ignore[attr-defined]
-    return TokenInfo(m["id"], m["name"], Role(m["role"]), m["node_id"], m["created_at"])
+    scope = m["node_scope"]
+    return TokenInfo(m["id"], m["name"], Role(m["role"]), m["node_id"], m["created_at"], _scope(scope))
+
+
+def _scope(globs: list[str] | None) -> tuple[str, ...] | None:
+    return None if globs is None else tuple(globs)
 
 
 class TokenStore:
@@ -75,22 +86,31 @@ class TokenStore:
         self._lock = threading.Lock()
         self._changes: float | None = None  # the counter as last read
         self._check_due = float("-inf")  # when to read it next
+        self._agent_nodes: tuple[frozenset[str], float] | None = None  # the nodes agent tokens name, until when
         counted = insert_for(engine, job_state)
         self._count_change = counted.on_conflict_do_update(
             index_elements=["name"], set_={"watermark": job_state.c.watermark + 1}
         )
 
     def create(
-        self, role: Role, *, now: float, name: str = "", node_id: str | None = None, secret: str | None = None
+        self,
+        role: Role,
+        *,
+        now: float,
+        name: str = "",
+        node_id: str | None = None,
+        secret: str | None = None,
+        node_scope: tuple[str, ...] | None = None,
     ) -> tuple[TokenInfo, str]:
         """Store a new token and return it with its clear text (shown once, never stored)."""
         if role is Role.AGENT and not node_id:
             raise ValueError("an agent token needs the node it may ingest for (node_id)")
         if role is not Role.AGENT and node_id:
             raise ValueError("only agent tokens are scoped to a node")
+        _check_scope(role, node_scope)
         token_id = secrets.token_hex(6)
         clear = secret or f"fp_{token_id}_{secrets.token_urlsafe(32)}"
-        info = TokenInfo(token_id, name or f"{role.value}-{token_id}", role, node_id, now)
+        info = TokenInfo(token_id, name or f"{role.value}-{token_id}", role, node_id, now, node_scope)
         with self._engine.begin() as conn:
             conn.execute(
                 insert(api_tokens).values(
@@ -98,6 +118,7 @@ class TokenStore:
                     name=info.name,
                     role=info.role.value,
                     node_id=info.node_id,
+                    node_scope=None if node_scope is None else list(node_scope),
                     token_hash=digest(clear),
                     created_at=now,
                 )
@@ -148,10 +169,27 @@ class TokenStore:
         self.forget_cached()
         return bool(deleted)
 
+    def agent_nodes(self, *, now: float) -> frozenset[str]:
+        """The nodes agent tokens name (remote write never writes them, even before the agent's first push): read
+        at most once per cache period, and again as soon as the token table changed."""
+        if now >= self._check_due:
+            self._check_changes(now)
+        with self._lock:
+            cached = self._agent_nodes
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        query = select(api_tokens.c.node_id).where(api_tokens.c.role == Role.AGENT.value).distinct()
+        with self._engine.connect() as conn:
+            found = frozenset(node for node in conn.scalars(query) if node)
+        with self._lock:
+            self._agent_nodes = (found, now + self._cache_seconds)
+        return found
+
     def forget_cached(self) -> None:
         """Drop every cached lookup: a token deleted through another store object stops working here at once."""
         with self._lock:
             self._cache.clear()
+            self._agent_nodes = None
 
     def _changed(self, conn: Connection) -> None:
         conn.execute(self._count_change, [{"name": CHANGES_NAME, "watermark": 1.0}])
@@ -167,6 +205,7 @@ class TokenStore:
         with self._lock:
             if changes != self._changes:
                 self._cache.clear()
+                self._agent_nodes = None
                 self._changes = changes
             self._check_due = now + REVOCATION_CHECK_SECONDS
 
@@ -174,3 +213,16 @@ class TokenStore:
         with self._engine.connect() as conn:
             row = conn.execute(select(api_tokens.c.id).where(api_tokens.c.role == Role.ADMIN.value).limit(1)).first()
         return row is not None
+
+
+def _check_scope(role: Role, node_scope: tuple[str, ...] | None) -> None:
+    """A node scope is a remote_write token's, of 1 to ``MAX_NODE_SCOPE`` globs of ``NODE_GLOB_PATTERN``."""
+    if node_scope is None:
+        return
+    if role is not Role.REMOTE_WRITE:
+        raise ValueError("only remote_write tokens take a node scope")
+    if not 1 <= len(node_scope) <= MAX_NODE_SCOPE:
+        raise ValueError(f"node_scope: {len(node_scope)} globs; give 1 to {MAX_NODE_SCOPE}")
+    bad = [glob for glob in node_scope if not re.fullmatch(NODE_GLOB_PATTERN, glob)]
+    if bad:
+        raise ValueError(f"node_scope: {bad[0][:80]!r} is not a node-name glob ({NODE_GLOB_PATTERN})")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from statistics import median
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, or_, tuple_
+from sqlalchemy import Connection, delete, func, tuple_
 
 from collector.database import insert_for
 from collector.ingest import backlog_upsert, late_buckets, later_of, latest_per_series, latest_upsert
@@ -15,8 +15,6 @@ from collector.remote.mapping import SeriesMapping
 from collector.remote.series import SourceKind
 from collector.remote.staging import StagedSeries
 from collector.tables import devices, nodes, samples
-
-AGENT_TAKES_OVER_SECONDS = 60.0  # a node an agent reports stays the agent's until it has been silent this long
 
 
 class DerivedSamples:
@@ -33,13 +31,15 @@ class DerivedSamples:
         *,
         received_at: float,
         kind: SourceKind,
+        token_id: str,
     ) -> None:
-        """Write ``rows`` (each with whether it holds a metric; one without only removes its earlier derivation)."""
+        """Write ``rows`` (each with whether it holds a metric; one without only removes its earlier derivation); a
+        new node is registered as ``token_id``'s."""
         self._samples(conn, rows)
         written = [row for row, has_metrics in rows if has_metrics]
         if written:
             self._latest(conn, written)
-            self._nodes(conn, written, received_at=received_at, kind=kind)
+            self._nodes(conn, written, received_at=received_at, kind=kind, token_id=token_id)
             self._devices(conn, staged, received_at)
             self._backlog(conn, written, received_at)
 
@@ -56,9 +56,11 @@ class DerivedSamples:
     def _latest(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
         conn.execute(latest_upsert(self._dialect), latest_per_series(rows))
 
-    def _nodes(self, conn: Connection, rows: list[dict[str, Any]], *, received_at: float, kind: SourceKind) -> None:
+    def _nodes(
+        self, conn: Connection, rows: list[dict[str, Any]], *, received_at: float, kind: SourceKind, token_id: str
+    ) -> None:
         """Register or refresh each node, with the median interval between its scrapes in these rows; a node an
-        agent reports stays the agent's while it is up (``AGENT_TAKES_OVER_SECONDS``)."""
+        agent reports is never taken (the receiver refused it; this holds against an agent's first push racing)."""
         upsert = insert_for(self._dialect, nodes)
         n = nodes.c
         upsert = upsert.on_conflict_do_update(
@@ -69,11 +71,14 @@ class DerivedSamples:
                 "source": upsert.excluded.source,
                 "resolution_seconds": func.coalesce(upsert.excluded.resolution_seconds, n.resolution_seconds),
             },
-            where=or_(n.source != "agent", n.last_seen < received_at - AGENT_TAKES_OVER_SECONDS),
+            where=n.source != "agent",
         )
         conn.execute(
             upsert,
-            [_node_row(node, node_rows, received_at, kind) for node, node_rows in sorted(_by_node(rows).items())],
+            [
+                _node_row(node, node_rows, received_at, kind) | {"remote_token_id": token_id}
+                for node, node_rows in sorted(_by_node(rows).items())
+            ],
         )
 
     def _devices(self, conn: Connection, staged: list[StagedSeries], received_at: float) -> None:
@@ -98,7 +103,7 @@ class DerivedSamples:
             upsert,
             [
                 {"node_id": node, "index": index, "memory_total_bytes": None, "updated_at": received_at}
-                | {k: (v[:128] if v else None) for k, v in d.items()}
+                | {k: v or None for k, v in d.items()}  # each within its column (collector.remote.staging)
                 for (node, index), d in sorted(found.items())
             ],
         )

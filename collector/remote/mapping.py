@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from collector.catalog import METRIC_NAMES
+from collector.control import NAME_PATTERN
 from collector.scrape.arithmetic import Combine, mean, selector
 from collector.scrape.engines import MAPPINGS, EngineKind, EngineMapping
 from collector.scrape.signals import Gauge, HistogramQuantile, Rate, Signal
@@ -32,6 +33,7 @@ DEFAULT_MAPPING = Path(__file__).with_name("default-mapping.yaml")
 # what follows a family's name in its series' names (the exposition's counter, histogram and summary samples)
 SAMPLE_SUFFIXES = ("_total", "_bucket", "_count", "_sum")
 _COMBINE: dict[str, Combine] = {"sum": math.fsum, "max": max, "min": min, "mean": mean}
+_NAME = re.compile(NAME_PATTERN)  # agent ingest's node and pool names (collector.control), on every path in
 
 
 class MappingError(ValueError):
@@ -130,6 +132,15 @@ class MappingSpec(_Strict):
 
 
 @dataclass(frozen=True)
+class Unplaced:
+    """Why a series lands nowhere: a fixed reason (``collector.remote.staging.Dropped``) and, where the sender can
+    fix it, what to fix (``node name 'a/b' ...``)."""
+
+    reason: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
 class SeriesPlace:
     """Where one series lands: its source, node, GPU (``None``: none) and pool (``None``: none)."""
 
@@ -162,21 +173,27 @@ class Source:
             return False
         return not any(p.fullmatch(labels.get(label, "")) for label, p in self._exclude.items())
 
-    def place(self, labels: Mapping[str, str]) -> SeriesPlace | str:
-        """Where a series of this source lands, or why it cannot (a fixed reason: ``no_node``, ``bad_device``)."""
+    def place(self, labels: Mapping[str, str]) -> SeriesPlace | Unplaced:
+        """Where a series of this source lands, or why it cannot (``no_node``, ``bad_device``, ``bad_name``: a node
+        or pool name that agent ingest's ``NAME_PATTERN`` refuses, ``<img …>``, ``a/b`` or a newline)."""
         node = next((labels[name] for name in self.spec.node if labels.get(name)), None)
         if node is None:
-            return "no_node"
+            return Unplaced("no_node")
         if "instance" in self.spec.node and node == labels.get("instance"):
             node = _host_of(node)  # one node, many exporters: 10.0.0.5:9400 and 10.0.0.5:8000 are one machine
         device: int | None = None
         if self.spec.device is not None and (raw := labels.get(self.spec.device)) is not None:
             if not raw.isdigit() or len(raw) > 4:
-                return "bad_device"
+                return Unplaced("bad_device")
             device = int(raw)
         pool = next((labels[name] for name in self.spec.pool if labels.get(name)), None)
-        if len(node) > 128 or (pool is not None and len(pool) > 128):
-            return "name_too_long"
+        for what, name, labels_naming in (("node", node, self.spec.node), ("pool", pool, self.spec.pool)):
+            if name is not None and not _NAME.fullmatch(name):
+                return Unplaced(
+                    "bad_name",
+                    f"{what} name {name[:80]!r} does not match {NAME_PATTERN}: give the series a "
+                    f"{labels_naming[0]!r} label that does (a relabel)",
+                )
         return SeriesPlace(self.name, node, device, pool)
 
 

@@ -40,6 +40,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from collector.errors import CollectorError
 from collector.remote.series import RemoteSeries
+from collector.remote.wire_counts import MalformedWire, WireBounds, count_otlp
 
 DropReason = Literal[
     "delta_temporality",
@@ -107,12 +108,14 @@ class OtlpConversion:
     dropped: dict[str, int]
 
 
-def parse_otlp(body: bytes) -> ExportMetricsServiceRequest:
-    """The request in an OTLP/HTTP protobuf body (already decompressed)."""
+def parse_otlp(body: bytes, bounds: WireBounds | None = None) -> ExportMetricsServiceRequest:
+    """The request in an OTLP/HTTP protobuf body (already decompressed); ``WireLimitExceeded`` past ``bounds``,
+    counted before anything is decoded."""
     request = ExportMetricsServiceRequest()
     try:
+        count_otlp(body, bounds or WireBounds())
         request.ParseFromString(body)
-    except DecodeError as error:
+    except (DecodeError, MalformedWire) as error:
         if body[:2] == b"\x1f\x8b":
             hint = "it is gzip-compressed: send it with Content-Encoding: gzip"
         elif body.lstrip()[:1] in (b"{", b"["):

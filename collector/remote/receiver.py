@@ -27,11 +27,13 @@ from collector.catalog import METRIC_NAMES
 from collector.database import insert_for, storage_errors
 from collector.remote.derive import SeriesInfo, derive_at, families, interval_at
 from collector.remote.derived_samples import DerivedSamples
-from collector.remote.mapping import SeriesMapping, family_of
+from collector.remote.mapping import SeriesMapping, SeriesPlace, family_of
+from collector.remote.node_admission import KnownNode, Sender, admit
 from collector.remote.series import RemoteSeries, SourceKind
-from collector.remote.staging import Dropped, Placements, StagedSeries, stable_id, stage
+from collector.remote.staging import Dropped, Placements, Staged, StagedSeries, stable_id, stage
 from collector.remote.tables import remote_points, remote_series
-from collector.tables import NO_DEVICE, NO_POOL
+from collector.remote.wire_counts import WireBounds
+from collector.tables import NO_DEVICE, NO_POOL, nodes
 
 COUNTS_REREAD_SECONDS = 60.0
 SERIES_RECHECK_SECONDS = 60.0  # how long a series known stored is taken as stored without a look
@@ -49,6 +51,16 @@ class ReceiverLimits:
     max_future_seconds: float = 300.0
     window_seconds: float = 600.0
     max_gap_seconds: float = 150.0
+    max_samples_per_request: int = 500_000
+    max_labels_per_request: int = 500_000
+    max_label_bytes: int = 2048
+    max_nodes_per_token: int = 1000
+    idle_series_seconds: float = 3600.0  # a token's node not seen this long no longer counts toward its bound
+
+    @property
+    def wire(self) -> WireBounds:
+        """What a body may hold, counted before it is decoded."""
+        return WireBounds(self.max_series_per_request, self.max_samples_per_request, self.max_labels_per_request)
 
 
 @dataclass
@@ -57,6 +69,7 @@ class WriteOutcome:
     duplicates: int = 0  # points already stored with the same value
     samples: int = 0  # fleetpilot samples derived (written or rewritten)
     dropped: Counter[str] = field(default_factory=Counter)
+    details: dict[str, str] = field(default_factory=dict)  # the first of each refusal, said so a sender can fix it
 
 
 def remote_seq(group: int, ts: float) -> int:
@@ -70,8 +83,8 @@ class RemoteWriter:
     ) -> None:
         self._engine = engine
         self._mapping = mapping
-        self._placements = Placements(mapping)
         self._limits = limits or ReceiverLimits()
+        self._placements = Placements(mapping, max_label_bytes=self._limits.max_label_bytes)
         self._lock = threading.Lock()
         self._dialect = engine.dialect.name
         self._out = DerivedSamples(self._dialect, mapping, late_after_seconds=late_after_seconds)
@@ -84,8 +97,11 @@ class RemoteWriter:
     def limits(self) -> ReceiverLimits:
         return self._limits
 
-    def write(self, series: Sequence[RemoteSeries], *, received_at: float, kind: SourceKind) -> WriteOutcome:
-        """Store one request's ``series`` (sent by ``kind``), committed before this returns."""
+    def write(
+        self, series: Sequence[RemoteSeries], *, received_at: float, kind: SourceKind, sender: Sender
+    ) -> WriteOutcome:
+        """Store one request's ``series`` (sent by ``kind`` with ``sender``'s token), committed before this
+        returns; the nodes it may not write (``collector.remote.node_admission``) dropped, by reason."""
         limits = self._limits
         staged = stage(
             series,
@@ -94,12 +110,36 @@ class RemoteWriter:
             oldest=received_at - limits.window_seconds,
             max_future_seconds=limits.max_future_seconds,
         )
-        outcome = WriteOutcome(dropped=staged.dropped)
+        outcome = WriteOutcome(dropped=staged.dropped, details=staged.details)
         if not staged.series:
             return outcome
         with storage_errors(), self._lock, self._engine.begin() as conn:
-            self._write(conn, staged.series, outcome, received_at=received_at, kind=kind)
+            kept = self._admit(conn, staged, sender, received_at)
+            if kept:
+                self._write(conn, kept, outcome, received_at=received_at, kind=kind, token_id=sender.token_id)
         return outcome
+
+    def _admit(self, conn: Connection, staged: Staged, sender: Sender, received_at: float) -> list[StagedSeries]:
+        """The staged series whose nodes ``sender`` may write: the nodes named read, the token's still seen
+        counted (``idle_series_seconds``), then decided."""
+        n = nodes.c
+        names = sorted({s.place.node_id for s in staged.series})
+        known: dict[str, KnownNode] = {}
+        for chunk in range(0, len(names), 2000):
+            query = select(n.id, n.source, n.remote_token_id).where(n.id.in_(names[chunk : chunk + 2000]))
+            known.update({node: KnownNode(source, token) for node, source, token in conn.execute(query)})
+        seen_after = received_at - self._limits.idle_series_seconds
+        token_nodes = conn.scalar(
+            select(func.count()).where(n.remote_token_id == sender.token_id, n.last_seen >= seen_after)
+        )
+        return admit(
+            staged.series,
+            sender,
+            known,
+            token_nodes=int(token_nodes or 0),
+            max_nodes=self._limits.max_nodes_per_token,
+            into=staged,
+        )
 
     def _write(
         self,
@@ -109,6 +149,7 @@ class RemoteWriter:
         *,
         received_at: float,
         kind: SourceKind,
+        token_id: str,
     ) -> None:
         if self._dialect == "postgresql":
             for group in sorted({s.group_id for s in staged}):
@@ -116,7 +157,9 @@ class RemoteWriter:
         kept = self._register(conn, staged, outcome, received_at)
         touched = self._insert_points(conn, kept, outcome)
         if touched:
-            outcome.samples = self._derive(conn, touched, kept, received_at=received_at, kind=kind)
+            rows = self._derive(conn, touched, kept, outcome, kind=kind)
+            self._out.store(conn, rows, kept, received_at=received_at, kind=kind, token_id=token_id)
+            outcome.samples = sum(has_metrics for _, has_metrics in rows)
 
     def _register(
         self, conn: Connection, staged: list[StagedSeries], outcome: WriteOutcome, received_at: float
@@ -203,11 +246,13 @@ class RemoteWriter:
         conn: Connection,
         touched: dict[int, set[float]],
         staged: list[StagedSeries],
+        outcome: WriteOutcome,
         *,
-        received_at: float,
         kind: SourceKind,
-    ) -> int:
-        """Derive again each touched group's samples at its new times (and at the later times that read them).
+    ) -> list[tuple[dict[str, Any], bool]]:
+        """Derive again each touched group's samples at its new times (and at the later times that read them): the
+        rows to store, each with whether it holds a metric; a metric past agent ingest's bounds is left out and
+        counted (``out_of_range``).
 
         Two reads: the group's scrape times around the new ones (the index alone), then the points of just the
         scrapes a derivation reads — its own, the one before and the window's oldest — not every staged one.
@@ -229,21 +274,15 @@ class RemoteWriter:
             scrapes = {ts: families(points[group][ts], self._info) for ts in sorted(read[group])}
             for ts in targets:
                 derived, resolution = derive_at(table, ts, scrapes, times[group], max_gap_seconds=gap)
+                metrics = derived.metrics  # within agent ingest's bounds; those outside are in rejected
+                for problem in derived.rejected:
+                    outcome.dropped[Dropped.OUT_OF_RANGE] += 1
+                    outcome.details.setdefault(Dropped.OUT_OF_RANGE, f"node {place.node_id!r}: {problem}")
                 extra: dict[str, Any] = {"source": kind, **derived.extra}
                 if resolution is not None:
                     extra["resolution_seconds"] = round(resolution, 3)
-                row = {
-                    "node_id": place.node_id,
-                    "seq": remote_seq(group, ts),
-                    "ts": ts,
-                    "device": NO_DEVICE if place.device is None else place.device,
-                    "pool": NO_POOL if place.pool is None else place.pool,
-                    "extra": extra,
-                    **{name: derived.metrics.get(name) for name in METRIC_NAMES},
-                }
-                rows.append((row, bool(derived.metrics)))
-        self._out.store(conn, rows, staged, received_at=received_at, kind=kind)
-        return sum(has_metrics for _, has_metrics in rows)
+                rows.append((_sample_row(place, group, ts, metrics, extra), bool(metrics)))
+        return rows
 
     def _scrape_times(self, conn: Connection, touched: dict[int, set[float]], gap: float) -> dict[int, list[float]]:
         """Each touched group's staged scrape times within ``gap`` before its first new one to ``gap`` after its
@@ -294,6 +333,20 @@ def _chunks(items: list[int], size: int = 2000) -> Iterator[list[int]]:
 def _to_derive(times: list[float], new_times: set[float], gap: float) -> list[float]:
     """The new times, and the later ones within ``gap`` of one: their rate or p99 read the new point."""
     return [t for t in times if t in new_times or any(0 < t - n <= gap for n in new_times)]
+
+
+def _sample_row(
+    place: SeriesPlace, group: int, ts: float, metrics: dict[str, float], extra: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "node_id": place.node_id,
+        "seq": remote_seq(group, ts),
+        "ts": ts,
+        "device": NO_DEVICE if place.device is None else place.device,
+        "pool": NO_POOL if place.pool is None else place.pool,
+        "extra": extra,
+        **{name: metrics.get(name) for name in METRIC_NAMES},
+    }
 
 
 def _series_row(s: StagedSeries, received_at: float) -> dict[str, Any]:

@@ -16,25 +16,30 @@ from google.protobuf.message import DecodeError
 from collector.errors import CollectorError
 from collector.remote.prompb.remote_pb2 import WriteRequest
 from collector.remote.series import RemoteSeries
+from collector.remote.wire_counts import MalformedWire, WireBounds, count_write_request
 
-MAX_LABELS_PER_SERIES = 64  # as Prometheus' own default label_limit would refuse past; a series of more is a bug
+MAX_LABELS_PER_SERIES = WireBounds.max_labels_per_series
 
 
 class InvalidWriteRequest(CollectorError, ValueError):
     """A body that is not a snappy-compressed WriteRequest, or one breaking the protocol; the message says which."""
 
 
-def decode_write_request(body: bytes, *, max_decoded_bytes: int) -> tuple[list[RemoteSeries], int]:
+def decode_write_request(
+    body: bytes, *, max_decoded_bytes: int, bounds: WireBounds | None = None
+) -> tuple[list[RemoteSeries], int]:
     """The series of one remote-write body and how many native-histogram samples it carried (not derived from).
 
     Raises ``InvalidWriteRequest`` naming the fault: not snappy, larger than ``max_decoded_bytes`` uncompressed, not
-    a WriteRequest, or a series without ``__name__``, with a duplicated or empty label name, or too many labels.
+    a WriteRequest, or a series without ``__name__``, with a duplicated or empty label name, or too many labels;
+    ``WireLimitExceeded`` for a body holding more than ``bounds`` allow, counted before anything is decoded.
     """
     raw = snappy_decompressed(body, max_decoded_bytes)
     request = WriteRequest()
     try:
+        count_write_request(raw, bounds or WireBounds())
         request.ParseFromString(raw)
-    except DecodeError as exc:
+    except (DecodeError, MalformedWire) as exc:
         raise InvalidWriteRequest(f"body: not a protobuf prometheus.WriteRequest ({exc})") from None
     found: list[RemoteSeries] = []
     histograms = 0

@@ -16,23 +16,28 @@ from google.protobuf.message import DecodeError
 
 from collector.remote.prompb.write_v2_pb2 import Request
 from collector.remote.series import RemoteSeries
+from collector.remote.wire_counts import MalformedWire, WireBounds, count_write_request_v2
 from collector.remote.write_request import InvalidWriteRequest, label_set, snappy_decompressed
 
 CONTENT_TYPE = "application/x-protobuf;proto=io.prometheus.write.v2.Request"
 
 
-def decode_write_request_v2(body: bytes, *, max_decoded_bytes: int) -> tuple[list[RemoteSeries], int]:
+def decode_write_request_v2(
+    body: bytes, *, max_decoded_bytes: int, bounds: WireBounds | None = None
+) -> tuple[list[RemoteSeries], int]:
     """The series of one remote-write 2.0 body and how many native-histogram samples it carried (not derived from).
 
     Raises ``InvalidWriteRequest`` naming the fault: not snappy, larger than ``max_decoded_bytes`` uncompressed, not
     a Request (a 1.0 WriteRequest included), symbols not starting with the empty string, or a series whose
-    ``labels_refs`` are odd in number or point past the symbols table, or break 1.0's label rules.
+    ``labels_refs`` are odd in number or point past the symbols table, or break 1.0's label rules;
+    ``WireLimitExceeded`` past ``bounds``, counted before anything is decoded.
     """
     raw = snappy_decompressed(body, max_decoded_bytes)
     request = Request()
     try:
+        count_write_request_v2(raw, bounds or WireBounds())
         request.ParseFromString(raw)
-    except DecodeError as exc:
+    except (DecodeError, MalformedWire) as exc:
         raise InvalidWriteRequest(f"body: not a protobuf io.prometheus.write.v2.Request ({exc})") from None
     if raw and not request.symbols and not request.timeseries:
         # 1.0's fields 1-3 are reserved in Request, so a WriteRequest parses as an empty one: refuse, never store 0

@@ -27,6 +27,7 @@ from collector.scrape.signals import (
     Signal,
     SummaryQuantile,
 )
+from collector.wire import METRIC_VALUE_MAX
 
 
 class EngineKind(StrEnum):
@@ -238,12 +239,19 @@ def derive(mapping: EngineMapping, interval: Interval) -> Derived:
             metrics[name] = value
         else:
             absent[name] = OUTSIDE_RANGE
-            rejected.append(f"{name}={value:g} is outside its range")
+            low, high = catalog_range(name)
+            rejected.append(f"{name}={value:g} is outside its range {low:g}..{high:.2g}")
     extra = {name: v for name, s in mapping.extra.items() if (v := s.value(interval)) is not None and math.isfinite(v)}
     return Derived(metrics, absent, extra, rejected)
 
 
 def in_catalog_range(name: str, value: float) -> bool:
-    """Whether ``value`` is finite and within catalog metric ``name``'s range."""
+    """Whether ``value`` is finite and within catalog metric ``name``'s range, as agent ingest bounds it (a metric
+    without a maximum at most ``METRIC_VALUE_MAX``: 1e13 MiB scaled to bytes is past it)."""
+    low, high = catalog_range(name)
+    return math.isfinite(value) and low <= value <= high
+
+
+def catalog_range(name: str) -> tuple[float, float]:
     entry = metric(name)
-    return math.isfinite(value) and entry.minimum <= value and (entry.maximum is None or value <= entry.maximum)
+    return entry.minimum, METRIC_VALUE_MAX if entry.maximum is None else entry.maximum

@@ -272,7 +272,7 @@ def test_a_value_outside_the_catalog_range_is_absent_for_that_reason() -> None:
     probe = EngineScrapeProbe("vllm", URL, "chat", fetch=ReplayFetch([text]))
     [reading] = probe.read()
     assert probe.absent()["kv_cache_utilization_ratio"] == "outside its catalog range"
-    assert reading.error == "kv_cache_utilization_ratio=1.5 is outside its range"
+    assert reading.error == "kv_cache_utilization_ratio=1.5 is outside its range 0..1"
 
 
 def test_every_engine_maps_or_explains_each_pool_metric() -> None:

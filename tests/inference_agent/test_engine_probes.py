@@ -254,7 +254,7 @@ def test_a_value_outside_the_catalog_range_is_dropped_and_named() -> None:
     )
     [reading] = readings("vllm", [text])
     assert reading.metrics == {"queue_depth_requests": 2.0}
-    assert reading.error == "kv_cache_utilization_ratio=1.5 is outside its range"
+    assert reading.error == "kv_cache_utilization_ratio=1.5 is outside its range 0..1"
 
 
 def _http_probe(transport: httpx.MockTransport) -> EngineScrapeProbe:

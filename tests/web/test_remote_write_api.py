@@ -360,5 +360,6 @@ def test_an_agent_that_starts_reporting_a_node_makes_it_the_agents(
     assert pushed.status_code == 200
     node = client.get("/api/v1/nodes/gpu-1", headers=auth("viewer")).json()
     assert (node["source"], node["resolution_seconds"]) == ("agent", None)
-    writer([(named("DCGM_FI_DEV_GPU_TEMP", **GPU), [(T0 + 30, 62.0)])])  # its Prometheus goes on: the agent's still
+    status, text = writer([(named("DCGM_FI_DEV_GPU_TEMP", **GPU), [(T0 + 30, 62.0)])])  # its Prometheus goes on
+    assert status == 400 and "agent_node" in text  # refused: the agent's node is the agent's (issue 35 #4)
     assert client.get("/api/v1/nodes/gpu-1", headers=auth("viewer")).json()["source"] == "agent"

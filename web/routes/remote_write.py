@@ -19,10 +19,12 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportM
 from starlette.concurrency import run_in_threadpool
 
 from collector.errors import BatchTooLarge, StorageUnavailable
+from collector.remote.node_admission import Sender
 from collector.remote.otlp import InvalidOtlpBody, otlp_series, parse_otlp
 from collector.remote.receiver import WriteOutcome
 from collector.remote.series import RemoteSeries, SourceKind
 from collector.remote.staging import Dropped
+from collector.remote.wire_counts import WireBounds, WireLimitExceeded
 from collector.remote.write_request import InvalidWriteRequest, decode_write_request
 from collector.remote.write_request_v2 import CONTENT_TYPE as WRITE_V2_CONTENT_TYPE
 from collector.remote.write_request_v2 import decode_write_request_v2
@@ -30,17 +32,28 @@ from web.auth import ServicesDep, authenticate_on_loop, documented_machine_auth
 from web.body import read_body, read_raw_body
 from web.errors import ERROR_RESPONSES, ApiError, error_responses
 from web.ingest_gate import Shed
+from web.remote_decodes import NoDecodeSlot
 from web.routes.ingest import overloaded
 from web.services import AppServices
-from web.tokens import Role
+from web.tokens import Role, TokenInfo
 
 router = APIRouter(tags=["remote write"], responses=ERROR_RESPONSES)
 # refused point by point: the sender is told (400) after the rest was stored
-REFUSED = (Dropped.TOO_OLD, Dropped.TOO_NEW, Dropped.CONFLICT)
+REFUSED = (
+    Dropped.TOO_OLD,
+    Dropped.TOO_NEW,
+    Dropped.CONFLICT,
+    Dropped.OUT_OF_RANGE,
+    Dropped.BAD_NAME,
+    Dropped.LABEL_TOO_LONG,
+    Dropped.AGENT_NODE,
+    Dropped.OUT_OF_SCOPE,
+    Dropped.NODE_LIMIT,
+)
 PROTOBUF = "application/x-protobuf"
 
 Read = Callable[[int], Awaitable[bytes]]  # the body, at most this many bytes, its encoding checked
-Decode = Callable[[bytes], tuple[list[RemoteSeries], dict[str, int]]]
+Decode = Callable[[bytes, WireBounds], tuple[list[RemoteSeries], dict[str, int]]]
 
 
 @router.post(
@@ -67,10 +80,10 @@ async def remote_write(request: Request, services: ServicesDep) -> Response:
             )
         return await read_raw_body(request, max_bytes=limit)
 
-    def decode(body: bytes) -> tuple[list[RemoteSeries], dict[str, int]]:
+    def decode(body: bytes, bounds: WireBounds) -> tuple[list[RemoteSeries], dict[str, int]]:
         limit = 4 * services.settings.ingest_max_body_bytes
         decoder = decode_write_request_v2 if version == 2 else decode_write_request
-        series, histograms = decoder(body, max_decoded_bytes=limit)
+        series, histograms = decoder(body, max_decoded_bytes=limit, bounds=bounds)
         return series, {Dropped.UNCONVERTED.value: histograms} if histograms else {}
 
     outcome = await _receive(request, services, "remote_write", read, decode)
@@ -121,8 +134,8 @@ async def otlp_metrics(request: Request, services: ServicesDep) -> Response:
             raise ApiError(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE, f"Content-Type {content_type!r}: send {PROTOBUF}")
         return await read_body(request, max_bytes=limit)
 
-    def decode(body: bytes) -> tuple[list[RemoteSeries], dict[str, int]]:
-        converted = otlp_series(parse_otlp(body))
+    def decode(body: bytes, bounds: WireBounds) -> tuple[list[RemoteSeries], dict[str, int]]:
+        converted = otlp_series(parse_otlp(body, bounds))
         return converted.series, {Dropped.UNCONVERTED.value: sum(converted.dropped.values())}
 
     outcome = await _receive(request, services, "otlp", read, decode)
@@ -142,16 +155,22 @@ async def _receive(
     code = status.HTTP_200_OK
     entered_at: float | None = None
     try:
-        await authenticate_on_loop(services, request, Role.REMOTE_WRITE)
+        token = await authenticate_on_loop(services, request, Role.REMOTE_WRITE)
         try:
             entered_at = services.ingest_gate.enter()
         except Shed as exc:
             raise overloaded(str(exc)) from None
         body = await read(services.settings.ingest_max_body_bytes)
-        outcome = await run_in_threadpool(_store, services, protocol, decode, body)
+        outcome = await run_in_threadpool(_store, services, protocol, decode, body, token)
     except (InvalidWriteRequest, InvalidOtlpBody) as exc:
         code = status.HTTP_400_BAD_REQUEST
         raise ApiError(code, str(exc)) from None
+    except WireLimitExceeded as exc:
+        code = status.HTTP_413_CONTENT_TOO_LARGE
+        raise ApiError(code, str(exc)) from None
+    except NoDecodeSlot as exc:
+        code = status.HTTP_503_SERVICE_UNAVAILABLE
+        raise overloaded(str(exc)) from None
     except BatchTooLarge:
         code = status.HTTP_413_CONTENT_TOO_LARGE
         raise
@@ -177,16 +196,31 @@ async def _receive(
     return outcome
 
 
-def _store(services: AppServices, protocol: SourceKind, decode: Decode, body: bytes) -> WriteOutcome:
-    series, unconverted = decode(body)
-    limit = services.remote.limits.max_series_per_request
-    if len(series) > limit:
-        raise ApiError(status.HTTP_413_CONTENT_TOO_LARGE, f"{len(series)} series in one request, over {limit}")
-    outcome = services.remote.write(series, received_at=services.clock(), kind=protocol)
+def _store(services: AppServices, protocol: SourceKind, decode: Decode, body: bytes, token: TokenInfo) -> WriteOutcome:
+    """Decode and store in one of the decode slots (``NoDecodeSlot`` when none is free): a decoded body is held
+    until it is stored."""
+    remote = services.remote
+    with services.remote_decodes.slot():
+        series, unconverted = decode(body, remote.limits.wire)
+        limit = remote.limits.max_series_per_request
+        if len(series) > limit:
+            raise ApiError(
+                status.HTTP_413_CONTENT_TOO_LARGE,
+                f"{len(series)} series in one request, over remote_write_max_series_per_request ({limit})",
+            )
+        now = services.clock()
+        sender = Sender(token.id, token.node_scope, services.tokens.agent_nodes(now=now))
+        outcome = remote.write(series, received_at=now, kind=protocol, sender=sender)
     outcome.dropped.update(unconverted)
     return outcome
 
 
 def _refusal(outcome: WriteOutcome, refused: int) -> str:
+    """``3 points refused (1 bad_name, 2 conflict): bad_name: node name 'a/b' does not match …; 5 new points
+    stored, 0 duplicates``: counts by reason, and the first of each reason that says what to fix."""
     reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(outcome.dropped.items()) if n)
-    return f"{refused} points refused ({reasons}); {outcome.stored} new points stored, {outcome.duplicates} duplicates"
+    details = "".join(f"; {reason}: {detail}" for reason, detail in sorted(outcome.details.items()))
+    return (
+        f"{refused} points refused ({reasons}){details}; {outcome.stored} new points stored, "
+        f"{outcome.duplicates} duplicates"
+    )

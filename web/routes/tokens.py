@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from fastapi import APIRouter, Response, status
 from pydantic import BaseModel, Field
 
@@ -9,7 +11,7 @@ from collector.control import NAME_PATTERN
 from web.audit import Auditor, AuditorDep
 from web.auth import AdminToken, ServicesDep
 from web.errors import ERROR_RESPONSES, error_responses, not_found, refused
-from web.tokens import Role, TokenInfo, TokenStore
+from web.tokens import MAX_NODE_SCOPE, NODE_GLOB_PATTERN, Role, TokenInfo, TokenStore
 
 router = APIRouter(tags=["tokens"], responses=ERROR_RESPONSES)
 
@@ -20,6 +22,7 @@ class TokenIn(BaseModel):
             "examples": [
                 {"role": "viewer", "name": "grafana"},
                 {"role": "agent", "name": "gpu-node-7", "node_id": "gpu-node-7"},
+                {"role": "remote_write", "name": "team-a-prometheus", "node_scope": ["team-a-*"]},
             ]
         }
     }
@@ -27,6 +30,12 @@ class TokenIn(BaseModel):
     role: Role
     name: str = Field("", max_length=255)
     node_id: str | None = Field(None, pattern=NAME_PATTERN)
+    node_scope: list[Annotated[str, Field(pattern=NODE_GLOB_PATTERN)]] | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_NODE_SCOPE,
+        description="remote_write only: the node-name globs it may write (fnmatch); unset: any node but an agent's",
+    )
 
 
 class TokenOut(BaseModel):
@@ -35,6 +44,7 @@ class TokenOut(BaseModel):
     role: Role
     node_id: str | None
     created_at: float
+    node_scope: list[str] | None = None
 
 
 class NewTokenOut(TokenOut):
@@ -47,7 +57,10 @@ class TokenPage(BaseModel):
 
 
 def _out(info: TokenInfo) -> TokenOut:
-    return TokenOut(id=info.id, name=info.name, role=info.role, node_id=info.node_id, created_at=info.created_at)
+    scope = None if info.node_scope is None else list(info.node_scope)
+    return TokenOut(
+        id=info.id, name=info.name, role=info.role, node_id=info.node_id, created_at=info.created_at, node_scope=scope
+    )
 
 
 @router.get("/tokens")
@@ -61,7 +74,8 @@ def apply_token_create(audit: Auditor, body: TokenIn, *, now: float) -> tuple[To
     try:
         with audit.change("token", "create") as change:
             store = TokenStore(change.engine, cache_seconds=0)
-            info, clear = store.create(body.role, now=now, name=body.name, node_id=body.node_id)
+            scope = None if body.node_scope is None else tuple(body.node_scope)
+            info, clear = store.create(body.role, now=now, name=body.name, node_id=body.node_id, node_scope=scope)
             change.resource_id, change.after = info.id, _out(info)
     except ValueError as exc:
         raise refused(exc) from None

@@ -75,7 +75,8 @@ def test_stage_keeps_mapped_points_and_counts_every_other_one_by_reason() -> Non
         RemoteSeries({"__name__": "go_goroutines", "instance": "a:1"}, ((NOW, 5.0), (NOW - 15, 5.0))),
         RemoteSeries({"__name__": "DCGM_FI_DEV_GPU_TEMP", "gpu": "0"}, ((NOW, 60.0),)),
     ]
-    staged = stage(series, Placements(load_mapping()), now=NOW, oldest=NOW - 600, max_future_seconds=300)
+    placements = Placements(load_mapping(), max_label_bytes=2048)
+    staged = stage(series, placements, now=NOW, oldest=NOW - 600, max_future_seconds=300)
     assert [(s.name, s.points) for s in staged.series] == [("DCGM_FI_DEV_GPU_UTIL", ((NOW - 30, 50.0),))]
     assert dict(staged.dropped) == {
         Dropped.STALE_MARKER: 1,

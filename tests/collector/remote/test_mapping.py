@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.remote.mapping import MappingError, SeriesPlace, family_of, load_mapping, parse_mapping
+from collector.remote.mapping import MappingError, SeriesPlace, Unplaced, family_of, load_mapping, parse_mapping
 
 DEFAULTS = load_mapping()
 DCGM = {"gpu": "3", "UUID": "GPU-5fd4", "modelName": "NVIDIA H100 80GB HBM3", "Hostname": "gpu-node-7"}
@@ -78,13 +78,16 @@ def test_series_no_source_reads_are_unmapped(labels: dict[str, str]) -> None:
     [
         ({"__name__": "DCGM_FI_DEV_GPU_UTIL", "gpu": "0"}, "no_node"),
         ({"__name__": "DCGM_FI_DEV_GPU_UTIL", "gpu": "GPU-5fd4", "Hostname": "a"}, "bad_device"),
-        ({"__name__": "DCGM_FI_DEV_GPU_UTIL", "gpu": "0", "Hostname": "a" * 129}, "name_too_long"),
+        ({"__name__": "DCGM_FI_DEV_GPU_UTIL", "gpu": "0", "Hostname": "a" * 129}, "bad_name"),
+        ({"__name__": "DCGM_FI_DEV_GPU_UTIL", "gpu": "0", "Hostname": "../../settings"}, "bad_name"),
+        ({"__name__": "DCGM_FI_DEV_GPU_UTIL", "gpu": "0", "Hostname": "a", "pool": "a/b"}, "bad_name"),
     ],
 )
 def test_a_series_that_cannot_be_placed_says_why(labels: dict[str, str], reason: str) -> None:
     found = DEFAULTS.source_of(labels)
     assert found is not None
-    assert found[0].place(labels) == reason
+    unplaced = found[0].place(labels)
+    assert isinstance(unplaced, Unplaced) and unplaced.reason == reason
 
 
 def test_family_of_takes_the_exposition_suffixes_off() -> None:

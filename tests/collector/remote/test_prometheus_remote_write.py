@@ -22,7 +22,7 @@ from sqlalchemy import create_engine, func, select
 
 from collector.remote.derive import QUANTILE_WINDOW_SECONDS
 from collector.remote.tables import remote_series
-from collector.tables import samples
+from collector.tables import NO_DEVICE, samples
 from fleetpilot.launch import ServerProcess
 from tests.support.fixture_exporter import DcgmGpu, FixtureExporter, VllmEngine, render_dcgm, render_vllm
 from tests.support.prometheus import PrometheusProcess, RemoteWrite, require_program
@@ -33,6 +33,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.prometheus]
 WAIT_S = 45.0  # Prometheus 2.42's remote-write watcher sends its first batch about 5 s after start
 NODE = "gpu-node-a"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+POOL = "llama-3.1-8b"  # a model name with a slash is no pool name (NAME_PATTERN): the team relabels it
 GPUS = (
     DcgmGpu(0, "GPU-604ac76c", gpu_util_percent=87, fb_used_mib=40960, power_usage_w=312.25, gpu_temp_c=64),
     DcgmGpu(1, "GPU-91b2e0aa", gpu_util_percent=12, fb_used_mib=1024, power_usage_w=95.5, gpu_temp_c=41),
@@ -66,6 +67,11 @@ def rows(server: ServerProcess, *columns: str) -> list[dict[str, Any]]:
     return found
 
 
+def is_pool_row(row: dict[str, Any]) -> bool:
+    """The pool's own sample (a GPU's carries the pool too: the series' fleetpilot_pool label)."""
+    return bool(row["pool"] == POOL and row["device"] == NO_DEVICE)
+
+
 def counter(server: ServerProcess, outcome: str) -> float:
     text = httpx.get(f"{server.url}/metrics", timeout=5.0).text
     pattern = rf'fleetpilot_collector_remote_points_total{{outcome="{outcome}",protocol="remote_write"}} (\S+)'
@@ -89,11 +95,12 @@ def test_prometheus_remote_writes_dcgm_and_vllm_into_fleetpilot(server: ServerPr
             workdir=tmp_path / "prometheus",
             target=[dcgm.target, vllm.target],
             remote_write=RemoteWrite(f"{server.url}/api/v1/write", token),
-            target_labels={"node": NODE},  # how a team names the node of both exporters (a relabel, in production)
+            # how a team names the node and the pool of both exporters (a relabel, in production)
+            target_labels={"node": NODE, "fleetpilot_pool": POOL},
             scrape_interval_s=1.0,
         ) as prometheus,
     ):
-        wait_for(lambda: len({r["ts"] for r in rows(server) if r["pool"] == MODEL}) >= 2, timeout_s=WAIT_S)
+        wait_for(lambda: len({r["ts"] for r in rows(server) if is_pool_row(r)}) >= 2, timeout_s=WAIT_S)
         vllm.serve(render_vllm([AFTER]))
         wait_for(lambda: sum(r["queue_depth_requests"] == 7 for r in rows(server, "queue_depth_requests")) >= 3, WAIT_S)
 
@@ -113,7 +120,7 @@ def test_prometheus_remote_writes_dcgm_and_vllm_into_fleetpilot(server: ServerPr
             for r in rows(
                 server, "token_throughput_per_second", "request_latency_p99_seconds", "request_rate_per_second"
             )
-            if r["pool"] == MODEL
+            if is_pool_row(r)
         }
         spanning = _at(pool_rows, t_after)
         assert spanning["token_throughput_per_second"] == pytest.approx(6300 / (t_after - t_before), rel=1e-6)
