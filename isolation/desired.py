@@ -42,7 +42,8 @@ node does not run yet is planned as one replica, so a replica starting there has
 **Keys.** ``tenant_keys`` carries the digest of every tenant's every key to every node, like ``tenants`` names every
 tenant: a client may reach any node its gateway or DNS picks, and the pools a node serves move, so a node told only
 its pools' tenants would refuse a key the moment a replica lands there. It is bounded by the store (16 keys a
-tenant; 100 tenants with 2 keys each → 200 digests, about 16 KB), never by a caller.
+tenant, and ``MAX_TENANT_KEYS`` in all, what an agent takes; 100 tenants with 2 keys each → 200 digests, about
+16 KB), never by a caller.
 """
 
 from __future__ import annotations

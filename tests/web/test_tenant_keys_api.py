@@ -7,10 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, insert, select
 
-from collector.control import MAX_KEYS_PER_TENANT, DesiredState, key_digest
-from isolation.tenants import tenant_api_keys
+from collector.control import MAX_KEYS_PER_TENANT, MAX_TENANT_KEYS, DesiredState, key_digest
+from inference_agent.pusher import MalformedDesired, parse_ack
+from isolation.tenants import tenant_api_keys, tenants
 from web.audit import audit_log
 
 Auth = Callable[..., dict[str, str]]
@@ -87,3 +88,61 @@ def test_the_ingest_answer_carries_the_digests_of_live_keys_only(client: TestCli
     assert keys_told(1) == {key_digest(kept["key"]): "acme", key_digest(revoked["key"]): "acme"}
     client.delete(f"{KEYS}/{revoked['id']}", headers=admin)
     assert keys_told(2) == {key_digest(kept["key"]): "acme"}
+
+
+def _bulk_keys(engine: Engine, count: int, *, first_at: float = 0.0) -> None:
+    """``count`` keys of a tenant ``bulk``, put straight in the table (the API would take minutes)."""
+    with engine.begin() as conn:
+        if conn.execute(select(tenants.c.name).where(tenants.c.name == "bulk")).first() is None:
+            conn.execute(
+                insert(tenants).values(name="bulk", slo_class="standard", version=1, created_at=0.0, updated_at=0.0)
+            )
+        rows = [
+            {
+                "id": f"b{first_at:.0f}-{i}",
+                "tenant": "bulk",
+                "name": f"k{i}",
+                "prefix": "fp_tenant_bulk",
+                "key_hash": key_digest(f"bulk-{first_at}-{i}"),
+                "created_at": first_at + i,
+            }
+            for i in range(count)
+        ]
+        conn.execute(insert(tenant_api_keys), rows)
+
+
+def _told(client: TestClient, auth: Auth) -> DesiredState | MalformedDesired:
+    """What an agent makes of the ingest answer's desired state (its own parser)."""
+    sample: dict[str, Any] = {"seq": 1, "ts": 1_764_424_800.0, "device": None, "pool": "chat", "metrics": {}}
+    answer = client.post(
+        "/api/v1/ingest", json={"node_id": "node-a", "samples": [sample]}, headers=auth("agent", "node-a")
+    )
+    assert answer.status_code == 200, answer.text[:200]
+    return parse_ack(answer.content).desired
+
+
+def test_keys_past_what_a_desired_state_carries_are_refused_at_creation_naming_the_bound(
+    client: TestClient, auth: Auth, engine: Engine
+) -> None:
+    _acme(client, auth)
+    admin = auth("admin")
+    _bulk_keys(engine, MAX_TENANT_KEYS - 1)
+    assert client.post(KEYS, headers=admin).status_code == 201  # the 100,000th
+    refused = client.post(KEYS, headers=admin)
+    assert refused.status_code == 422, refused.text  # before: stored, then 500: no desired state could hold it
+    assert f"{MAX_TENANT_KEYS}" in refused.text and "revoke" in refused.text
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(tenant_api_keys)).scalar_one() == MAX_TENANT_KEYS
+    told = _told(client, auth)
+    assert isinstance(told, DesiredState) and len(told.tenant_keys) == MAX_TENANT_KEYS
+
+
+def test_keys_already_past_the_bound_never_make_a_desired_state_an_agent_refuses(
+    client: TestClient, auth: Auth, engine: Engine
+) -> None:
+    _bulk_keys(engine, MAX_TENANT_KEYS)  # as two creations at once on PostgreSQL, or an older release, left them
+    _bulk_keys(engine, 5, first_at=1e9)
+    _acme(client, auth)  # a change of tenants publishes the tenants part
+    told = _told(client, auth)
+    assert isinstance(told, DesiredState), told  # before: every change of tenants failed 500, nothing was told
+    assert len(told.tenant_keys) == MAX_TENANT_KEYS and key_digest(f"bulk-{1e9}-0") not in told.tenant_keys
