@@ -68,8 +68,8 @@ class Config:
 class Fleet:
     """Each node's exporters, scrape after scrape: gauges that wander, counters and a histogram that grow."""
 
-    def __init__(self, nodes: int, seed: int = 7) -> None:
-        self.nodes = [f"node-{i:04d}" for i in range(nodes)]
+    def __init__(self, nodes: int, seed: int = 7, prefix: str = "node") -> None:
+        self.nodes = [f"{prefix}-{i:04d}" for i in range(nodes)]
         self._random = random.Random(seed)
         self._counters: dict[Labels, float] = {}
 
@@ -210,7 +210,8 @@ def push_all(server: ServerProcess, batches: dict[str, list[bytes]]) -> float:
 def paced_cpu(server: ServerProcess, token: str, series: int, scrapes: int) -> dict[str, float]:
     """The server's CPU over ``scrapes`` real-time scrapes 15 s apart of a fleet of about ``series`` series."""
     per_node = sum(1 for _ in Fleet(1).scrape("x", 0.0))
-    fleet = Fleet(max(1, round(series / per_node)), seed=11)
+    # nodes of their own: the baseline's agents now own node-0000…, and remote write never writes an agent's node
+    fleet = Fleet(max(1, round(series / per_node)), seed=11, prefix="paced")
     assert server.process is not None
     process = psutil.Process(server.process.pid)
     start = time.time()
