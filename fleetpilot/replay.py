@@ -189,23 +189,6 @@ class Sender(Protocol):
 FILLER = "The quick brown fox jumps over the lazy dog. "
 
 
-def parse_tenant_keys(values: Sequence[str]) -> dict[str, str]:
-    """``--tenant-key NAME=KEY`` (repeatable) → tenant → key; ``NAME=@PATH`` reads the key from a file, so that it
-    stays out of the process list."""
-    keys: dict[str, str] = {}
-    for value in values:
-        name, sep, key = value.partition("=")
-        if not sep or not name or not key:
-            raise ReplayError(f"--tenant-key {value!r}: expected NAME=KEY or NAME=@PATH")
-        if key.startswith("@"):
-            try:
-                key = Path(key[1:]).read_text().strip()
-            except OSError as exc:
-                raise ReplayError(f"--tenant-key {name}: cannot read {key[1:]}: {exc.strerror}") from None
-        keys[name] = key
-    return keys
-
-
 class HttpSender:
     """Sends to the serving API over one keep-alive ``httpx.Client`` (thread-safe). A tenant with a key in
     ``tenant_keys`` sends ``Authorization: Bearer <key>`` (what the agents check); every request also names its tenant

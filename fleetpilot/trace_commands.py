@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from fleetpilot.progress import ProgressBar
-from fleetpilot.token_flags import add_token_flags, token_from
+from fleetpilot.token_flags import TENANT_KEYS_VARIABLE, add_token_flags, tenant_keys_from, token_from
 
 
 def add_trace_commands(commands: Any) -> None:
@@ -255,16 +255,17 @@ def _replay_flags(parser: argparse.ArgumentParser) -> None:
         "--tenant",
         action="append",
         default=None,
-        help="tenant of the requests; repeat to take several in turn (default: the tenants of --tenant-key, else "
+        help="tenant of the requests; repeat to take several in turn (default: the tenants with a key, else "
         "default, the agents' anonymous tenant)",
     )
     parser.add_argument(
         "--tenant-key",
         action="append",
         default=None,
-        metavar="NAME=KEY",
-        help="the API key tenant NAME sends (POST /api/v1/tenants/NAME/keys makes one); NAME=@PATH reads it from a "
-        "file; repeatable. A tenant without a key is anonymous to the agents",
+        metavar="NAME=@PATH",
+        help="a file holding the API key tenant NAME sends (POST /api/v1/tenants/NAME/keys makes one); repeatable; "
+        f"or {TENANT_KEYS_VARIABLE}=NAME=KEY,... in the environment, never a key on the command line (ps shows "
+        "it). A tenant without a key is anonymous to the agents",
     )
     parser.add_argument(
         "--endpoint",
@@ -286,7 +287,7 @@ def run_replay(args: argparse.Namespace) -> int:
     from fleetpilot.trace_load import TOKEN_SCALE
 
     try:
-        tenant_keys = replay.parse_tenant_keys(args.tenant_key or ())
+        tenant_keys = tenant_keys_from(args.tenant_key or ())
         token = token_from(args.token_file)
         options = replay.ReplayOptions(
             servers=tuple(args.server),
@@ -302,7 +303,7 @@ def run_replay(args: argparse.Namespace) -> int:
         trace = replay.read_trace(
             Path(args.trace), scale_tokens=scale, series_tokens=(args.prompt_tokens, args.max_tokens)
         )
-    except ValueError as exc:  # ReplayError, and an unreadable --token-file
+    except ValueError as exc:  # ReplayError, an unreadable --token-file, a tenant key on the command line
         print(f"fleetpilot: {exc}", file=sys.stderr)
         return 2
     plan = replay.schedule(trace, options)

@@ -237,13 +237,14 @@ def test_stop_ends_sending_and_says_it_was_interrupted(serving: tuple[str, Seen]
 
 @pytest.mark.slow
 def test_the_cli_replays_a_shipped_trace_and_prints_the_summary(
-    serving: tuple[str, Seen], capsys: pytest.CaptureFixture[str], tmp_path: Path
+    serving: tuple[str, Seen], capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url, seen = serving
     key_file = tmp_path / "over.key"
     key_file.write_text("fp_tenant_o\n")
     argv = ["replay", str(AZURE_CONV_SLICE), "--server", url, "--speed", "100", "--duration", "1"]
-    keys = ["--tenant-key", "acme=fp_tenant_a", "--tenant-key", f"over=@{key_file}"]
+    monkeypatch.setenv("FLEETPILOT_TENANT_KEYS", "acme=fp_tenant_a")
+    keys = ["--tenant-key", f"over=@{key_file}"]
     assert main([*argv, *keys, "--pool", "chat"]) == 0  # the tenants are those of the keys
     assert {(t, a) for _, t, _, a in seen.requests} == {("acme", "Bearer fp_tenant_a"), ("over", "Bearer fp_tenant_o")}
     out = capsys.readouterr().out.splitlines()

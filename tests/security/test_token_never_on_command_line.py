@@ -10,7 +10,7 @@ import pytest
 
 from fleetpilot.cli import main
 from fleetpilot.launch import AgentProcess
-from fleetpilot.token_flags import ON_COMMAND_LINE, token_from
+from fleetpilot.token_flags import ON_COMMAND_LINE, tenant_keys_from, token_from
 
 TOKEN = "fp_agent_0123456789abcdef0123456789"
 
@@ -62,3 +62,28 @@ def test_a_running_agent_started_as_the_demo_starts_it_shows_no_token_in_its_cmd
     assert TOKEN.encode() not in cmdline
     assert b"--token" not in cmdline
     assert f"FLEETPILOT_TOKEN={TOKEN}".encode() in environ.split(b"\0")  # readable by its own user only
+
+
+TENANT_KEY = "fp_tenant_0123456789abcdefghijklmnopqrstuvwxyzABCDEFG"
+
+
+def test_a_tenant_key_on_the_replay_command_line_is_refused_and_says_what_to_use(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 35, low: ``--tenant-key NAME=KEY`` put a tenant's key where ``ps`` shows it."""
+    argv = ["replay", "data/traces/none.csv", "--server", "http://127.0.0.1:9", "--tenant-key", f"acme={TENANT_KEY}"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--tenant-key acme: a key on the command line is shown by ps" in err
+    assert "acme=@PATH" in err and "FLEETPILOT_TENANT_KEYS" in err
+    assert TENANT_KEY not in err
+
+
+def test_tenant_keys_come_from_files_or_the_environment(tmp_path: Path) -> None:
+    path = tmp_path / "acme.key"
+    path.write_text(TENANT_KEY + "\n")
+    environ = {"FLEETPILOT_TENANT_KEYS": "over=fp_tenant_o, busy=fp_tenant_b"}
+    keys = tenant_keys_from([f"acme=@{path}"], environ)
+    assert keys == {"over": "fp_tenant_o", "busy": "fp_tenant_b", "acme": TENANT_KEY}
+    with pytest.raises(ValueError, match="FLEETPILOT_TENANT_KEYS: 'nokey' is not NAME=KEY"):
+        tenant_keys_from([], {"FLEETPILOT_TENANT_KEYS": "nokey"})
