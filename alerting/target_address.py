@@ -3,8 +3,9 @@ or inside a network the operator allowed (``webhook_allowed_networks``), so that
 POST to its own loopback, the private network behind it or the cloud metadata service (SSRF).
 
 The check judges addresses, not names: ``2130706433``, ``0x7f000001``, ``[::ffff:127.0.0.1]`` and ``localhost`` are
-all 127.0.0.1 once resolved. :class:`CheckedTransport` then connects to the very address it checked, so a name that
-answers a public address to the check and 127.0.0.1 to the connect (DNS rebinding) gets nowhere.
+all 127.0.0.1 once resolved, and an IPv6 address that carries an IPv4 one (6to4, NAT64, Teredo, ...) is judged by
+it. :class:`CheckedTransport` then connects to the very address it checked, so a name that answers a public address
+to the check and 127.0.0.1 to the connect (DNS rebinding) gets nowhere.
 """
 
 from __future__ import annotations
@@ -27,13 +28,18 @@ Network = IPv4Network | IPv6Network
 # AWS, GCP and Azure answer instance credentials here; 169.254.169.254 is link-local too, fd00:ec2::254 private, but
 # naming them gives the refusal its own reason.
 CLOUD_METADATA: frozenset[IPAddress] = frozenset({ip_address("169.254.169.254"), ip_address("fd00:ec2::254")})
+# IPv6 forms that stand for an IPv4 host, its address in their last 32 bits: IPv4-translated (RFC 2765) and NAT64's
+# well-known prefix (RFC 6052; IPv4-mapped ::ffff:0:0/96 is ``ipv4_mapped``). An address in them is that IPv4 host.
+TRANSLATED = (IPv6Network("::ffff:0:0:0/96"), IPv6Network("64:ff9b::/96"))
 
 
 class AddressRefused(ValueError):
     """A target's host resolves to an address it may not reach; ``reason`` is one of a small fixed set."""
 
     def __init__(self, address: IPAddress, reason: str) -> None:
-        super().__init__(f"{address} is {reason} (allow it with webhook_allowed_networks)")
+        carried = embedded_ipv4(address)
+        it = f"it carries {carried}; " if carried is not None else ""
+        super().__init__(f"{address} is {reason} ({it}allow it with webhook_allowed_networks)")
         self.address = address
         self.reason = reason
 
@@ -66,11 +72,35 @@ class FakeResolver:
         return [ip_address(a) for a in answer]
 
 
+def embedded_ipv4(address: IPAddress) -> IPv4Address | None:
+    """The IPv4 address an IPv6 transition form carries, where a packet to it ends up: IPv4-mapped, IPv4-translated
+    and NAT64 (:data:`TRANSLATED`), 6to4 ``2002::/16`` (the tunnel's far end) and Teredo ``2001::/32`` (the client
+    behind its NAT); None for any other address."""
+    if isinstance(address, IPv4Address):
+        return None
+    if _stands_for_ipv4(address):
+        return IPv4Address(int(address) & 0xFFFF_FFFF)
+    if address.sixtofour is not None:
+        return address.sixtofour
+    return address.teredo[1] if address.teredo is not None else None
+
+
+def _stands_for_ipv4(address: IPAddress) -> bool:
+    """An IPv4-mapped or translated form: the IPv4 host itself, not a tunnel towards it."""
+    return isinstance(address, IPv6Address) and (
+        address.ipv4_mapped is not None or any(address in network for network in TRANSLATED)
+    )
+
+
 def refusal(address: IPAddress) -> str | None:
-    """Why no target may reach ``address`` (None: a public one). An IPv4-mapped IPv6 address is judged as the IPv4
-    address it carries: ``::ffff:127.0.0.1`` is loopback, ``::ffff:10.0.0.1`` private."""
-    if isinstance(address, IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    """Why no target may reach ``address`` (None: a public one). An IPv6 address carrying an IPv4 one is judged by
+    it: ``::ffff:127.0.0.1``, ``64:ff9b::7f00:1`` and 6to4's ``2002:7f00:1::`` are loopback; a translated form of a
+    public address is public, a tunnel's (6to4, Teredo) is then judged as the IPv6 address it is too."""
+    carried = embedded_ipv4(address)
+    if carried is not None:
+        inside = refusal(carried)
+        if inside is not None or _stands_for_ipv4(address):
+            return inside
     if address in CLOUD_METADATA:
         return "cloud-metadata"
     flags = (
@@ -80,6 +110,7 @@ def refusal(address: IPAddress) -> str | None:
         ("multicast", address.is_multicast),
         ("private", address.is_private),
         ("reserved", address.is_reserved),
+        ("site-local", isinstance(address, IPv6Address) and address.is_site_local),  # fec0::/10, deprecated
         # what is left outside the public internet, e.g. the carrier-grade NAT range 100.64.0.0/10
         ("not-global", not address.is_global),
     )
@@ -104,13 +135,12 @@ class AddressPolicy:
         return cls(parse_networks(cidrs), resolver)
 
     def check(self, address: IPAddress) -> None:
-        """AddressRefused unless ``address`` is public or inside an allowed network (its IPv4-mapped form included)."""
+        """AddressRefused unless ``address`` is public or inside an allowed network (the IPv4 address it carries
+        included: ``2002:7f00:1::`` passes where ``127.0.0.0/8`` is allowed)."""
         reason = refusal(address)
         if reason is None:
             return
-        forms = {address}
-        if isinstance(address, IPv6Address) and address.ipv4_mapped is not None:
-            forms.add(address.ipv4_mapped)
+        forms = {address, embedded_ipv4(address)} - {None}
         if not any(form in network for form in forms for network in self.allowed_networks):
             raise AddressRefused(address, reason)
 

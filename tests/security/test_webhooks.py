@@ -44,6 +44,15 @@ INSIDE_URLS = [
     ("http://[fe80::1]/", "link-local"),
     ("http://224.0.0.1/", "multicast"),
     ("http://100.64.0.1/", "not-global"),
+    # issue 35: IPv6 forms that carry an IPv4 address are judged by it, and site-local IPv6 is inside
+    ("http://[2002:7f00:1::]/", "loopback"),  # 6to4 of 127.0.0.1
+    ("http://[2002:a9fe:a9fe::1]/", "cloud-metadata"),  # 6to4 of 169.254.169.254
+    ("http://[2002:a00:1::]/", "private"),  # 6to4 of 10.0.0.1
+    ("http://[fec0::1]/", "site-local"),
+    ("http://[64:ff9b::7f00:1]/", "loopback"),  # NAT64 (RFC 6052) of 127.0.0.1
+    ("http://[64:ff9b::a9fe:a9fe]/", "cloud-metadata"),
+    ("http://[::ffff:0:a00:1]/", "private"),  # IPv4-translated (RFC 2765) 10.0.0.1
+    ("http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/", "loopback"),  # Teredo, its client 127.0.0.1
 ]
 
 
@@ -63,11 +72,14 @@ def test_the_api_refuses_them_422_naming_url_and_stores_none(client: TestClient,
 def test_an_allowed_network_lets_its_addresses_through_and_no_other() -> None:
     assert validate_url("http://2130706433:9/hook", [], LOOPBACK) == "http://2130706433:9/hook"
     assert validate_url("http://[::ffff:127.0.0.1]:9/", [], LOOPBACK)
+    assert validate_url("http://[2002:7f00:1::]:9/", [], LOOPBACK)  # the loopback it carries is allowed
     with pytest.raises(ValueError, match=r"^url: .*cloud-metadata"):
         validate_url("http://169.254.169.254/", [], LOOPBACK)
 
 
-@pytest.mark.parametrize("address", ["8.8.8.8", "2606:4700:4700::1111", "::ffff:8.8.8.8"])
+@pytest.mark.parametrize(
+    "address", ["8.8.8.8", "2606:4700:4700::1111", "::ffff:8.8.8.8", "2002:808:808::1", "64:ff9b::808:808"]
+)
 def test_public_addresses_pass(address: str) -> None:
     assert refusal(ip_address(address)) is None
 
