@@ -5,11 +5,13 @@ bytes and files, oldest dropped first, counted in the agent's metrics (it grew ~
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry
 
@@ -108,3 +110,23 @@ def test_what_an_earlier_run_set_aside_counts_toward_the_bound(tmp_path: Path) -
     (folder / "notes.txt").write_text("an operator's file is not ours to drop")
     RejectedBatches(folder, max_bytes=1000, max_files=2)
     assert sorted(p.name for p in folder.iterdir()) == ["notes.txt", "seq-11-20.json", "seq-21-30.json"]
+
+
+def test_the_same_refusal_push_after_push_is_logged_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    refusal = {
+        "reason": "too_many_pools",
+        "samples": 1,
+        "detail": "ingest_max_pools_per_node (64): p65",
+        "pools": ["p65"],
+    }
+    answer = {"accepted": 1, "duplicates": 0, "refused": [refusal], "desired": None}
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json=answer))
+    pusher, spool, telemetry = make_pusher(tmp_path, httpx.Client(base_url="http://c", transport=transport), "t")
+    with caplog.at_level(logging.WARNING, logger="inference_agent.pusher"):
+        for second in range(3):
+            spool.append([gpu_reading(1000.0 + second), pool_reading(1000.0 + second, "p65")])
+            assert pusher.push_once().outcome is PushOutcome.PUSHED
+    assert [r.getMessage() for r in caplog.records] == [
+        "collector refused 1 samples (too_many_pools): ingest_max_pools_per_node (64): p65"
+    ]
+    assert pushed(telemetry, "refused") == 3 and spool.pending == 0
