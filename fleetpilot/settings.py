@@ -82,8 +82,8 @@ class ServerSettings(BaseSettings):
     ingest_max_pools_per_node: int = Field(64, ge=1, le=10_000)
     node_max_replicas: int = Field(256, ge=1, le=100_000)
     # How far back an agent's sample may be; older ones are refused one by one and counted (collector.sample_age).
-    # Unset: the raw retention window. At most that: an older sample would be deleted by the next retention pass, and
-    # its minute's rollup re-rolled from that one sample.
+    # Unset: the raw retention window less 10 minutes. At most the window: an older sample would be deleted by the
+    # next retention pass, and its minute's rollup re-rolled from that one sample.
     ingest_max_sample_age_seconds: float | None = Field(None, gt=0)
     # Prometheus remote write and OTLP in (collector.remote): the mapping from series to nodes, GPUs, pools and
     # metrics (unset: the shipped collector/remote/default-mapping.yaml), the series one request may carry, how far
@@ -249,8 +249,13 @@ class ServerSettings(BaseSettings):
 
     @property
     def ingest_sample_age_limit_seconds(self) -> float:
-        """How far back an agent's sample is stored: ``ingest_max_sample_age_seconds``, else the raw retention."""
-        return self.ingest_max_sample_age_seconds or self.raw_retention_hours * 3600
+        """How far back an agent's sample is stored: ``ingest_max_sample_age_seconds``, else the raw retention less
+        10 minutes. A late sample's minute is re-rolled at the next rollup run (60 s); at the window's very edge
+        retention (every 300 s) could delete that minute's other samples first, and the re-roll keep only the late
+        one: 24 h − 10 min leaves both runs room (half a window shorter than 20 minutes)."""
+        if self.ingest_max_sample_age_seconds is not None:
+            return self.ingest_max_sample_age_seconds
+        return max(self.raw_retention_hours * 3600 - 600, self.raw_retention_hours * 1800)
 
     @model_validator(mode="after")
     def _keda_tls(self) -> ServerSettings:

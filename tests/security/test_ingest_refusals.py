@@ -117,19 +117,20 @@ def test_a_sample_older_than_the_bound_is_refused_alone_and_counted(
 def test_by_default_a_sample_is_taken_back_to_the_raw_retention_window_and_no_further(
     settings: ServerSettings, services: AppServices, auth: Auth, engine: Engine, clock: FakeClock
 ) -> None:
-    """One push of 2,000 samples a minute apart, back 33 hours: only the 24 h of raw retention are stored, and the
-    rollup backlog holds at most one entry per minute of that window."""
+    """One push of 2,000 samples a minute apart, back 33 hours: only those within the 24 h of raw retention (less its
+    10-minute margin) are stored, and the rollup backlog holds at most one entry per minute of that window."""
     now = clock()
     body = {"node_id": "node-a", "samples": [pool_sample(i + 1, now - 60.0 * i) for i in range(2000)]}
     with TestClient(create_app(services)) as client:
         answer = client.post("/api/v1/ingest", json=body, headers=auth("agent", "node-a"))
     assert answer.status_code == 200, answer.text
-    window_minutes = int(settings.raw_retention_hours * 60)
-    assert answer.json()["accepted"] == window_minutes + 1  # now, and one a minute back to exactly 24 h
+    window_minutes = int(settings.raw_retention_hours * 60) - 10
+    assert answer.json()["accepted"] == window_minutes + 1  # now, and one a minute back to exactly 23 h 50 min
     assert count(engine, rollup_backlog) <= window_minutes + 1
 
 
 def test_a_sample_age_bound_past_the_raw_retention_is_refused_at_start() -> None:
     with pytest.raises(ValidationError, match=r"ingest_max_sample_age_seconds: 172800 s is longer than the raw"):
         ServerSettings(ingest_max_sample_age_seconds=2 * DAY_S, raw_retention_hours=24)
-    assert ServerSettings(raw_retention_hours=6).ingest_sample_age_limit_seconds == 6 * 3600
+    assert ServerSettings(raw_retention_hours=6).ingest_sample_age_limit_seconds == 6 * 3600 - 600
+    assert ServerSettings(ingest_max_sample_age_seconds=300).ingest_sample_age_limit_seconds == 300
