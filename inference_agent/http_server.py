@@ -119,14 +119,14 @@ class JsonHandler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         path = self.path.split("?")[0]
-        length = self.body_length()
+        length = self.announced_length()
         if length is None:
             return
         if not self.before_body(path, length):
             self.close_connection = True  # its body is not read: what follows on the socket is not a request
             return
         try:
-            self.on_post(path, self.read_body(length))
+            self.on_post(path, self._read(length))
         finally:
             self.after_body()
 
@@ -144,7 +144,12 @@ class JsonHandler(BaseHTTPRequestHandler):
     def after_body(self) -> None:
         """The request is done with (answered or failed): give back what ``before_body`` took."""
 
-    def body_length(self) -> int | None:
+    def read_body(self) -> bytes | None:
+        """The request body, or None after answering 400, 411 or 413 (and closing) for one that cannot be read."""
+        length = self.announced_length()
+        return None if length is None else self._read(length)
+
+    def announced_length(self) -> int | None:
         """The body's announced length, or None after answering 400, 411 or 413 (and closing) for one that cannot
         be read."""
         try:
@@ -157,7 +162,7 @@ class JsonHandler(BaseHTTPRequestHandler):
             self.answer_json(refused.code, {"detail": refused.detail}, close=True)
             return None
 
-    def read_body(self, length: int) -> bytes:
+    def _read(self, length: int) -> bytes:
         """The body's ``length`` bytes, within the time a body that long gets (TimeoutError past it)."""
         if not length:
             return b""
