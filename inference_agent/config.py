@@ -8,6 +8,7 @@ on the node, by whoever runs the node::
     [profiles.vllm]
     command = ["vllm", "serve", "{model}", "--port", "{port}", "--gpu-memory-utilization", "{gpu_memory_fraction}",
                "--tensor-parallel-size", "{gpus}"]
+    env = { VLLM_API_KEY = "{replica_key}" }  # only the agent's front end may call it (serving/replica_key.py)
     health_path = "/health"
     metrics_path = "/metrics"
     metrics_kind = "vllm"
@@ -31,7 +32,7 @@ import string
 import sys
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -50,7 +51,9 @@ PLACEHOLDERS = {
     "pool": "the pool's name",
     "replica_id": "the replica's id, e.g. chat-3",
     "python": "the agent's own Python interpreter",
+    "replica_key": "the key the front end presents to the replica (env only: e.g. VLLM_API_KEY, LLAMA_API_KEY)",
 }
+SECRET_PLACEHOLDERS = frozenset({"replica_key"})  # never on a command line: `ps` shows it to every user of the host
 UrlPath = Annotated[str, Field(pattern=r"^/[A-Za-z0-9._~/-]{0,255}$")]
 
 
@@ -81,7 +84,10 @@ class EngineProfile(_Strict):
     def _placeholders(self) -> EngineProfile:
         used: set[str] = set()
         for where, text in [("command", a) for a in self.command] + [(f"env.{k}", v) for k, v in self.env.items()]:
-            used |= _placeholders_in(where, text)
+            found = _placeholders_in(where, text)
+            if where == "command" and found & SECRET_PLACEHOLDERS:
+                raise ValueError(f"command: {text!r}: put {{replica_key}} in the profile's environment, not its argv")
+            used |= found
         if self.models and "model" not in used:
             raise ValueError("lists models but its command never says {model}: which model would it serve?")
         if not self.models and "model" in used:
@@ -92,6 +98,12 @@ class EngineProfile(_Strict):
 
     def offer(self) -> EngineOffer:
         return EngineOffer(models=list(self.models), serves=self.serves)
+
+    @property
+    def takes_replica_key(self) -> bool:
+        """Whether its environment passes the replica's key to the engine; if not, any process on the host may call
+        its replicas as any tenant."""
+        return any("replica_key" in _placeholders_in(f"env.{k}", v) for k, v in self.env.items())
 
     def render(self, values: LaunchValues) -> tuple[list[str], dict[str, str]]:
         """The argv and the extra environment of one replica: every placeholder filled from ``values``."""
@@ -110,6 +122,7 @@ class LaunchValues:
     gpus: int
     gpu_memory_fraction: float
     host: str = "127.0.0.1"
+    replica_key: str = field(default="", repr=False)
 
     def as_dict(self) -> dict[str, str]:
         return {
@@ -121,6 +134,7 @@ class LaunchValues:
             "pool": self.pool,
             "replica_id": self.replica_id,
             "python": sys.executable,
+            "replica_key": self.replica_key,
         }
 
 

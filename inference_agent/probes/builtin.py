@@ -37,7 +37,7 @@ from pydantic import ValidationError
 from collector.aggregate import percentile
 from collector.control import NAME_PATTERN, TenantUsage
 from inference_agent.probes.base import Reading
-from inference_agent.serving.supervisor import PoolRoutes
+from inference_agent.serving.routing import PoolRoutes
 
 _TENANT_NAME = re.compile(NAME_PATTERN)
 
@@ -97,7 +97,7 @@ class BuiltinEngineProbe:
         errors: list[str] = []
         for endpoint in routes.ready:
             try:
-                answer = self._client.get(f"{endpoint.url}/stats")
+                answer = self._client.get(f"{endpoint.url}/stats", headers=endpoint.auth_headers)
                 answer.raise_for_status()
                 stats[endpoint.replica_id] = answer.json()
             except (httpx.HTTPError, ValueError) as exc:

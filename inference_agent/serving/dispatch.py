@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from inference_agent.engine.api import Priority
-from inference_agent.serving.supervisor import Endpoint
+from inference_agent.serving.routing import Endpoint
 
 
 class NoCapacity(Exception):

@@ -22,7 +22,7 @@ from typing import Protocol
 from inference_agent.probes.base import Reading
 from inference_agent.probes.engines import EngineScrapeProbe
 from inference_agent.probes.exposition_fetch import Fetch
-from inference_agent.serving.supervisor import PoolRoutes
+from inference_agent.serving.routing import PoolRoutes
 
 WORST_OF = frozenset({"request_latency_p99_seconds", "kv_cache_utilization_ratio"})
 

@@ -43,8 +43,8 @@ from inference_agent.serving.body_budget import BodyBudget, BodyLease
 from inference_agent.serving.dispatch import Dispatcher, NoCapacity, Waiting, nothing_waiting
 from inference_agent.serving.model_routes import ROUTES, Routed, UnknownModel, model_list, route
 from inference_agent.serving.replica_handler import KV_SHARE_HEADER, PRIORITY_HEADER, QUEUED_HEADER
+from inference_agent.serving.routing import Endpoint, PoolRoutes
 from inference_agent.serving.schema import BadRequest, error_event, parse_json
-from inference_agent.serving.supervisor import Endpoint, PoolRoutes
 from inference_agent.serving.telemetry import ServingTelemetry
 from inference_agent.serving.tenant_identity import GatewayTrust, UnknownKey, identify
 
@@ -309,6 +309,7 @@ def _handler(frontend: Frontend) -> type[JsonHandler]:
             while True:
                 endpoint = frontend.slot(pool, priority, tried)
                 headers = {
+                    **endpoint.auth_headers,  # the replica's key: it believes the headers below from us alone
                     "Content-Type": "application/json",
                     "X-Tenant": tenant,
                     PRIORITY_HEADER: str(priority),

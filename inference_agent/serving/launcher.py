@@ -3,7 +3,9 @@
 A built-in replica runs ``python -m inference_agent.serving.replica``; an engine profile's replica runs the command
 the node's config declares, rendered for it (``LaunchSpec.command``). Each runs in its own session (a Ctrl-C at the
 terminal reaches the agent, which drains the replicas in order, not the replicas directly), with its output in
-``LOG_DIR/ID.log``.
+``LOG_DIR/ID.log``, and with an explicit environment (``replica_environment_of``): what an engine needs from the
+agent's (``PATH``, ``HOME``, locale, CUDA, NVIDIA and Hugging Face variables), then the replica's own (its quota, its
+GPUs, its key, the profile's declared ``env``) — never the agent's token, its token file or anything else.
 """
 
 from __future__ import annotations
@@ -12,11 +14,23 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from inference_agent.http_server import ConnectionLimits
+
+PASSED_ENV = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "LD_LIBRARY_PATH"})
+PASSED_ENV_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "HF_")  # locale; the CUDA/MPS pipes and devices; model caches
+
+
+def replica_environment_of(agent_env: Mapping[str, str], own: Mapping[str, str]) -> dict[str, str]:
+    """A replica's whole environment: the agent's variables an engine needs, then the replica's ``own``."""
+    passed = {
+        name: value for name, value in agent_env.items() if name in PASSED_ENV or name.startswith(PASSED_ENV_PREFIXES)
+    }
+    return {**passed, **own}
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -76,7 +90,7 @@ class ProcessLauncher:
                 command,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, **spec.env},
+                env=replica_environment_of(os.environ, spec.env),
                 start_new_session=True,
             )
 

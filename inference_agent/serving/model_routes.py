@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from inference_agent.serving.routing import PoolRoutes
 from inference_agent.serving.schema import model_of, parse_chat, parse_classify, parse_completion
-from inference_agent.serving.supervisor import PoolRoutes
 
 # path → the kind of pool that answers it
 ROUTES = {"/v1/completions": "text", "/v1/chat/completions": "text", "/v1/classify": "classify"}

@@ -5,11 +5,12 @@
 [--http-head-timeout-s S] [--http-max-body-bytes N]``. It listens at once (``/healthz`` and ``/health`` answer 503
 "warming"), builds and warms its engine, then answers them 200 ("ready"). Routes: ``POST /v1/completions`` and
 ``POST /v1/chat/completions`` (OpenAI shapes, SSE with ``"stream": true``), ``POST /v1/classify``, ``GET
-/v1/models`` (its served model name, the pool's by default),
-``GET /metrics`` (vLLM's metric names, so that it can run as an engine profile read with ``metrics_kind = "vllm"``),
-``GET /stats`` (EngineStats plus the replica's request ledger), ``POST /drain`` (stop admitting; in-flight requests
-finish). SIGTERM drains, waits for in-flight work up to ``--drain-timeout-s``, aborts what is left, and exits 0.
-torch is imported only here, and only for ``--engine torch``.
+/v1/models`` (its served model name, the pool's by default), ``GET /metrics`` (vLLM's metric names, so that it can
+run as an engine profile read with ``metrics_kind = "vllm"``), ``GET /stats`` (EngineStats plus the replica's
+request ledger), ``POST /drain`` (stop admitting; in-flight requests finish); all but health, metrics and models
+need the key in ``FLEETPILOT_REPLICA_KEY`` (``replica_key.py``), which the supervisor sets. SIGTERM drains, waits
+for in-flight work up to ``--drain-timeout-s``, aborts what is left, and exits 0. torch is imported only here, and
+only for ``--engine torch``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from inference_agent.http_server import MAX_BODY_BYTES, ConnectionLimits, Server
 from inference_agent.serving.engine_factory import EngineOptions, build_classifier, build_text_engine, pin_to_quota
 from inference_agent.serving.replica_app import ReplicaApp, ReplicaState
 from inference_agent.serving.replica_handler import handler_for
+from inference_agent.serving.replica_key import REPLICA_KEY_ENV
 from inference_agent.stop_signals import stop_on_signals
 
 log = logging.getLogger("inference_agent.serving.replica")
@@ -57,7 +59,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s replica {args.pool}: %(message)s")
     threads = pin_to_quota()
-    app = ReplicaApp(args.pool, args.kind, model_name=args.served_model_name)
+    key = os.environ.get(REPLICA_KEY_ENV) or None
+    if key is None:
+        log.warning("no %s: any process on this host may call this replica, as any tenant", REPLICA_KEY_ENV)
+    app = ReplicaApp(args.pool, args.kind, model_name=args.served_model_name, key=key)
     # only the front end and the agent connect, all from 127.0.0.1: no per-peer bound below the total
     connections = args.http_max_connections
     limits = ConnectionLimits(

@@ -33,13 +33,20 @@ class ReplicaApp:
     """The replica's state, shared by its request threads: the engine, the ledger, and whether it admits work.
 
     ``model_name`` is the name it serves under (``/v1/models``, the metrics' ``model_name`` label); the pool's name
-    when not given.
+    when not given. ``key``: what a caller must present (``replica_key.py``); None: anyone may call it.
     """
 
     def __init__(
-        self, pool: str, kind: str, ledger: RequestLedger | None = None, *, model_name: str | None = None
+        self,
+        pool: str,
+        kind: str,
+        ledger: RequestLedger | None = None,
+        *,
+        model_name: str | None = None,
+        key: str | None = None,
     ) -> None:
         self.pool = pool
+        self.key = key
         self.kind = kind
         self.model_name = model_name or pool
         self.ledger = ledger or RequestLedger()

@@ -1,6 +1,8 @@
 """The replica's HTTP routes: completions and chat completions (plain and streamed), classify, health (``/healthz``
 and vLLM's ``/health``), ``/v1/models``, ``/metrics`` in vLLM's names (``replica_metrics.py``), stats and drain.
 
+Every route but health, ``/metrics`` and ``/v1/models`` needs the replica's key (``replica_key.py``): 401 without it,
+before a byte of the body is read. So only the front end and the agent call it, and the headers below are theirs.
 The front end passes the request's priority (``X-Fleetpilot-Priority``: 0 latency-critical, 1 standard, 2 batch),
 the tenant (``X-Tenant``), the tenant's share of the KV cache (``X-Fleetpilot-KV-Share``, its block budget when the
 cache is contended) and how long the request waited in its queue (``X-Fleetpilot-Queued-Seconds``), which is added
@@ -22,6 +24,7 @@ from inference_agent.engine.api import CompletionRequest, CompletionResult, Fini
 from inference_agent.engine.tokenizer import count_prompt_tokens
 from inference_agent.http_server import ClientGone, JsonHandler
 from inference_agent.serving.replica_app import Refused, ReplicaApp
+from inference_agent.serving.replica_key import holds_key
 from inference_agent.serving.replica_metrics import timed_first_token
 from inference_agent.serving.schema import (
     SSE_DONE,
@@ -87,9 +90,21 @@ def handler_for(app: ReplicaApp) -> type[JsonHandler]:
                 model = {"id": app.model_name, "object": "model", "created": int(app.started_at)}
                 self.answer_json(200, {"object": "list", "data": [{**model, "owned_by": "fleetpilot"}]})
             elif path == "/stats":
-                self.answer_json(200, app.stats())
+                if self._keyed():
+                    self.answer_json(200, app.stats())
             else:
                 self.answer_json(404, {"detail": f"not found: {path}"})
+
+        def _keyed(self, close: bool = False) -> bool:
+            """Whether the caller holds the replica's key (the front end and the agent do); answered 401 if not."""
+            if app.key is None or holds_key(self.headers.get("Authorization"), app.key):
+                return True
+            detail = "replica key required: only the agent's front end calls a replica; send your tenant key there"
+            self.answer_json(401, {"detail": detail}, close=close)
+            return False
+
+        def before_body(self, path: str, length: int) -> bool:
+            return self._keyed(close=True)
 
         def on_post(self, path: str, raw: bytes) -> None:
             if path == "/drain":

@@ -7,13 +7,14 @@ node's config (its own command, ready on its health path, drained by routing not
 end sent it has finished or the profile's drain grace ends); either way it is SIGTERMed, then SIGKILLed
 ``STOP_GRACE_S`` later, keeps its log, and is restarted with back-off when it crashes. A pool asking ``gpus`` per
 replica gets that many of the node's GPUs to itself (``CUDA_VISIBLE_DEVICES``): a replica waits to start until they
-are free. Each pass observes (process exits, warm ``/healthz``, in-flight counts),
-asks ``reconcile.decide`` what to do, and does it: start replicas on free loopback ports with their quota environment
-(``replica_quota.py``), route to them once warm, drain on scale-down (``POST /drain``, then SIGTERM when nothing is in
-flight or the drain deadline passed), restart crashed ones after their back-off. A pool's CPU cap applies to each of
-its replicas right after its process starts, and changes in place on running ones (``isolation/cpu.py``); the cap's
-cgroup goes with the process. Under MPS the GPU limits travel in the replica's environment, the MPS server is made
-to allow them once the process runs (``isolation/mps.py``), and new GPU limits replace the replicas (``reconcile``).
+are free. Each pass observes (process exits, warm ``/healthz``, in-flight counts), asks ``reconcile.decide`` what
+to do, and does it: start replicas on free loopback ports with their quota environment (``replica_quota.py``) and a
+key of their own (``replica_key.py``), route to them once warm, drain on scale-down (``POST /drain``, then SIGTERM
+when nothing is in flight or the drain deadline passed), restart crashed ones after their back-off. A pool's CPU cap
+applies to each of its replicas right after its process starts, and changes in place on running ones
+(``isolation/cpu.py``); the cap's cgroup goes with the process. Under MPS the GPU limits travel in the replica's
+environment, the MPS server is made to allow them once the process runs (``isolation/mps.py``), and new GPU limits
+replace the replicas (``reconcile``).
 ``routes()`` is what the front end and the builtin probe read; ``replica_counts()`` what the node's report says of
 each pool, with each pool's measured startup time: from its latest replica's launch to its first warm ``/healthz``.
 """
@@ -55,6 +56,7 @@ from inference_agent.serving.reconcile import (
     decide,
     settled,
 )
+from inference_agent.serving.replica_key import REPLICA_KEY_ENV, bearer_headers, new_replica_key
 from inference_agent.serving.replica_quota import (
     VISIBLE_DEVICES_ENV,
     GpuQuota,
@@ -62,36 +64,11 @@ from inference_agent.serving.replica_quota import (
     gpu_memory_fraction,
     replica_environment,
 )
+from inference_agent.serving.routing import Endpoint, PoolRoutes
 from inference_agent.serving.telemetry import ServingTelemetry
 
 log = logging.getLogger(__name__)
 STOP_GRACE_S = 15.0  # after SIGTERM, before SIGKILL (the replica itself waits its --drain-timeout-s first)
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    replica_id: str
-    port: int
-    host: str = "127.0.0.1"
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-
-@dataclass(frozen=True)
-class PoolRoutes:
-    """A pool as routing sees it: its kind, its warm replicas, how many are on their way, and the most consecutive
-    crashes among its replicas (a crash loop; 0 once they run a minute)."""
-
-    kind: str  # the API its replicas answer: text (completions, chat completions) or classify
-    ready: tuple[Endpoint, ...] = ()
-    starting: int = 0
-    consecutive_crashes: int = 0
-    served_model: str | None = None  # an engine profile's model: the front end puts it in the body's ``model``
-    engine: str | None = None  # the engine profile its replicas run; None: the built-in engine
-    metrics_kind: str | None = None  # how the profile's metrics read (probes.engines.EngineKind); None: not read
-    metrics_path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +92,7 @@ class _Replica:
     cpus: tuple[int, ...] = ()  # its share of the node's cores
     cpu_millicores: int | None = None  # the cap last applied to its process
     profile: EngineProfile | None = None  # what its process runs; None: the built-in replica
+    key: str = field(default="", repr=False)  # made anew for each process it runs
 
 
 @dataclass
@@ -338,7 +316,7 @@ class Supervisor:
             if replica.profile is not None:
                 return  # an engine of its own knows no drain: what it has finishes, nothing new reaches it
             try:
-                self.client.post(f"http://127.0.0.1:{replica.port}/drain")
+                self.client.post(f"http://127.0.0.1:{replica.port}/drain", headers=bearer_headers(replica.key))
             except httpx.HTTPError as exc:
                 log.warning("replica %s did not take the drain: %s", replica.view.id, exc)
         elif action.verb is Verb.STOP:
@@ -366,12 +344,13 @@ class Supervisor:
                 self._waiting_for_gpus.add(view.pool)
             return False
         self._waiting_for_gpus.discard(view.pool)
-        replica.port = free_port()
+        replica.port, replica.key = free_port(), new_replica_key()
         slots = max(sum(p.replicas for p in self._target.values()), len(self._replicas))
         replica.cpus = cpu_share(replica.slot, slots, self.cpus)
         env = replica_environment(
             slot=replica.slot, slots=slots, cpus=self.cpus, device=self.device, mps=self.mps, gpu_quota=spec.gpu_quota
         )
+        env[REPLICA_KEY_ENV] = replica.key
         if gpus:
             env[VISIBLE_DEVICES_ENV] = ",".join(map(str, gpus))
         replica.profile = self.profiles.get(spec.engine) if spec.engine else None
@@ -386,6 +365,7 @@ class Supervisor:
                 gpu_memory_fraction=gpu_memory_fraction(
                     spec.gpu_memory_mib, self._gpus.totals_mib(gpus), replica.profile.gpu_memory_fraction
                 ),
+                replica_key=replica.key,
             )
             argv, profile_env = replica.profile.render(values)
             command, env = tuple(argv), {**profile_env, **env}
@@ -464,7 +444,7 @@ class Supervisor:
         routes: dict[str, PoolRoutes] = {}
         for name, spec in self._target.items():
             mine = [r for r in self._replicas if r.view.pool == name and r.view.kind == spec.runs]
-            ready = tuple(Endpoint(r.view.id, r.port) for r in mine if r.view.phase is Phase.READY)
+            ready = tuple(Endpoint(r.view.id, r.port, key=r.key) for r in mine if r.view.phase is Phase.READY)
             starting = sum(r.view.phase is Phase.STARTING for r in mine)
             profile = self.profiles.get(spec.engine) if spec.engine else None
             routes[name] = PoolRoutes(

@@ -30,7 +30,8 @@ from inference_agent.serving.launcher import Launcher, ProcessLauncher
 from inference_agent.serving.reconcile import Timing
 from inference_agent.serving.replica_quota import mps_daemon_running
 from inference_agent.serving.report import node_report
-from inference_agent.serving.supervisor import PoolRoutes, Supervisor
+from inference_agent.serving.routing import PoolRoutes
+from inference_agent.serving.supervisor import Supervisor
 from inference_agent.serving.telemetry import ServingTelemetry
 from inference_agent.serving.tenant_identity import GatewayTrust
 from inference_agent.settings import AgentSettings
@@ -120,6 +121,13 @@ class ServingWorkload:
             connections=http,
         )
         frontend_box.append(frontend)
+        for name, profile in supervisor.profiles.items():
+            if not profile.takes_replica_key:
+                log.warning(
+                    "profile %s gives its engine no {replica_key}: any process on this host may call its "
+                    'replicas, as any tenant (vLLM: env VLLM_API_KEY = "{replica_key}")',
+                    name,
+                )
         engines = ", ".join(supervisor.offer.engines) or "none"
         log.info(
             "serving engines %s: replicas on %s, serving API on %s:%d",

@@ -22,8 +22,8 @@ from inference_agent.serving.fake_engine import FakeTextEngine
 from inference_agent.serving.frontend import Frontend
 from inference_agent.serving.replica_app import ReplicaApp
 from inference_agent.serving.replica_handler import handler_for
+from inference_agent.serving.routing import Endpoint, PoolRoutes
 from inference_agent.serving.schema import MAX_JSON_CONTAINERS, MAX_JSON_DEPTH, MAX_JSON_VALUES, parse_json
-from inference_agent.serving.supervisor import Endpoint, PoolRoutes
 from inference_agent.settings import AgentSettings
 
 MIB = 1024 * 1024

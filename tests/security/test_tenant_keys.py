@@ -16,7 +16,7 @@ from collector.control import DesiredState, SloClass, key_digest, new_tenant_key
 from inference_agent.engine.api import CompletionRequest, Priority, TokenEvent
 from inference_agent.serving.admission import DEFAULT_TENANT, Quota, QuotaBook, TenantPolicy
 from inference_agent.serving.frontend import Frontend
-from inference_agent.serving.supervisor import PoolRoutes
+from inference_agent.serving.routing import PoolRoutes
 from inference_agent.serving.telemetry import ServingTelemetry
 from inference_agent.serving.tenant_identity import GatewayTrust
 from tests.inference_agent.serving.conftest import StartReplica, start_replica  # noqa: F401  (the fixture)

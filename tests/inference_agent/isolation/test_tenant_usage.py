@@ -12,7 +12,7 @@ import pytest
 from inference_agent.engine.api import FinishReason, TokenEvent
 from inference_agent.isolation.tenant_usage import TenantUsage
 from inference_agent.probes.builtin import BuiltinEngineProbe
-from inference_agent.serving.supervisor import Endpoint, PoolRoutes
+from inference_agent.serving.routing import Endpoint, PoolRoutes
 from tests.inference_agent.serving.conftest import StartReplica
 
 

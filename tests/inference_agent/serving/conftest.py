@@ -10,7 +10,7 @@ from inference_agent.http_server import Server
 from inference_agent.serving.fake_engine import FakeClassifier, FakeTextEngine
 from inference_agent.serving.replica_app import ReplicaApp
 from inference_agent.serving.replica_handler import handler_for
-from inference_agent.serving.supervisor import Endpoint
+from inference_agent.serving.routing import Endpoint
 
 StartReplica = Callable[..., tuple[ReplicaApp, Endpoint]]
 

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from inference_agent.probes.builtin import BuiltinEngineProbe
-from inference_agent.serving.supervisor import Endpoint, PoolRoutes
+from inference_agent.serving.routing import Endpoint, PoolRoutes
 
 
 def stats(

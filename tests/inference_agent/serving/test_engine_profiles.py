@@ -77,7 +77,8 @@ def test_a_profile_replica_runs_the_declared_command_and_is_ready_on_its_health_
         "text",
     )
     endpoint = routes.ready[0]
-    answer = httpx.post(f"{endpoint.url}/v1/completions", json={"model": "tiny-chat", "prompt": "hi", "max_tokens": 4})
+    body = {"model": "tiny-chat", "prompt": "hi", "max_tokens": 4}
+    answer = httpx.post(f"{endpoint.url}/v1/completions", json=body, headers=endpoint.auth_headers)
     assert answer.status_code == 200
     log = (tmp_path / "logs" / f"{endpoint.replica_id}.log").read_text()
     assert "inference_agent.serving.replica --pool chat --kind text --port" in log  # the command, first line
@@ -133,7 +134,11 @@ def test_the_engine_adapter_reads_a_profile_replica_through_vllm_names(superviso
             threading.Thread(
                 target=httpx.post,
                 args=(f"{endpoint.url}/v1/completions",),
-                kwargs={"json": {"model": "tiny-chat", "prompt": "x", "max_tokens": 8}, "timeout": 10},
+                kwargs={
+                    "json": {"model": "tiny-chat", "prompt": "x", "max_tokens": 8},
+                    "headers": endpoint.auth_headers,
+                    "timeout": 10,
+                },
             )
             for _ in range(4)
         ]

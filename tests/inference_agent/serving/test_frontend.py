@@ -15,7 +15,7 @@ from inference_agent.engine.api import CompletionRequest, Priority, TokenEvent
 from inference_agent.serving.admission import Quota, QuotaBook, TenantPolicy
 from inference_agent.serving.dispatch import Dispatcher, NoCapacity, least_loaded
 from inference_agent.serving.frontend import Frontend, FrontendLimits
-from inference_agent.serving.supervisor import Endpoint, PoolRoutes
+from inference_agent.serving.routing import Endpoint, PoolRoutes
 
 from .conftest import StartReplica
 

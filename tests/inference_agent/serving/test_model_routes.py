@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from inference_agent.serving.model_routes import UnknownModel, model_list, pool_for, route
+from inference_agent.serving.routing import PoolRoutes
 from inference_agent.serving.schema import BadRequest
-from inference_agent.serving.supervisor import PoolRoutes
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 ROUTES = {

@@ -15,7 +15,7 @@ import pytest
 
 from inference_agent.probes.engines import EngineScrapeProbe
 from inference_agent.serving.frontend import Frontend
-from inference_agent.serving.supervisor import Endpoint, PoolRoutes
+from inference_agent.serving.routing import Endpoint, PoolRoutes
 
 from .test_replica_process import Replica, start
 

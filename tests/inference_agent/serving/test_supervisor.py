@@ -47,7 +47,12 @@ def test_scale_up_then_down_drains(make_supervisor: Callable[..., tuple[Supervis
     supervisor, registry = make_supervisor({"p": PoolSpec(2)})
     step_until(supervisor, lambda: len(supervisor.routes()["p"].ready) == 2)
     first = supervisor.routes()["p"].ready[0]
-    assert httpx.post(f"{first.url}/v1/completions", json={"model": "p", "prompt": "x"}).status_code == 200
+    assert (
+        httpx.post(
+            f"{first.url}/v1/completions", json={"model": "p", "prompt": "x"}, headers=first.auth_headers
+        ).status_code
+        == 200
+    )
     assert registry.get_sample_value("fleetpilot_agent_replicas", {"pool": "p", "phase": "ready"}) == 2
 
     supervisor.set_desired(DesiredState.model_validate({"pools": {"p": {"replicas": 1, "kind": "text"}}}))
@@ -64,9 +69,16 @@ def test_scale_down_never_kills_in_flight_work(
     [replica] = supervisor.routes()["p"].ready
     results: list[httpx.Response] = []
     body = {"model": "p", "prompt": "x", "max_tokens": 150}  # 1.5 s at 10 ms a token
-    long = threading.Thread(target=lambda: results.append(httpx.post(f"{replica.url}/v1/completions", json=body)))
+    long = threading.Thread(
+        target=lambda: results.append(
+            httpx.post(f"{replica.url}/v1/completions", json=body, headers=replica.auth_headers)
+        )
+    )
     long.start()
-    step_until(supervisor, lambda: httpx.get(f"{replica.url}/stats").json()["requests"]["in_flight"] == 1)
+    step_until(
+        supervisor,
+        lambda: httpx.get(f"{replica.url}/stats", headers=replica.auth_headers).json()["requests"]["in_flight"] == 1,
+    )
     supervisor.set_desired(DesiredState.model_validate({"pools": {"p": {"replicas": 0}}}))
     supervisor.step()
     assert phases(supervisor) == [Phase.DRAINING]
