@@ -18,10 +18,13 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality
 from sqlalchemy import Engine, func, insert, select
 
 from collector.catalog import METRIC_NAMES
+from collector.database import make_engine
 from collector.remote.mapping import load_mapping
 from collector.remote.receiver import RemoteWriter
 from collector.remote.tables import remote_points, remote_series
 from collector.tables import NO_POOL, nodes, samples, series_latest
+from fleetpilot.server import build_services
+from fleetpilot.settings import ServerSettings
 from tests.support.clock import FakeClock
 from tests.support.remote_write import REMOTE_WRITE_HEADERS, Series, named, write_request
 from web.services import AppServices
@@ -219,3 +222,14 @@ def test_a_driver_version_past_its_column_is_refused_naming_the_label(writer: Wr
     status, text = writer([(named("DCGM_FI_DEV_GPU_TEMP", **labels), [(T0, 60.0)])])
     assert status == 400 and "DCGM_FI_DRIVER_VERSION" in text and "64" in text, text
     assert count(engine, samples) == 0
+
+
+def test_the_remote_write_bounds_are_settings_with_documented_defaults() -> None:
+    settings = ServerSettings()
+    assert settings.remote_write_max_nodes_per_token == 1000
+    assert settings.remote_write_max_label_bytes == 2048
+    assert settings.remote_write_max_samples_per_request == 500_000
+    assert settings.remote_write_max_labels_per_request == 500_000
+    assert settings.remote_write_max_concurrent_decodes == 4
+    limits = build_services(ServerSettings(remote_write_max_nodes_per_token=7), make_engine("sqlite://")).remote.limits
+    assert limits.max_nodes_per_token == 7
