@@ -162,15 +162,15 @@ fi
 step nvml 45 "$PYTHON" -m bench.gpu_nvml --seconds 24 --out "$OUT"
 step agent-e2e 60 "$PYTHON" -m bench.agent_e2e --seconds 15 --gpu-probe nvml
 torch_step mps 50 "$PYTHON" -m bench.mps --part raw --quick --out "$OUT"
-torch_step engine-profile 70 "$PYTHON" -m bench.mps --part profile --quick --out "$OUT"
+torch_step engine-profile 85 "$PYTHON" -m bench.mps --part profile --quick --out "$OUT"
 torch_step isolation 75 "$PYTHON" -m bench.isolation --device cuda --quick
-torch_step mps-fleet 70 "$PYTHON" -m bench.mps --part fleet --quick --out "$OUT"
+torch_step mps-fleet 90 "$PYTHON" -m bench.mps --part fleet --quick --out "$OUT"
 GPU_TESTS=(tests/inference_agent/test_nvml_gpu.py tests/inference_agent/engine/test_engine.py
            tests/inference_agent/isolation/test_mps_gpu.py)
 torch_step pytest-gpu 35 "$PYTHON" -m pytest -m gpu -v -rs -p no:cacheprovider "${GPU_TESTS[@]}"
 # on a CPU the same comparison is `python -m bench.workload`, not this script's
 if [[ $HAS_CUDA == 1 ]]; then
-    step workload 35 "$PYTHON" -m bench.workload --part engine --quick
+    step workload 45 "$PYTHON" -m bench.workload --part engine --quick
 else
     skip workload "${NO_TORCH:-torch sees no CUDA device}"
 fi
