@@ -145,6 +145,7 @@ class DesiredBoard:
         # an answer from it said ``desired: null`` ("nothing applies") for a restarted server's first second: every
         # agent dropped its tenant keys (401 for every keyed tenant) and lifted its pool limits.
         self._loaded = False
+        self._loading = threading.Lock()  # the first answers of a restart arrive together: one of them reads
 
     def publish(self, part: Part, body: DesiredPart, *, now: float) -> int:
         """Store ``body`` as the part's next version (one UPDATE, or the first INSERT) and install it here at once;
@@ -212,7 +213,9 @@ class DesiredBoard:
 
     def _answer(self, node_id: str) -> tuple[DesiredState | None, bytes]:
         if not self._loaded:  # this process's first answer: the parts stored before it started come first
-            self.refresh()
+            with self._loading:
+                if not self._loaded:
+                    self.refresh()
         cached = self._answers.get(node_id)
         if cached is not None:
             return cached
