@@ -12,7 +12,8 @@ desired state's ``tenants`` (``collector.control.TenantDesired``; absent fields 
                                                     "tokens_per_second": 800.0, "token_burst": 800.0,
                                                     "kv_share": 0.3}}}}}
 
-A request's token cost is what it may make the replica process: its prompt and its ``max_tokens``. It is admitted
+A request's token cost is what it may make the replica process: its prompt, and its ``max_tokens`` for each sequence
+the engine generates (``n``, ``best_of``; ``model_routes.py``). It is admitted
 once the bucket holds that cost, or the whole burst when it costs more, and the whole cost is taken — the bucket may
 go below zero, so the tenant's long-run tokens/s holds: 700 tokens at 200 tokens/s with a burst of 200 leaves −500,
 and the next request waits (500 + its cost, at most 200) / 200 s.

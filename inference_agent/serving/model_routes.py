@@ -2,8 +2,10 @@
 
 A request's ``model`` is a pool's name, or the model a pool serves (``PoolRoutes.served_model``, an engine
 profile's model) when exactly one pool on the node serves it. When the pool has a served model the body passed on
-names that model instead: a vLLM answers 404 to any other name. Pure functions of the body and the routes, for the
-front end (``frontend.py``).
+names that model instead: a vLLM answers 404 to any other name. A request is charged its prompt and ``max_tokens``
+for each sequence the engine generates (``n``, ``best_of``), and an engine of a profile is sent the ``max_tokens``
+charged when the request names none (16): left out, vLLM would generate to the end of its context. Pure functions
+of the body and the routes, for the front end (``frontend.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from inference_agent.serving.routing import PoolRoutes
-from inference_agent.serving.schema import model_of, parse_chat, parse_classify, parse_completion
+from inference_agent.serving.schema import ChatBody, model_of, parse_chat, parse_classify, parse_completion
 
 # path → the kind of pool that answers it
 ROUTES = {"/v1/completions": "text", "/v1/chat/completions": "text", "/v1/classify": "classify"}
@@ -30,7 +32,7 @@ class Routed:
 
     pool: str
     stream: bool
-    cost_tokens: int  # prompt bytes (a chat's content bytes) + max tokens; 0 for classify
+    cost_tokens: int  # prompt bytes (a chat's content bytes) + sequences × max tokens; 0 for classify
     body: bytes
 
 
@@ -41,17 +43,19 @@ def route(path: str, body: dict[str, Any], raw: bytes, routes: Mapping[str, Pool
     if known.kind != ROUTES[path]:
         raise UnknownModel(f"pool {pool!r} serves {known.kind}, not {path}")
     stream, cost = False, 0
-    if path == "/v1/completions":
-        completion = parse_completion(body)
-        stream, cost = completion.stream, len(completion.prompt.encode()) + completion.max_tokens
-    elif path == "/v1/chat/completions":
-        chat = parse_chat(body)
-        stream, cost = chat.stream, chat.content_bytes + chat.max_tokens
-    else:
+    updates: dict[str, Any] = {}  # what the body passed on says otherwise
+    if path == "/v1/classify":
         parse_classify(body)
-    served = known.served_model
-    if served is not None and body["model"] != served:
-        raw = json.dumps({**body, "model": served}).encode()
+    else:
+        text = parse_completion(body) if path == "/v1/completions" else parse_chat(body)
+        prompt_bytes = text.content_bytes if isinstance(text, ChatBody) else len(text.prompt.encode())
+        stream, cost = text.stream, prompt_bytes + text.sequences * text.max_tokens
+        if known.engine is not None and body.get("max_tokens") is None and body.get("max_completion_tokens") is None:
+            updates["max_tokens"] = text.max_tokens
+    if known.served_model is not None and body["model"] != known.served_model:
+        updates["model"] = known.served_model
+    if updates:
+        raw = json.dumps({**body, **updates}).encode()
     return Routed(pool, stream, cost, raw)
 
 

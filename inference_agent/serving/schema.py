@@ -6,7 +6,9 @@ follow the OpenAI shapes; the classifier takes 3×64×64 images with values in 0
 The built-in engine has no chat template: a chat's messages are rendered one per line as ``role: content`` and the
 prompt ends with ``assistant:``, the turn it generates (``render_chat``). A message's content is a string or a list
 of ``{"type": "text", "text": ...}`` parts, joined. ``max_completion_tokens`` (OpenAI's current name) wins over
-``max_tokens``; both default to 16.
+``max_tokens``; both default to 16. What makes an engine generate more is checked too, for the front end to charge
+it (``sequences``): ``n`` and ``best_of`` (1 to ``MAX_SEQUENCES``, ``best_of`` at least ``n``), ``min_tokens`` (at
+most ``max_tokens``) and ``ignore_eos``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ MAX_IMAGES = 64
 MAX_MESSAGES = 256
 CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 DEFAULT_MAX_TOKENS = 16
+MAX_SEQUENCES = 16  # n or best_of: 16 sequences of 4,096 tokens are 65,536 tokens of one request's generation
 IMAGE_SHAPE = (3, 64, 64)
 # a body's JSON, bounded before it is decoded: the largest classify request has 786,432 numbers in 12,546 arrays,
 # nested 5 deep; 2 M numbers decoded would hold ~64 MB of floats, 100,000 empty arrays ~6 MB for a 300 KB body
@@ -52,6 +55,7 @@ class CompletionBody:
     prompt: str
     max_tokens: int
     stream: bool
+    sequences: int = 1  # what the engine generates, each up to max_tokens: best_of, else n
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,7 @@ class ChatBody:
     messages: tuple[ChatMessage, ...]
     max_tokens: int
     stream: bool
+    sequences: int = 1
 
     @property
     def prompt(self) -> str:
@@ -139,7 +144,8 @@ def parse_completion(body: dict[str, Any]) -> CompletionBody:
         raise BadRequest("prompt", "a string is required")
     if len(prompt.encode()) > MAX_PROMPT_BYTES:
         raise BadRequest("prompt", f"longer than {MAX_PROMPT_BYTES} bytes")
-    return CompletionBody(model, prompt, _max_tokens(body, "max_tokens"), _stream(body))
+    max_tokens = _max_tokens(body, "max_tokens")
+    return CompletionBody(model, prompt, max_tokens, _stream(body), _sequences(body, max_tokens))
 
 
 def parse_chat(body: dict[str, Any]) -> ChatBody:
@@ -151,7 +157,8 @@ def parse_chat(body: dict[str, Any]) -> ChatBody:
     if len(render_chat(parsed).encode()) > MAX_PROMPT_BYTES:
         raise BadRequest("messages", f"longer than {MAX_PROMPT_BYTES} bytes once rendered")
     field = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
-    return ChatBody(model, parsed, _max_tokens(body, field), _stream(body))
+    max_tokens = _max_tokens(body, field)
+    return ChatBody(model, parsed, max_tokens, _stream(body), _sequences(body, max_tokens))
 
 
 def render_chat(messages: tuple[ChatMessage, ...]) -> str:
@@ -182,9 +189,36 @@ def _is_text_part(part: Any) -> bool:
 def _max_tokens(body: dict[str, Any], field: str) -> int:
     value = body.get(field)
     value = DEFAULT_MAX_TOKENS if value is None else value
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOKENS_LIMIT:
+    if _not_int(value) or not 1 <= value <= MAX_TOKENS_LIMIT:
         raise BadRequest(field, f"an integer from 1 to {MAX_TOKENS_LIMIT}")
     return value
+
+
+def _sequences(body: dict[str, Any], max_tokens: int) -> int:
+    """How many sequences the engine generates, each up to ``max_tokens``: ``best_of`` (answering ``n`` of them),
+    else ``n``. ``min_tokens`` and ``ignore_eos`` make it generate up to ``max_tokens``, never past it."""
+    n, best_of = _count(body, "n"), _count(body, "best_of")
+    if body.get("best_of") is not None and best_of < n:
+        raise BadRequest("best_of", f"at least n ({n}): the engine answers n of its best_of sequences")
+    min_tokens = body.get("min_tokens")
+    if min_tokens is not None and (_not_int(min_tokens) or not 0 <= min_tokens <= max_tokens):
+        raise BadRequest("min_tokens", f"an integer from 0 to max_tokens ({max_tokens})")
+    if body.get("ignore_eos") is not None and not isinstance(body["ignore_eos"], bool):
+        raise BadRequest("ignore_eos", "true or false")
+    return max(n, best_of)
+
+
+def _count(body: dict[str, Any], field: str) -> int:
+    value = body.get(field)
+    if value is None:
+        return 1
+    if _not_int(value) or not 1 <= value <= MAX_SEQUENCES:
+        raise BadRequest(field, f"an integer from 1 to {MAX_SEQUENCES}")
+    return int(value)
+
+
+def _not_int(value: Any) -> bool:
+    return isinstance(value, bool) or not isinstance(value, int)
 
 
 def _stream(body: dict[str, Any]) -> bool:
