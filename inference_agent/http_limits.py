@@ -10,11 +10,14 @@ DaemonSet, the kubelet's probe comes from the node's own address), so no remote 
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import threading
 import time
 from collections import Counter
 from enum import Enum
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 MIN_BODY_BYTES_PER_S = 1024 * 1024  # a 16 MiB body gets 16 s on top of the head's budget: 1 MiB/s is a slow link
 
@@ -26,19 +29,22 @@ class Slot(Enum):
 
 
 class PeerSlots:
-    """Connection slots: ``total`` for anyone, at most ``per_peer`` for one address, and ``reserved_local`` more
-    that only ``local_address`` may take once the others are full."""
+    """Connection slots: ``total`` for anyone, at most ``per_peer`` for one address (but those inside ``unbounded``),
+    and ``reserved_local`` more that only ``local_address`` may take once the others are full."""
 
-    def __init__(self, total: int, per_peer: int, reserved_local: int, local_address: str) -> None:
+    def __init__(
+        self, total: int, per_peer: int, reserved_local: int, local_address: str, unbounded: tuple[Network, ...] = ()
+    ) -> None:
         self._total, self._per_peer, self._reserved = total, per_peer, reserved_local
         self._local = {local_address} if local_address not in ("0.0.0.0", "::", "") else {"127.0.0.1", "::1"}
+        self._unbounded = unbounded
         self._by_peer: Counter[str] = Counter()
         self._used = 0
         self._lock = threading.Lock()
 
     def take(self, peer: str) -> Slot:
         with self._lock:
-            if self._by_peer[peer] >= self._per_peer:
+            if self._by_peer[peer] >= self._per_peer and not self._is_unbounded(peer):
                 return Slot.PEER_FULL
             limit = self._total + (self._reserved if peer in self._local else 0)
             if self._used >= limit:
@@ -46,6 +52,13 @@ class PeerSlots:
             self._used += 1
             self._by_peer[peer] += 1
             return Slot.GRANTED
+
+    def _is_unbounded(self, peer: str) -> bool:
+        try:
+            address = ipaddress.ip_address(peer)
+        except ValueError:
+            return False
+        return any(address in network for network in self._unbounded)
 
     def give_back(self, peer: str) -> None:
         with self._lock:

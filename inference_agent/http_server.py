@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from inference_agent.http_limits import DeadlineReader, PeerSlots, Slot, body_budget_s
+from inference_agent.http_limits import DeadlineReader, Network, PeerSlots, Slot, body_budget_s
 
 # the largest request the serving API takes: 64 classify images of 3×64×64 floats as json.dumps writes them (about
 # 20 characters a value) are 64 × 12,288 × 20 = 15.7 MB; a text request is at most 64 KiB of prompt (384 KiB escaped)
@@ -55,6 +55,7 @@ class ConnectionLimits:
     max_connections_per_peer: int = 64
     reserved_local: int = 0
     max_body_bytes: int = MAX_BODY_BYTES
+    unbounded_peers: tuple[Network, ...] = ()  # not held to the per-peer bound: a trusted gateway is one address
 
 
 class BodyRefused(Exception):
@@ -248,7 +249,11 @@ class _BoundedServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], limits: ConnectionLimits):
         super().__init__(address, handler)
         self._slots = PeerSlots(
-            limits.max_connections, limits.max_connections_per_peer, limits.reserved_local, address[0]
+            limits.max_connections,
+            limits.max_connections_per_peer,
+            limits.reserved_local,
+            address[0],
+            limits.unbounded_peers,
         )
 
     def process_request(self, request: Any, client_address: Any) -> None:

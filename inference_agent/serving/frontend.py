@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 
 import httpx
@@ -115,9 +115,9 @@ class Frontend:
         self._tenants: dict[tuple[str, str], TenantState] = {}
         self._pruned_at = clock()
         self._admission_lock = threading.Lock()
-        self._server = Server(
-            host, port, _handler(self), name="serving-frontend", limits=connections or ConnectionLimits()
-        )
+        # a trusted gateway is one address carrying many callers: it is not held to the per-peer bound
+        bounds = replace(connections or ConnectionLimits(), unbounded_peers=self.gateway.networks)
+        self._server = Server(host, port, _handler(self), name="serving-frontend", limits=bounds)
 
     @property
     def port(self) -> int:

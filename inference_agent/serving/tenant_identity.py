@@ -20,9 +20,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from collector.control import key_digest
+from inference_agent.http_limits import Network
 from inference_agent.serving.admission import DEFAULT_TENANT
-
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 class UnknownKey(Exception):

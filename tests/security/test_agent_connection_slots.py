@@ -14,6 +14,8 @@ from prometheus_client import CollectorRegistry
 
 from inference_agent.endpoint import AgentEndpoint
 from inference_agent.http_server import ConnectionLimits, JsonHandler, Server
+from inference_agent.serving.frontend import Frontend
+from inference_agent.serving.tenant_identity import GatewayTrust
 
 
 class Echo(JsonHandler):
@@ -93,3 +95,31 @@ def test_the_liveness_probe_answers_while_remote_peers_hold_every_slot() -> None
         for conn in held:
             conn.close()
         endpoint.close()
+
+
+def answered_at_once(conn: socket.socket) -> bytes | None:
+    """What the server sent a fresh connection within 0.5 s (None: nothing, the connection is held)."""
+    conn.settimeout(0.5)
+    try:
+        return conn.recv(4096)
+    except TimeoutError:
+        return None
+
+
+def test_a_trusted_gateway_is_one_address_with_many_connections() -> None:
+    limits = ConnectionLimits(
+        max_connections=32, socket_timeout_s=30.0, head_timeout_s=30.0, max_connections_per_peer=4
+    )
+    gateway = GatewayTrust.parse("X-Tenant", ["127.0.0.2"])
+    frontend = Frontend(dict, gateway=gateway, connections=limits)
+    frontend.start()
+    from_gateway = [slow_socket(frontend.port, "127.0.0.2") for _ in range(8)]
+    from_client = [slow_socket(frontend.port, "127.0.0.3") for _ in range(5)]
+    try:
+        assert [answered_at_once(c) for c in from_gateway] == [None] * 8  # all 8 held: its callers are many
+        refused = [c for c in from_client if (answered_at_once(c) or b"").startswith(b"HTTP/1.1 503")]
+        assert len(refused) == 1  # any other address: 4 at most
+    finally:
+        for conn in from_gateway + from_client:
+            conn.close()
+        frontend.close()
