@@ -128,14 +128,16 @@ def test_an_otlp_histogram_of_many_buckets_is_refused_before_it_is_converted(cli
 
 
 def test_decodes_past_the_concurrency_bound_are_503_with_retry_after(
-    writer: Writer, services: AppServices, engine: Engine
+    writer: Writer, services: AppServices, engine: Engine, client: TestClient, auth: Auth
 ) -> None:
     slots = services.remote_decodes
+    body = write_request([(named("DCGM_FI_DEV_GPU_TEMP", **GPU), [(T0, 60.0)])])
     with ExitStack() as held:
         for _ in range(services.settings.remote_write_max_concurrent_decodes):
             held.enter_context(slots.slot())
-        status, text = writer([(named("DCGM_FI_DEV_GPU_TEMP", **GPU), [(T0, 60.0)])])
-    assert status == 503 and "remote_write_max_concurrent_decodes" in text
+        answer = client.post("/api/v1/write", content=body, headers={**auth("remote_write"), **REMOTE_WRITE_HEADERS})
+    assert answer.status_code == 503 and "remote_write_max_concurrent_decodes" in answer.text
+    assert 2 <= int(answer.headers["Retry-After"]) <= 6
     assert count(engine, remote_points) == 0
     assert writer([(named("DCGM_FI_DEV_GPU_TEMP", **GPU), [(T0, 60.0)])])[0] == 204  # the slots are back
 
