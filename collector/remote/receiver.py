@@ -128,15 +128,16 @@ class RemoteWriter:
         for chunk in range(0, len(names), 2000):
             query = select(n.id, n.source, n.remote_token_id).where(n.id.in_(names[chunk : chunk + 2000]))
             known.update({node: KnownNode(source, token) for node, source, token in conn.execute(query)})
-        seen_after = received_at - self._limits.idle_series_seconds
-        token_nodes = conn.scalar(
-            select(func.count()).where(n.remote_token_id == sender.token_id, n.last_seen >= seen_after)
-        )
+        token_nodes = 0  # counted only when a node is new: most requests name known nodes only
+        if len(known) < len(names):
+            seen_after = received_at - self._limits.idle_series_seconds
+            query = select(func.count()).where(n.remote_token_id == sender.token_id, n.last_seen >= seen_after)
+            token_nodes = int(conn.scalar(query) or 0)
         return admit(
             staged.series,
             sender,
             known,
-            token_nodes=int(token_nodes or 0),
+            token_nodes=token_nodes,
             max_nodes=self._limits.max_nodes_per_token,
             into=staged,
         )
