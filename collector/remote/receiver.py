@@ -131,8 +131,8 @@ class RemoteWriter:
         token_nodes = 0  # counted only when a node is new: most requests name known nodes only
         if len(known) < len(names):
             seen_after = received_at - self._limits.idle_series_seconds
-            query = select(func.count()).where(n.remote_token_id == sender.token_id, n.last_seen >= seen_after)
-            token_nodes = int(conn.scalar(query) or 0)
+            counted = select(func.count()).where(n.remote_token_id == sender.token_id, n.last_seen >= seen_after)
+            token_nodes = int(conn.scalar(counted) or 0)
         return admit(
             staged.series,
             sender,
