@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import socket
+import sys
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,6 +29,7 @@ from inference_agent.http_limits import DeadlineReader, Network, PeerSlots, Slot
 # the largest request the serving API takes: 64 classify images of 3×64×64 floats as json.dumps writes them (about
 # 20 characters a value) are 64 × 12,288 × 20 = 15.7 MB; a text request is at most 64 KiB of prompt (384 KiB escaped)
 MAX_BODY_BYTES = 16 * 1024 * 1024
+log = logging.getLogger(__name__)
 LISTEN_BACKLOG = 128  # socketserver's 5 makes a burst of 300 connects wait out SYN retries (1 s, 3 s, ...)
 
 
@@ -266,6 +269,11 @@ class _BoundedServer(ThreadingHTTPServer):
         except RuntimeError:  # no thread started (``can't start new thread``): its slot is free again
             self._slots.give_back(client_address[0])
             self.shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that reset or left is no error of ours (300 of them would bury the log); anything else is."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            log.exception("request from %s failed", client_address[0])
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:

@@ -6,10 +6,11 @@ for classify pools, ``GET /v1/models``. A request names its pool in ``model``, o
 they are endpoints. Its tenant is named by its key, ``Authorization: Bearer <tenant key>``, checked against the key
 digests of the control plane's desired state (``tenant_identity.py``: a trusted gateway may name it in a header
 instead; no key is the shared ``default`` tenant). Order of checks, first from the request's head, its body unread:
-a length over the cap → 413; an unknown or revoked key → 401; no room among the bodies being read now
-(``body_budget.py``) → 503; then from the body, bounded before it is decoded (``schema.parse_json``): a body without
-a valid ``model`` → 422; an unknown pool or model → 404; the rest of the body → 422; the tenant over its quota → 429
-with ``Retry-After``; the front end draining, no ready replica, or the pool's queue full or too slow → 503.
+a length over the cap (``TEXT_BODY_BYTES`` for text) → 413; an unknown or revoked key → 401; no room among the
+bodies being read now (``body_budget.py``) → 503; then from the body, bounded before it is decoded
+(``schema.parse_json``): a body without a valid ``model`` → 422; an unknown pool or model → 404; the rest of the body
+→ 422; the tenant over its quota → 429 with ``Retry-After``; the front end draining, no ready replica, or the pool's
+queue full or too slow → 503.
 Admitted requests go to the least-loaded ready replica (``dispatch.py``: in flight, plus its engine's own queue when
 ``waiting`` is given) over loopback; streams are relayed chunk by chunk, and a client that leaves closes the
 replica's stream, which aborts the generation. A replica that fails mid-stream (killed, reset) ends the client's
@@ -44,11 +45,14 @@ from inference_agent.serving.dispatch import Dispatcher, NoCapacity, Waiting, no
 from inference_agent.serving.model_routes import ROUTES, Routed, UnknownModel, model_list, route
 from inference_agent.serving.replica_handler import KV_SHARE_HEADER, PRIORITY_HEADER, QUEUED_HEADER
 from inference_agent.serving.routing import Endpoint, PoolRoutes
-from inference_agent.serving.schema import BadRequest, error_event, parse_json
+from inference_agent.serving.schema import MAX_PROMPT_BYTES, BadRequest, error_event, parse_json
 from inference_agent.serving.telemetry import ServingTelemetry
 from inference_agent.serving.tenant_identity import GatewayTrust, UnknownKey, identify
 
 log = logging.getLogger(__name__)
+# a text request's body: its prompt is at most 64 KiB, 384 KiB once escaped (\u00e9 is 6 bytes for 2), with room for
+# the sampling fields, tools and a response format; the rest of the serving cap is for classify's images
+TEXT_BODY_BYTES = 16 * MAX_PROMPT_BYTES
 PRUNE_EVERY_S = 10.0  # idle admission states are dropped this often: at 1,000 requests/s, one sweep per 10,000
 
 
@@ -245,10 +249,15 @@ def _handler(frontend: Frontend) -> type[JsonHandler]:
                 self.answer_json(404, {"detail": f"not found: {path}"})
 
         def before_body(self, path: str, length: int) -> bool:
-            """The key first (401 unread), then the body's room among those being read (503 unread)."""
+            """From the head alone, the body unread: a text body over its cap (413), the key (401), then the body's
+            room among those being read (503)."""
             self._lease: BodyLease | None = None
             if path not in ROUTES:
                 self.answer_json(404, {"detail": f"not found: {path}; try one of {sorted(ROUTES)}"}, close=True)
+                return False
+            if ROUTES[path] == "text" and length > TEXT_BODY_BYTES:
+                detail = f"a request body to {path} is at most {TEXT_BODY_BYTES} bytes; this one is {length}"
+                self._refuse(Refusal(413, detail), "-", close=True)
                 return False
             try:
                 self._tenant_name = self._tenant()

@@ -5,6 +5,7 @@ each attacker connects from its own loopback address (127.0.0.2, ...), as a remo
 from __future__ import annotations
 
 import socket
+import struct
 import time
 from collections.abc import Iterator
 
@@ -123,3 +124,14 @@ def test_a_trusted_gateway_is_one_address_with_many_connections() -> None:
         for conn in from_gateway + from_client:
             conn.close()
         frontend.close()
+
+
+def test_a_client_that_resets_leaves_no_traceback(echo: Server, capfd: pytest.CaptureFixture[str]) -> None:
+    """300 resets would be 300 tracebacks on the agent's stderr: the log an operator reads drowned by a client."""
+    for _ in range(5):
+        conn = socket.create_connection(("127.0.0.1", echo.port), timeout=5)
+        conn.sendall(b"GET / HTTP/1.1\r\n")
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.close()  # a reset, not a close
+    assert get_from("127.0.0.3", f"http://127.0.0.1:{echo.port}/").status_code == 200
+    assert "Traceback" not in capfd.readouterr().err

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from inference_agent.http_server import Server
 from inference_agent.serving.fake_engine import FakeTextEngine
-from inference_agent.serving.frontend import Frontend
+from inference_agent.serving.frontend import TEXT_BODY_BYTES, Frontend
 from inference_agent.serving.replica_app import ReplicaApp
 from inference_agent.serving.replica_handler import handler_for
 from inference_agent.serving.routing import Endpoint, PoolRoutes
@@ -44,12 +44,14 @@ def frontend() -> Iterator[Frontend]:
     engine.stop()
 
 
-def exchange(port: int, body: bytes = b"", *, length: int | None = None, headers: str = "") -> bytes:
+def exchange(
+    port: int, body: bytes = b"", *, length: int | None = None, headers: str = "", path: str = "/v1/completions"
+) -> bytes:
     """Send a request's head announcing ``length`` (else the body's) and ``body`` on a raw socket (no client-side
     copies for tracemalloc to count), and read the answer until the server closes or its length has come."""
     announced = len(body) if length is None else length
     with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
-        head = f"POST /v1/completions HTTP/1.1\r\nHost: a\r\nContent-Length: {announced}\r\n{headers}\r\n"
+        head = f"POST {path} HTTP/1.1\r\nHost: a\r\nContent-Length: {announced}\r\n{headers}\r\n"
         conn.sendall(head.encode())
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # refused unread: the answer waits
             conn.sendall(body)
@@ -75,7 +77,8 @@ def post(frontend: Frontend, body: bytes, path: str = "/v1/completions") -> http
 
 
 def test_an_unknown_key_is_refused_before_its_60_mb_body_is_read(frontend: Frontend) -> None:
-    answer = exchange(frontend.port, length=15 * MIB, headers="Authorization: Bearer fp_tenant_nobody\r\n")
+    bad_key = "Authorization: Bearer fp_tenant_nobody\r\n"
+    answer = exchange(frontend.port, length=15 * MIB, headers=bad_key, path="/v1/classify")
     assert answer.startswith(b"HTTP/1.1 401"), answer  # used to wait for the 15 MB, then parse them
     assert b"unknown or revoked tenant key" in answer
 
@@ -86,18 +89,25 @@ def test_a_body_announced_over_the_cap_is_refused_413_naming_it(frontend: Fronte
     assert str(16 * MIB).encode() in answer
 
 
+def test_a_text_body_is_capped_at_what_a_text_request_can_hold(frontend: Frontend) -> None:
+    """A completion's prompt is at most 64 KiB (384 KiB escaped): a 15 MB one is padding, refused unread."""
+    answer = exchange(frontend.port, length=15 * MIB)
+    assert answer.startswith(b"HTTP/1.1 413"), answer  # used to be read, decoded and forwarded: a 16 MiB cap
+    assert str(TEXT_BODY_BYTES).encode() in answer and b"/v1/completions" in answer
+
+
 @pytest.mark.parametrize(
     ("body", "bound"),
     [
         (b'{"model": "p", "prompt": ' + b"[" * 100 + b"]" * 100 + b"}", f"deeper than {MAX_JSON_DEPTH}"),
         (b'{"model": "p", "prompt": ' + b"[" * 5000 + b"]" * 5000 + b"}", f"deeper than {MAX_JSON_DEPTH}"),
-        (b'{"model": "p", "prompt": "x", "junk": [' + b"0," * 2_000_000 + b"0]}", f"{MAX_JSON_VALUES} values"),
-        (b'{"model": "p", "prompt": "x", "junk": [' + b"[]," * 100_000 + b"[]]}", f"{MAX_JSON_CONTAINERS} arrays"),
+        (b'{"model": "p", "inputs": [' + b"0," * 2_000_000 + b"0]}", f"{MAX_JSON_VALUES} values"),
+        (b'{"model": "p", "inputs": [' + b"[]," * 100_000 + b"[]]}", f"{MAX_JSON_CONTAINERS} arrays"),
     ],
 )
 def test_json_past_its_depth_or_size_is_refused_naming_the_bound(frontend: Frontend, body: bytes, bound: str) -> None:
-    answer = post(frontend, body)
-    assert answer.status_code == 422, answer.text  # a 4 MB list of zeros used to be decoded whole, then served
+    answer = post(frontend, body, "/v1/classify" if len(body) > TEXT_BODY_BYTES else "/v1/completions")
+    assert answer.status_code == 422, answer.text  # a 4 MB list of zeros used to be decoded whole first
     assert bound in answer.text
 
 
@@ -119,12 +129,12 @@ def concurrently(n: int, send: Callable[[], object]) -> None:
 
 
 def test_many_large_keyless_bodies_at_once_hold_a_bounded_memory(frontend: Frontend) -> None:
-    many_values = b'{"model": "p", "prompt": "x", "junk": [' + b"0.5," * (2 * MIB) + b"0]}"  # 8 MiB of numbers
+    many_values = b'{"model": "p", "inputs": [' + b"0.5," * (2 * MIB) + b"0]}"  # 8 MiB of numbers
     codes: list[int] = []
     tracemalloc.start()
     try:
         concurrently(16, lambda: codes.append(int(exchange(frontend.port, length=60 * MIB)[9:12])))
-        concurrently(12, lambda: codes.append(int(exchange(frontend.port, many_values)[9:12])))
+        concurrently(12, lambda: codes.append(int(exchange(frontend.port, many_values, path="/v1/classify")[9:12])))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
