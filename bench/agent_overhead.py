@@ -25,12 +25,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 from prometheus_client import CollectorRegistry
-from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine, and_, func, select
 
+from bench.agent_snapshot import Snapshot, cpu_share, snapshot
 from collector.aggregate import percentile
 from collector.database import make_engine
 from collector.tables import samples
@@ -147,45 +146,6 @@ def running_agents(agents: list[AgentProcess]) -> Iterator[list[AgentProcess]]:
             agent.stop()
 
 
-@dataclass(frozen=True)
-class Snapshot:
-    """One agent at one moment: its CPU seconds so far, clocks around the ``/metrics`` scrape, and what it said.
-
-    A tick between ``wall_before_s`` and ``wall_after_s`` may or may not be in the scrape, so a window starts at the
-    first snapshot's ``wall_after_s`` and ends at the last one's ``wall_before_s``: its samples and ticks then agree.
-    """
-
-    cpu_s: float
-    monotonic_s: float
-    wall_before_s: float
-    wall_after_s: float
-    metrics: dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-    def value(self, name: str, **labels: str) -> float:
-        return self.metrics.get((name, tuple(sorted(labels.items()))), math.nan)
-
-
-def cpu_seconds(process: psutil.Process) -> float:
-    """User + system CPU seconds of the process and of any children it has waited for."""
-    times = process.cpu_times()
-    return float(times.user + times.system + times.children_user + times.children_system)
-
-
-def snapshot(agent: AgentProcess) -> Snapshot:
-    assert agent.process is not None
-    if agent.process.poll() is not None:
-        raise RuntimeError(f"agent {agent.node_id} died:\n{agent.log_tail()}")
-    cpu, mono, wall = cpu_seconds(psutil.Process(agent.process.pid)), time.monotonic(), time.time()
-    text = httpx.get(f"{agent.metrics_url}/metrics", timeout=5.0).text
-    wall_after = time.time()
-    metrics = {
-        (s.name, tuple(sorted(s.labels.items()))): float(s.value)
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-    return Snapshot(cpu, mono, wall, wall_after, metrics)
-
-
 def window_jitter_p99_le_ms(before: Snapshot, after: Snapshot) -> float:
     """Upper bucket bound (ms) holding the window's p99 tick lateness, from the jitter histogram's bucket deltas."""
     name = "fleetpilot_agent_tick_jitter_seconds"
@@ -227,7 +187,7 @@ def agent_figures(before: Snapshot, after: Snapshot, rss_bytes: int, stored: Sto
     tick_s = after.value(f"{duration}_sum") - before.value(f"{duration}_sum")
     tick_n = after.value(f"{duration}_count") - before.value(f"{duration}_count")
     return {
-        "cpu_percent_of_one_core": round((after.cpu_s - before.cpu_s) / wall * 100.0, 3),
+        "cpu_percent_of_one_core": round(cpu_share(before, after) * 100.0, 3),
         "rss_mb": round(rss_bytes / 2**20, 1),
         "tick_jitter_p99_ms": round(after.value(JITTER_P99_GAUGE) * 1000.0, 3),
         "tick_jitter_p99_ms_window_bucket_le": window_jitter_p99_le_ms(before, after),
