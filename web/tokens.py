@@ -26,8 +26,11 @@ from sqlalchemy.exc import SQLAlchemyError
 from collector.database import insert_for
 from collector.tables import job_state
 from web.tables import api_tokens
+from web.verdict_cache import VerdictCache
 
 REVOCATION_CHECK_SECONDS = 1.0  # how often a store asks whether the token table changed
+MAX_CACHED_KNOWN = 50_000  # token verdicts kept: every agent of a 10,000-node fleet and the API's callers, 5x over
+MAX_CACHED_UNKNOWN = 1_000  # refusals kept apart (the failure limiter bounds what one address may try)
 CHANGES_NAME = "api_tokens"  # the job_state row counting the token table's changes
 
 
@@ -82,7 +85,10 @@ class TokenStore:
     def __init__(self, engine: Engine, *, cache_seconds: float = 300.0) -> None:
         self._engine = engine
         self._cache_seconds = cache_seconds
-        self._cache: dict[str, tuple[TokenInfo | None, float]] = {}
+        # known tokens and refusals apart, each least recently used first: a flood of unknown tokens (10,400 in the
+        # review's test) costs only other refusals, never the verdicts of the fleet's agents
+        self._known: VerdictCache[TokenInfo] = VerdictCache(MAX_CACHED_KNOWN)
+        self._unknown: VerdictCache[bool] = VerdictCache(MAX_CACHED_UNKNOWN)
         self._lock = threading.Lock()
         self._changes: float | None = None  # the counter as last read
         self._check_due = float("-inf")  # when to read it next
@@ -129,25 +135,24 @@ class TokenStore:
 
     def is_cached(self, clear: str, *, now: float) -> bool:
         """Whether :meth:`verify` would answer from the cache, without reading the database."""
-        with self._lock:
-            cached = self._cache.get(digest(clear))
-            return cached is not None and cached[1] > now and now < self._check_due
+        key = digest(clear)
+        cached = self._known.get(key, now=now) is not None or self._unknown.get(key, now=now) is not None
+        return cached and now < self._check_due
 
     def verify(self, clear: str, *, now: float) -> TokenInfo | None:
         key = digest(clear)
         if now >= self._check_due:
             self._check_changes(now)
-        with self._lock:
-            cached = self._cache.get(key)
-        if cached is not None and cached[1] > now:
-            return cached[0]
+        known = self._known.get(key, now=now)
+        if known is not None or self._unknown.get(key, now=now) is not None:
+            return known
         with self._engine.connect() as conn:
             row = conn.execute(select(api_tokens).where(api_tokens.c.token_hash == key)).first()
-        info = _info(row) if row is not None else None
-        with self._lock:
-            if len(self._cache) > 10_000:
-                self._cache.clear()
-            self._cache[key] = (info, now + self._cache_seconds)
+        if row is None:
+            self._unknown.put(key, True, until=now + self._cache_seconds)
+            return None
+        info = _info(row)
+        self._known.put(key, info, until=now + self._cache_seconds)
         return info
 
     def get(self, token_id: str) -> TokenInfo | None:
@@ -187,9 +192,13 @@ class TokenStore:
 
     def forget_cached(self) -> None:
         """Drop every cached lookup: a token deleted through another store object stops working here at once."""
+        self._forget_verdicts()
         with self._lock:
-            self._cache.clear()
             self._agent_nodes = None
+
+    def _forget_verdicts(self) -> None:
+        self._known.clear()
+        self._unknown.clear()
 
     def _changed(self, conn: Connection) -> None:
         conn.execute(self._count_change, [{"name": CHANGES_NAME, "watermark": 1.0}])
@@ -204,7 +213,7 @@ class TokenStore:
             return
         with self._lock:
             if changes != self._changes:
-                self._cache.clear()
+                self._forget_verdicts()
                 self._agent_nodes = None
                 self._changes = changes
             self._check_due = now + REVOCATION_CHECK_SECONDS

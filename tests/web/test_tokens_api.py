@@ -103,3 +103,18 @@ def test_a_token_created_elsewhere_works_here_within_the_check(engine: Engine, c
     assert store.verify(secret, now=clock()) is None
     info, _ = TokenStore(engine).create(Role.VIEWER, now=clock(), secret=secret)
     assert store.verify(secret, now=clock() + REVOCATION_CHECK_SECONDS) == info
+
+
+def test_unknown_tokens_cannot_evict_the_verdicts_of_known_ones(engine: Engine, clock: FakeClock) -> None:
+    """A flood of unknown tokens (issue 35: 10,400 junk tokens flushed the verdict cache) costs only other unknown
+    verdicts: the known token is still answered from the cache, the row removed behind the store's back proving no
+    second lookup happened."""
+    store = TokenStore(engine, cache_seconds=300)
+    info, clear = store.create(Role.AGENT, now=clock(), node_id="node-a")
+    assert store.verify(clear, now=clock()) == info
+    with engine.begin() as conn:
+        conn.execute(delete(api_tokens))
+    for n in range(10_400):
+        assert store.verify(f"fp_junk{n:05d}_" + "j" * 40, now=clock()) is None
+    assert store.is_cached(clear, now=clock() + 0.5)
+    assert store.verify(clear, now=clock() + 0.5) == info
