@@ -33,6 +33,7 @@ from fleetpilot.launch import AgentProcess, ServerProcess, free_port
 from fleetpilot.trace_load import TraceRequest
 from inference_agent.engine.config import ModelConfig
 from inference_agent.engine.engine import ContinuousBatchingEngine, EngineConfig
+from inference_agent.serving.replica_key import REPLICA_KEY_ENV
 
 # The built-in replica as a node declares it: the torch engine a replica builds by default, generating exactly
 # max_tokens as the engine part does.
@@ -117,14 +118,17 @@ def hop_added_ms(agent: AgentProcess, key: str, requests: int = 30) -> tuple[flo
     (replica,) = [c for c in psutil.Process(agent.process.pid).children() if "serving.replica" in " ".join(c.cmdline())]
     argv = replica.cmdline()
     direct_url = f"http://127.0.0.1:{argv[argv.index('--port') + 1]}"
+    replica_key = replica.environ()[REPLICA_KEY_ENV]  # the replica answers only who holds its key: the front end
     medians = []
-    with httpx.Client(timeout=30, headers={"Authorization": f"Bearer {key}"}) as client:
-        for url, model in ((direct_url, POOL["model"]), (agent.serve_url, POOL["name"])):
+    with httpx.Client(timeout=30) as client:
+        for url, model, holds in ((direct_url, POOL["model"], replica_key), (agent.serve_url, POOL["name"], key)):
             took = []
             for _ in range(requests):
                 started = time.perf_counter()
                 body = {"model": model, "prompt": "hello", "max_tokens": 1, "stream": True}
-                with client.stream("POST", f"{url}/v1/completions", json=body) as answer:
+                auth = {"Authorization": f"Bearer {holds}"}
+                with client.stream("POST", f"{url}/v1/completions", json=body, headers=auth) as answer:
+                    answer.raise_for_status()
                     for _line in answer.iter_lines():
                         pass
                 took.append(time.perf_counter() - started)
