@@ -104,6 +104,7 @@ class JsonHandler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        self.rfile.close()  # the stock reader: this one bounds a request's whole reading, not each recv
         self._reader = DeadlineReader(self.connection, self.timeout)
         self.rfile = io.BufferedReader(self._reader)
 
