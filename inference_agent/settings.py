@@ -104,15 +104,15 @@ class AgentSettings(BaseSettings):
     serve_queue_limit: int = Field(256, ge=0)
     serve_queue_timeout_seconds: float = Field(30.0, gt=0)
     # the serving API's largest request body (16 MiB: 64 classify images of 3×64×64 floats as JSON are 15.7 MB; a
-    # text request is at most a 64 KiB prompt), and the bodies it reads and decodes at once, all together (64 MiB:
-    # four of the largest; past it a request is answered 503 unread)
+    # text request's body is held to 1 MiB, 16× its 64 KiB prompt), and the bodies it reads and decodes at once, all
+    # together (64 MiB: four of the largest; past it a request is answered 503 unread)
     serve_max_body_bytes: int = Field(16 * 1024 * 1024, ge=64 * 1024, le=256 * 1024 * 1024)
     serve_max_body_bytes_in_flight: int = Field(64 * 1024 * 1024, ge=64 * 1024)
     # replicas this node runs at most, whatever a desired state asks (the rest is refused and logged)
     max_replicas: int = Field(64, ge=1, le=4096)
-    # the agent's HTTP servers: connections served at once (past it, refused), from one address at most (raise it
-    # to http_max_connections behind a gateway that is one address), a socket's idle timeout, and how long a
-    # request's whole head may take to arrive (a byte every 20 s is cut after this, not after 30 s a byte)
+    # the agent's HTTP servers: connections served at once (past it, refused), from one address at most (the serving
+    # port's trusted gateways excepted), a socket's idle timeout, and how long a request's whole head may take to
+    # arrive (a byte every 20 s is cut after this, not after 30 s a byte)
     http_max_connections: int = Field(256, ge=1)
     http_max_connections_per_peer: int = Field(64, ge=1)
     http_socket_timeout_seconds: float = Field(30.0, gt=0)
