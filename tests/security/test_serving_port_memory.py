@@ -76,7 +76,7 @@ def post(frontend: Frontend, body: bytes, path: str = "/v1/completions") -> http
     return httpx.post(f"http://127.0.0.1:{frontend.port}{path}", content=body, timeout=30.0)
 
 
-def test_an_unknown_key_is_refused_before_its_60_mb_body_is_read(frontend: Frontend) -> None:
+def test_an_unknown_key_is_refused_before_its_15_mb_body_is_read(frontend: Frontend) -> None:
     bad_key = "Authorization: Bearer fp_tenant_nobody\r\n"
     answer = exchange(frontend.port, length=15 * MIB, headers=bad_key, path="/v1/classify")
     assert answer.startswith(b"HTTP/1.1 401"), answer  # used to wait for the 15 MB, then parse them
