@@ -16,13 +16,9 @@ import pytest
 from sqlalchemy import Engine
 
 from autoscaler.keda.externalscaler_pb2_grpc import ExternalScalerStub
-from autoscaler.keda.scaler import KedaScaler, KedaServer
-from fleet.pools import PoolStore
-from fleet.scaling_events import EventStore
 from fleetpilot.server import keda_scaler
 from fleetpilot.settings import ServerSettings
-from predictor.store import ForecastStore
-from tests.autoscaler.test_keda_scaler import STALE_AFTER_S, fleet_reader, metric_value, pool, ref, report
+from tests.autoscaler.test_keda_scaler import metric_value, pool, ref, report, served_stub
 from tests.support.certs import KeyPair, Pki, make_pki
 from tests.support.clock import FakeClock
 from web.services import AppServices
@@ -30,22 +26,8 @@ from web.services import AppServices
 
 @pytest.fixture
 def stub(engine: Engine, clock: FakeClock) -> Iterator[ExternalScalerStub]:
-    """The scaler served with its defaults (the stream cap, the workers), as the server serves it."""
-    scaler = KedaScaler(
-        pools=PoolStore(engine),
-        fleet=fleet_reader(engine),
-        forecasts=ForecastStore(engine),
-        events=EventStore(engine),
-        forecast_stale_after_seconds=STALE_AFTER_S,
-        poll_seconds=0.05,
-        clock=clock,
-    )
-    server = KedaServer(scaler, "127.0.0.1", 0)
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-            yield ExternalScalerStub(channel)  # type: ignore[no-untyped-call]
-    finally:
-        server.stop(grace_seconds=1.0)
+    with served_stub(engine, clock) as served:
+        yield served
 
 
 def test_held_streams_leave_get_metrics_a_worker(engine: Engine, clock: FakeClock, stub: ExternalScalerStub) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import grpc
@@ -36,8 +37,9 @@ def fleet_reader(engine: Engine) -> FleetReader:
     return FleetReader(engine, node_down_after_seconds=3.0, cpu_replicas_per_node=8)
 
 
-@pytest.fixture
-def stub(engine: Engine, clock: FakeClock) -> Iterator[ExternalScalerStub]:
+@contextmanager
+def served_stub(engine: Engine, clock: FakeClock) -> Iterator[ExternalScalerStub]:
+    """The scaler served with its defaults (the stream cap, the workers), as the server serves it, and a client."""
     scaler = KedaScaler(
         pools=PoolStore(engine),
         fleet=fleet_reader(engine),
@@ -53,6 +55,12 @@ def stub(engine: Engine, clock: FakeClock) -> Iterator[ExternalScalerStub]:
             yield ExternalScalerStub(channel)  # type: ignore[no-untyped-call]
     finally:
         server.stop(grace_seconds=1.0)
+
+
+@pytest.fixture
+def stub(engine: Engine, clock: FakeClock) -> Iterator[ExternalScalerStub]:
+    with served_stub(engine, clock) as served:
+        yield served
 
 
 def pool(engine: Engine, clock: FakeClock, name: str = "chat", **changes: Any) -> None:
