@@ -81,7 +81,7 @@ if ! "$PYTHON" -c "$STACK; import fleetpilot.cli, inference_agent.daemon"; then
     say "the project does not import with $PYTHON: nothing can run"
     exit 2
 fi
-# a replica starts with no PYTHONPATH: inference_agent/serving/launcher.py passes only what an engine needs
+# a replica gets only the variables inference_agent/serving/launcher.py passes: check it imports with the bare minimum
 if ! env -i PATH="$PATH" HOME="${HOME:-/tmp}" "$PYTHON" -c 'import inference_agent.serving.replica_app'; then
     say "a replica does not import with $PYTHON in a replica's environment: the steps that start replicas will fail"
 fi

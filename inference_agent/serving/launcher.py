@@ -4,7 +4,7 @@ A built-in replica runs ``python -m inference_agent.serving.replica``; an engine
 the node's config declares, rendered for it (``LaunchSpec.command``). Each runs in its own session (a Ctrl-C at the
 terminal reaches the agent, which drains the replicas in order, not the replicas directly), with its output in
 ``LOG_DIR/ID.log``, and with an explicit environment (``replica_environment_of``): what an engine needs from the
-agent's (``PATH``, ``HOME``, locale, CUDA, NVIDIA and Hugging Face variables), then the replica's own (its quota, its
+agent's (``PATH``, ``PYTHONPATH``, ``HOME``, locale, CUDA, NVIDIA and Hugging Face variables), then the replica's own (its quota, its
 GPUs, its key, the profile's declared ``env``) — never the agent's token, its token file or anything else.
 """
 
@@ -21,7 +21,11 @@ from typing import Protocol
 
 from inference_agent.http_server import ConnectionLimits
 
-PASSED_ENV = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "LD_LIBRARY_PATH"})
+# PYTHONPATH too: a built-in replica (and a `{python}` profile) runs the agent's own interpreter and code, and must
+# import what the agent imports (an agent installed with `pip install --target` and PYTHONPATH); it holds no secret
+PASSED_ENV = frozenset(
+    {"PATH", "PYTHONPATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "LD_LIBRARY_PATH"}
+)
 PASSED_ENV_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "HF_")  # locale; the CUDA/MPS pipes and devices; model caches
 
 
