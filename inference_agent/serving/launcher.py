@@ -4,8 +4,9 @@ A built-in replica runs ``python -m inference_agent.serving.replica``; an engine
 the node's config declares, rendered for it (``LaunchSpec.command``). Each runs in its own session (a Ctrl-C at the
 terminal reaches the agent, which drains the replicas in order, not the replicas directly), with its output in
 ``LOG_DIR/ID.log``, and with an explicit environment (``replica_environment_of``): what an engine needs from the
-agent's (``PATH``, ``PYTHONPATH``, ``HOME``, locale, CUDA, NVIDIA and Hugging Face variables), then the replica's own (its quota, its
-GPUs, its key, the profile's declared ``env``) — never the agent's token, its token file or anything else.
+agent's (``PATH``, ``PYTHONPATH``, ``HOME``, locale, CUDA, NVIDIA and Hugging Face variables), then the replica's own
+(its quota, its GPUs, its key, the profile's declared ``env``) — never the agent's token, its token file or anything
+else.
 """
 
 from __future__ import annotations
