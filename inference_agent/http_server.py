@@ -55,7 +55,7 @@ class ConnectionLimits:
     max_connections: int = 256
     socket_timeout_s: float = 30.0
     head_timeout_s: float = 10.0
-    max_connections_per_peer: int = 64
+    max_connections_per_peer: int = 192  # 3/4: a load balancer or one busy client is one address; 64 stay for others
     reserved_local: int = 0
     max_body_bytes: int = MAX_BODY_BYTES
     unbounded_peers: tuple[Network, ...] = ()  # not held to the per-peer bound: a trusted gateway is one address

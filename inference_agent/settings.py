@@ -114,7 +114,7 @@ class AgentSettings(BaseSettings):
     # port's trusted gateways excepted), a socket's idle timeout, and how long a request's whole head may take to
     # arrive (a byte every 20 s is cut after this, not after 30 s a byte)
     http_max_connections: int = Field(256, ge=1)
-    http_max_connections_per_peer: int = Field(64, ge=1)
+    http_max_connections_per_peer: int = Field(192, ge=1)
     http_socket_timeout_seconds: float = Field(30.0, gt=0)
     http_head_timeout_seconds: float = Field(10.0, gt=0)
     # Tenants present `Authorization: Bearer <tenant key>`, checked against the key hashes in the desired state.

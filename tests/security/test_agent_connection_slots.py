@@ -4,6 +4,7 @@ each attacker connects from its own loopback address (127.0.0.2, ...), as a remo
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import time
@@ -135,3 +136,26 @@ def test_a_client_that_resets_leaves_no_traceback(echo: Server, capfd: pytest.Ca
         conn.close()  # a reset, not a close
     assert get_from("127.0.0.3", f"http://127.0.0.1:{echo.port}/").status_code == 200
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_by_default_one_busy_address_keeps_most_slots_and_others_keep_some() -> None:
+    """A load balancer, or one client with many requests queued at the front end (bench.workload's replay held over
+    64), is one address: by default it may hold 192 of the 256 slots, and 64 stay for everyone else."""
+    server = Server("127.0.0.1", 0, Echo, "slots", poll_interval_s=0.05, limits=ConnectionLimits())
+    server.start()
+    held = [slow_socket(server.port, "127.0.0.2") for _ in range(200)]
+    try:
+        time.sleep(0.3)
+        others = [get_from("127.0.0.3", f"http://127.0.0.1:{server.port}/").status_code for _ in range(3)]
+        assert others == [200, 200, 200]
+        for conn in held:
+            conn.settimeout(0.05)
+        refused = 0
+        for conn in held:
+            with contextlib.suppress(TimeoutError):
+                refused += conn.recv(4096).startswith(b"HTTP/1.1 503")
+        assert refused == 200 - 192  # the first 192 are held open, waiting for their heads
+    finally:
+        for conn in held:
+            conn.close()
+        server.close()
