@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import tracemalloc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import replace
 
@@ -26,11 +26,10 @@ from collector.tables import NO_POOL, nodes, samples, series_latest
 from fleetpilot.server import build_services
 from fleetpilot.settings import ServerSettings
 from tests.support.clock import FakeClock
-from tests.support.remote_write import REMOTE_WRITE_HEADERS, Series, named, write_request
+from tests.support.remote_write import REMOTE_WRITE_HEADERS, Writer, named, write_request, writer_for
 from web.services import AppServices
 
 Auth = Callable[..., dict[str, str]]
-Writer = Callable[[Sequence[Series]], tuple[int, str]]
 T0 = FakeClock().now - 60
 GPU = {"gpu": "0", "Hostname": "gpu-1", "job": "dcgm"}
 VLLM = {"model_name": "llama-8b", "engine": "0", "instance": "10.0.0.1:8000", "node": "gpu-1", "job": "vllm"}
@@ -38,13 +37,7 @@ VLLM = {"model_name": "llama-8b", "engine": "0", "instance": "10.0.0.1:8000", "n
 
 @pytest.fixture
 def writer(client: TestClient, auth: Auth) -> Writer:
-    headers = {**auth("remote_write"), **REMOTE_WRITE_HEADERS}
-
-    def send(series: Sequence[Series]) -> tuple[int, str]:
-        answer = client.post("/api/v1/write", content=write_request(series), headers=headers)
-        return answer.status_code, answer.text
-
-    return send
+    return writer_for(client, auth("remote_write"))
 
 
 def count(engine: Engine, table: object) -> int:

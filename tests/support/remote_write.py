@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import cramjam
+from fastapi.testclient import TestClient
 
 from collector.remote.prompb.remote_pb2 import WriteRequest
 
@@ -15,6 +16,7 @@ REMOTE_WRITE_HEADERS = {
 }
 
 Series = tuple[Mapping[str, str], Sequence[tuple[float, float]]]  # labels (with __name__), (Unix seconds, value)
+Writer = Callable[[Sequence[Series]], tuple[int, str]]
 
 
 def write_request(series: Iterable[Series]) -> bytes:
@@ -32,3 +34,14 @@ def write_request(series: Iterable[Series]) -> bytes:
 def named(name: str, **labels: str) -> dict[str, str]:
     """Labels of a series: ``named("DCGM_FI_DEV_GPU_UTIL", gpu="0", Hostname="gpu-1")``."""
     return {"__name__": name, **labels}
+
+
+def writer_for(client: TestClient, token_headers: Mapping[str, str]) -> Writer:
+    """``send(series) -> (status, text)``: each call one remote-write POST through ``client`` with that token."""
+    headers = {**token_headers, **REMOTE_WRITE_HEADERS}
+
+    def send(series: Sequence[Series]) -> tuple[int, str]:
+        answer = client.post("/api/v1/write", content=write_request(series), headers=headers)
+        return answer.status_code, answer.text
+
+    return send

@@ -23,11 +23,10 @@ from collector.remote.write_request_v2 import CONTENT_TYPE as WRITE_V2_CONTENT_T
 from collector.tables import samples
 from tests.conftest import gpu_sample
 from tests.support.clock import FakeClock
-from tests.support.remote_write import REMOTE_WRITE_HEADERS, Series, named, write_request
+from tests.support.remote_write import REMOTE_WRITE_HEADERS, Series, Writer, named, write_request, writer_for
 from web.services import AppServices
 
 Auth = Callable[..., dict[str, str]]
-Writer = Callable[[Sequence[Series]], tuple[int, str]]
 T0 = FakeClock().now - 60
 GPU = {"gpu": "0", "Hostname": "gpu-1", "UUID": "GPU-5fd4", "modelName": "NVIDIA H100 80GB HBM3", "job": "dcgm"}
 VLLM = {"model_name": "llama-8b", "engine": "0", "instance": "10.0.0.1:8000", "node": "gpu-1", "job": "vllm"}
@@ -36,13 +35,7 @@ BOUNDS = ("0.5", "1.0", "2.5", "+Inf")
 
 @pytest.fixture
 def writer(client: TestClient, auth: Auth) -> Writer:
-    headers = {**auth("remote_write"), **REMOTE_WRITE_HEADERS}
-
-    def send(series: Sequence[Series]) -> tuple[int, str]:
-        answer = client.post("/api/v1/write", content=write_request(series), headers=headers)
-        return answer.status_code, answer.text
-
-    return send
+    return writer_for(client, auth("remote_write"))
 
 
 def stored(engine: Engine, *columns: str) -> list[tuple[object, ...]]:
