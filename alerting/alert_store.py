@@ -17,7 +17,7 @@ from sqlalchemy import Engine, RowMapping, bindparam, delete, insert, select, up
 from alerting.lifecycle import Alert, AlertStatus
 from alerting.silences import Matcher, Silence
 from alerting.tables import alerts, notifications, silences
-from collector.errors import FieldError
+from wire.errors import FieldError
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from alerting.rules import Aggregate, GroupBy, Rule, RuleKind
 from collector.aggregate import Stat
-from collector.catalog import BY_NAME, Scope
 from collector.exposition import exposition_name
+from wire.catalog import BY_NAME, Scope
 
 GROUP_NAME = "fleetpilot"
 OVER_TIME = {Stat.MEAN: "avg_over_time", Stat.MIN: "min_over_time", Stat.MAX: "max_over_time"}

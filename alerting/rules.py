@@ -29,8 +29,8 @@ from typing import Any
 
 from alerting.signals import SIGNALS
 from collector.aggregate import Stat
-from collector.catalog import METRIC_NAMES
-from collector.errors import FieldError
+from wire.catalog import METRIC_NAMES
+from wire.errors import FieldError
 
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 RESERVED_LABELS = frozenset({"alertname", "severity", "rule_id", "node", "gpu", "pool", "tenant", "subject"})

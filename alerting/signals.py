@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from collector.catalog import METRIC_NAMES
+from wire.catalog import METRIC_NAMES
 
 # The agent's extras worth alerting on (inference_agent/probes: host.py, nvml.py, engines.py, builtin.py).
 EXTRA_SIGNALS: tuple[str, ...] = (

@@ -18,7 +18,7 @@ from functools import lru_cache
 import re2  # type: ignore[import-untyped]
 
 from alerting.rules import LABEL_NAME
-from collector.errors import FieldError
+from wire.errors import FieldError
 
 # RE2 would print its parse errors to stderr; the refusal below carries them instead.
 _RE2_OPTIONS = re2.Options()

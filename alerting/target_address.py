@@ -20,7 +20,7 @@ from typing import Protocol
 import httpcore
 import httpx
 
-from collector.errors import FieldError
+from wire.errors import FieldError
 
 IPAddress = IPv4Address | IPv6Address
 Network = IPv4Network | IPv6Network

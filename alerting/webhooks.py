@@ -21,7 +21,7 @@ from sqlalchemy import Engine, RowMapping, delete, insert, select, update
 
 from alerting.tables import notifications, webhooks
 from alerting.target_address import AddressPolicy, AddressRefused
-from collector.errors import FieldError
+from wire.errors import FieldError
 
 MIN_SECRET_LENGTH = 16
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 from prometheus_client import Counter
 
-from collector.control import DesiredRefusal
 from fleet.pools import Mode, Pool
 from fleet.scaling_events import EventStore, ReasonCode, ScalingEvent
 from fleet.view import FleetView
+from wire.control import DesiredRefusal
 
 
 @dataclass

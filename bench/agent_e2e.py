@@ -48,13 +48,13 @@ import httpx
 from bench.agent_snapshot import Snapshot, cpu_share, replicas_cpu_share, snapshot
 from bench.isolation import wait_for_replicas
 from bench.soak import lost_by_seq
-from collector.aggregate import percentile
-from collector.catalog import METRICS, Scope
 from collector.database import make_engine
 from fleetpilot.launch import AgentProcess, ServerProcess, free_port
 from inference_agent.probes.base import ProbeUnavailable
 from inference_agent.probes.nvml import NvmlProbe
 from inference_agent.spool import Spool
+from wire.catalog import METRICS, Scope
+from wire.percentile import percentile
 
 NODE_ID = "bench-agent-e2e"
 POOL = "text-small"

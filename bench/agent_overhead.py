@@ -30,7 +30,6 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine, and_, func, select
 
 from bench.agent_snapshot import Snapshot, cpu_share, snapshot
-from collector.aggregate import percentile
 from collector.database import make_engine
 from collector.tables import samples
 from fleetpilot.launch import AgentProcess, ServerProcess
@@ -44,6 +43,7 @@ from inference_agent.spool import Spool
 from inference_agent.telemetry import AgentTelemetry
 from inference_agent.ticker import Ticker
 from migrations import runner
+from wire.percentile import percentile
 
 GPUS = 8
 NODE_ID = "bench-node"

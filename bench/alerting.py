@@ -33,9 +33,9 @@ from typing import Any
 import httpx
 
 from alerting.receiver import LOOPBACK_NETWORKS, Received, WebhookReceiver
-from collector.aggregate import percentile
 from fleetpilot.launch import ServerProcess
 from migrations import runner
+from wire.percentile import percentile
 
 SECRET = "bench-alerting-secret-0123456789"
 RULE = "BenchGpuHot"

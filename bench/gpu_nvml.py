@@ -41,10 +41,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.isolation import cuda_device_count
-from collector.aggregate import percentile
 from inference_agent.probes.base import ProbeUnavailable
 from inference_agent.probes.nvml import METRIC_CONVERSIONS, NvmlProbe, RawGpuSample
 from inference_agent.probes.replay import recording_lines
+from wire.percentile import percentile
 
 INTERVAL_S = 0.5
 MAX_PAIR_GAP_S = 0.25

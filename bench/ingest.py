@@ -36,9 +36,9 @@ from bench.simulated_agents import POOL, LoadPlan, LoadResult, PushShape, Simula
 from collector.database import make_engine
 from collector.ingest import sample_inserter, sample_row
 from collector.tables import NO_DEVICE, samples
-from collector.wire import WireSample
 from fleetpilot.launch import ServerProcess
 from migrations import runner
+from wire.samples import WireSample
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "FLEETPILOT_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"

@@ -47,8 +47,8 @@ from typing import Any
 import httpx
 
 from bench.mps_daemon import MpsUnavailable, private_mps_daemon
-from collector.aggregate import percentile
 from fleetpilot.launch import AgentProcess, ServerProcess, free_port
+from wire.percentile import percentile
 
 NODE_ID = "bench-isolation"
 POOLS = "chat=text:1,vision=classify:1"

@@ -25,12 +25,12 @@ from typing import Any
 import httpx
 from sqlalchemy import insert
 
-from collector.catalog import BY_NAME, METRICS, Scope
 from collector.database import make_engine
 from collector.tables import NO_DEVICE, NO_POOL, ROLLUP_STATS, rollup_column, rollups_1m, samples
 from fleetpilot.launch import AgentProcess, ServerProcess
 from inference_agent.probes import replay
 from predictor.store import ForecastPoint, ForecastStore, GoodForecast, SubjectKind
+from wire.catalog import BY_NAME, METRICS, Scope
 
 RECORDING = Path(replay.__file__).resolve().parent / "fixtures" / "nvml_h100_recording.jsonl"
 NODE = "bench-node-1"

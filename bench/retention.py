@@ -31,8 +31,8 @@ from collector.ingest import SampleWriter
 from collector.partitions import SAMPLES
 from collector.retention import RetentionJob
 from collector.tables import samples
-from collector.wire import IngestBatch
 from migrations import runner
+from wire.samples import IngestBatch
 
 KEPT_HOURS = 2
 WRITER_BATCH = 20

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.ingest import fresh_database
-from collector.catalog import METRIC_NAMES
 from collector.database import make_engine
 from collector.ingest import COPY_FROM_ROWS, SAMPLE_COLUMNS, SampleInserter, postgresql_inserter
+from wire.catalog import METRIC_NAMES
 
 SIZES = (20, 200, 2000)
 WARMUP = 5

@@ -86,7 +86,7 @@ class SimulatedNode:
         return body
 
     def report(self, now: float) -> dict[str, Any]:
-        """The node's control state as the agent sends it with every push (collector.control.NodeReport): one ready
+        """The node's control state as the agent sends it with every push (wire.control.NodeReport): one ready
         replica of its pool per GPU."""
         return {"ts": now, "pools": {self.pool: {"ready": max(1, self.gpus), "startup_seconds": 40.0}}}
 

@@ -6,8 +6,9 @@ import math
 from collections.abc import Sequence
 from enum import StrEnum
 
-from collector.catalog import PoolAggregate
-from collector.wire import METRIC_VALUE_MAX
+from wire.catalog import PoolAggregate
+from wire.percentile import percentile
+from wire.samples import METRIC_VALUE_MAX
 
 
 class Stat(StrEnum):
@@ -15,15 +16,6 @@ class Stat(StrEnum):
     MIN = "min"
     MAX = "max"
     P99 = "p99"
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (the value below which ``q`` percent of the values fall); values need not be sorted."""
-    if not values:
-        raise ValueError("percentile of no values")
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
-    return ordered[rank - 1]
 
 
 def reduce_values(values: Sequence[float], stat: Stat) -> float:

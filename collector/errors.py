@@ -2,44 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 
 class CollectorError(Exception):
     """Base of everything the collector raises on purpose."""
-
-
-class FieldError(ValueError):
-    """A value a validator refuses, naming the field at fault: ``FieldError("max_replicas", "must be >= 1")`` reads
-    "max_replicas: must be >= 1", and the web answers 422 with ``field`` taken from here, never from the text.
-    Here, in the lowest room, so that every room's validators (pools, tenants, alert rules) raise the same one."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
-
-
-@dataclass(frozen=True)
-class FieldProblem:
-    """One thing wrong in an ingest body: which sample (None for the envelope), which field, and why."""
-
-    sample: int | None
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        where = f"samples[{self.sample}].{self.field}" if self.sample is not None else self.field
-        return f"{where}: {self.message}"
-
-
-class InvalidBatch(CollectorError):
-    """The batch breaks a rule of the wire format; nothing of it is stored."""
-
-    def __init__(self, problems: list[FieldProblem]) -> None:
-        self.problems = problems
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        super().__init__(f"{problems[0]}{more}")
 
 
 class BatchTooLarge(CollectorError):

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from collector.catalog import METRICS
 from collector.registry import LatestSeries, NodeStatus
+from wire.catalog import METRICS
 
 SERIES_LABELS = ("node", "gpu", "pool")
 

@@ -31,12 +31,9 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, Engine, Insert, case, func, text
 from sqlalchemy.exc import DBAPIError
 
-from collector.catalog import METRIC_NAMES
-from collector.control import NodeReport
 from collector.database import insert_for, storage_errors
 from collector.errors import Overloaded
 from collector.pool_bound import PoolBound, PoolsSeen, within_pool_bound
-from collector.refusals import Refusal
 from collector.rollups import bucket_start
 from collector.tables import (
     NO_DEVICE,
@@ -49,14 +46,17 @@ from collector.tables import (
     samples,
     series_latest,
 )
-from collector.wire import IngestBatch, WireInventory, WireSample, node_report
+from wire.catalog import METRIC_NAMES
+from wire.control import NodeReport
+from wire.refusals import Refusal
+from wire.samples import IngestBatch, WireInventory, WireSample, node_report
 
 
 @dataclass(frozen=True)
 class IngestResult:
     accepted: int
     duplicates: int
-    refused: tuple[Refusal, ...] = ()  # samples of the batch left out alone (collector.refusals)
+    refused: tuple[Refusal, ...] = ()  # samples of the batch left out alone (wire.refusals)
 
 
 def sample_row(node_id: str, sample: WireSample) -> dict[str, Any]:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, select
 
-from collector.refusals import Refusal, RefusalReason
 from collector.tables import NO_POOL, node_reports, series_latest
-from collector.wire import IngestBatch
+from wire.refusals import Refusal, RefusalReason
+from wire.samples import IngestBatch
 
 REFUSED_POOLS_NAMED = 100  # an answer names this many refused pools at most (a batch may invent 20,000)
 

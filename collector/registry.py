@@ -14,9 +14,9 @@ from pydantic import ValidationError
 from sqlalchemy import Connection, Row, func, or_, select
 
 from collector.aggregate import combine_series
-from collector.catalog import BY_NAME, METRIC_NAMES
-from collector.control import NodeReport, TenantUsage
 from collector.tables import NO_DEVICE, NO_POOL, devices, node_reports, nodes, series_latest
+from wire.catalog import BY_NAME, METRIC_NAMES
+from wire.control import NodeReport, TenantUsage
 
 log = logging.getLogger(__name__)
 

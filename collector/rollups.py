@@ -24,7 +24,6 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, Engine, Result, and_, bindparam, delete, func, or_, select
 
 from collector.aggregate import Stat, reduce_values
-from collector.catalog import METRIC_NAMES
 from collector.database import insert_for
 from collector.skipped_rows import BAD_VALUE_ERRORS, Job, SkippedRows
 from collector.tables import (
@@ -36,6 +35,7 @@ from collector.tables import (
     rollups_1m,
     samples,
 )
+from wire.catalog import METRIC_NAMES
 
 log = logging.getLogger(__name__)
 

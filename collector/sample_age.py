@@ -8,8 +8,8 @@ sample's.
 
 from __future__ import annotations
 
-from collector.refusals import Refusal, RefusalReason
-from collector.wire import IngestBatch
+from wire.refusals import Refusal, RefusalReason
+from wire.samples import IngestBatch
 
 
 def without_old_samples(batch: IngestBatch, *, now: float, max_age_s: float) -> tuple[IngestBatch, Refusal | None]:

@@ -24,7 +24,6 @@ from typing import Any
 from sqlalchemy import Connection, Select, Table, func, select
 
 from collector.aggregate import Stat, combine_series, reduce_rollups, reduce_values
-from collector.catalog import BY_NAME, METRICS, PoolAggregate
 from collector.errors import InvalidQuery
 from collector.rollups import WATERMARK_NAME, bucket_start
 from collector.tables import (
@@ -37,6 +36,7 @@ from collector.tables import (
     rollups_1m,
     samples,
 )
+from wire.catalog import BY_NAME, METRICS, PoolAggregate
 
 MAX_POINTS = 11_000
 DEFAULT_RAW_STEP_SECONDS = 1.0

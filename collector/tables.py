@@ -33,8 +33,8 @@ from sqlalchemy import (
     text,
 )
 
-from collector.catalog import METRICS
 from collector.partitions import ROLLUPS, SAMPLES, PartitionScheme, default_partition_statements
+from wire.catalog import METRICS
 
 NO_DEVICE = -1
 NO_POOL = ""
@@ -167,7 +167,7 @@ job_state = Table(
     Column("watermark", Double, nullable=False),
 )
 
-# The latest control state each node reported (collector.control.NodeReport): what its replicas do and its tenants
+# The latest control state each node reported (wire.control.NodeReport): what its replicas do and its tenants
 # use, read by the fleet view (fleet.view) instead of the samples' extras.
 node_reports = Table(
     "node_reports",

@@ -6,7 +6,7 @@ from enum import StrEnum
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from collector.refusals import RefusalReason
+from wire.refusals import RefusalReason
 
 
 class RejectReason(StrEnum):

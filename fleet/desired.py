@@ -30,8 +30,8 @@ from pydantic import ValidationError
 from sqlalchemy import JSON, BigInteger, Column, Connection, Double, Engine, String, Table, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from collector.control import DesiredState, TenantDesired
 from collector.tables import metadata
+from wire.control import DesiredState, TenantDesired
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,10 @@ from typing import Any
 
 from sqlalchemy import JSON, Column, Double, Engine, Integer, RowMapping, String, Table, delete, insert, select, update
 
-from collector.control import (
+from collector.tables import metadata
+from fleet.scale_targets import MAX_SCALE_TARGET_LENGTH, ScaleTarget
+from fleet.versions import VersionConflict
+from wire.control import (
     BUILTIN_ENGINES,
     LABEL_KEY_PATTERN,
     LABEL_VALUE_PATTERN,
@@ -33,10 +36,7 @@ from collector.control import (
     MODEL_PATTERN,
     NAME_PATTERN,
 )
-from collector.errors import FieldError
-from collector.tables import metadata
-from fleet.scale_targets import MAX_SCALE_TARGET_LENGTH, ScaleTarget
-from fleet.versions import VersionConflict
+from wire.errors import FieldError
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ pools = Table(
 )
 
 
-MAX_GPU_MEMORY_MIB = 10**9  # the wire's bound (collector.control.PoolDesired)
+MAX_GPU_MEMORY_MIB = 10**9  # the wire's bound (wire.control.PoolDesired)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from collector.errors import FieldError
+from wire.errors import FieldError
 
 MAX_SCALE_TARGET_LENGTH = 512  # the column's width; a group (253) + version + kind + namespace (63) + name fit
 GROUP_PATTERN = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*"  # a DNS subdomain

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, Engine, select
 
-from collector.control import DesiredRefusal, NodeCapabilities, NodeReport
 from collector.registry import (
     NodeStatus,
     NodeView,
@@ -29,6 +28,7 @@ from collector.registry import (
     read_latest,
 )
 from collector.tables import devices
+from wire.control import DesiredRefusal, NodeCapabilities, NodeReport
 
 
 @dataclass(frozen=True)

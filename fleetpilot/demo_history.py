@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine, func, select
 
-from collector.catalog import METRIC_NAMES
 from collector.database import insert_for
 from collector.rollups import WATERMARK_NAME, bucket_start, rollup_rows
 from collector.tables import NO_DEVICE, ROLLUP_BUCKET_SECONDS, job_state, rollups_1m, samples
+from wire.catalog import METRIC_NAMES
 
 DEMAND_METRIC = "request_rate_per_second"
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from collector.control import MAX_ABSENCE_REASON_CHARS, MAX_POOLS, MetricAbsences
 from inference_agent.telemetry import EngineAbsences
+from wire.control import MAX_ABSENCE_REASON_CHARS, MAX_POOLS, MetricAbsences
 
 NO_GPU_PROBE = "no GPU probe configured"
 

@@ -38,8 +38,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from collector.control import BUILTIN_ENGINES, EngineOffer, LabelKey, LabelValue, ModelName, Name
-from collector.scrape.engines import EngineKind
+from wire.control import BUILTIN_ENGINES, EngineOffer, LabelKey, LabelValue, ModelName, Name
+from wire.scrape.engines import EngineKind
 
 # What a profile's command and environment may hold, and what fills each when a replica starts.
 PLACEHOLDERS = {

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from prometheus_client import CollectorRegistry
 
-from collector.control import DesiredRefusal, DesiredState, NodeCapabilities, NodeReport
 from inference_agent.absences import NO_GPU_PROBE, metric_absences
 from inference_agent.agent_token import AgentToken
 from inference_agent.config import AgentConfig
@@ -29,6 +28,7 @@ from inference_agent.spool import Spool
 from inference_agent.stop_signals import stop_on_signals
 from inference_agent.telemetry import AgentTelemetry
 from inference_agent.ticker import Ticker
+from wire.control import DesiredRefusal, DesiredState, NodeCapabilities, NodeReport
 
 if TYPE_CHECKING:
     from inference_agent.kube.discovered_engines import DiscoveredEngines

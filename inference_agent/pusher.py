@@ -2,7 +2,7 @@
 
 Keep-alive HTTP and gzip bodies; exponential backoff with full jitter while the collector is away (honouring
 ``Retry-After``); the round trip of each answered push becomes ``network_latency_seconds``. Each body carries the
-node's ``report`` (``collector.control.NodeReport``) taken as it is sent, so a spool replayed after an outage sends
+node's ``report`` (``wire.control.NodeReport``) taken as it is sent, so a spool replayed after an outage sends
 old samples with the node's state now, its ``ts`` saying when it was taken; a node with nothing to report (no
 supervisor of its own) sends none. The ``desired`` state of each answer is parsed once (``parse_ack``) and goes to the
 workload side: a ``DesiredState``, or a ``MalformedDesired`` saying which field was bad (the samples are delivered
@@ -34,13 +34,13 @@ from typing import Any
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
-from collector.control import DesiredState, NodeReport
-from collector.refusals import Refusal
 from inference_agent.agent_token import AgentToken
 from inference_agent.probes.base import GpuInfo
 from inference_agent.rejected_batches import RejectedBatches
 from inference_agent.spool import Spool, SpoolBatch
 from inference_agent.telemetry import AgentTelemetry
+from wire.control import DesiredState, NodeReport
+from wire.refusals import Refusal
 
 log = logging.getLogger(__name__)
 LATENCY_FRESH_FOR_S = 10.0

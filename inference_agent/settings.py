@@ -10,10 +10,10 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from collector.scrape.engines import EngineKind
 from inference_agent.http_server import ConnectionLimits
 from inference_agent.kube.pod_scope import parse_label_selector
 from inference_agent.serving.pools import POOL_NAME, PoolSpec, parse_pools
+from wire.scrape.engines import EngineKind
 
 ENGINE_KINDS = tuple(kind.value for kind in EngineKind)
 

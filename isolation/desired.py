@@ -2,7 +2,7 @@
 as that node's share of the pool's quota and multiplied by the tenant's throttle level there, each pool's device
 limits, and every tenant key's digest.
 
-It is a :class:`fleet.desired.DesiredPart` of :class:`collector.control.DesiredState`: ``common`` is what every
+It is a :class:`fleet.desired.DesiredPart` of :class:`wire.control.DesiredState`: ``common`` is what every
 node is told (every tenant's class and whole quotas, the pool limits of a CPU node running none of the pools, the
 keys), ``nodes`` only what differs on a node (its shares, its throttles, its pools' limits), so the snapshot grows
 with the replicas and throttles, not with nodes × tenants × pools. :class:`TenantsAnswer` builds it, pure;
@@ -56,7 +56,6 @@ from functools import cached_property
 
 from sqlalchemy import Connection
 
-from collector.control import DesiredState, PoolLimits, QuotaDesired, SloClass, TenantDesired
 from collector.registry import node_gpus
 from fleet.desired import DesiredBoard, DesiredPart, Part
 from fleet.view import FleetReader, FleetView
@@ -73,6 +72,7 @@ from isolation.planning import (
 )
 from isolation.tenant_keys import TenantKeyStore
 from isolation.tenants import QuotaSpec, Tenant, TenantStore
+from wire.control import DesiredState, PoolLimits, QuotaDesired, SloClass, TenantDesired
 
 # The agent's defaults for what it is not told (inference_agent.serving.admission; a test holds them equal).
 AGENT_DEFAULT_MAX_CONCURRENCY = 64

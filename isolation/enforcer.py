@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from collector.control import TenantUsage as ReportedUsage
 from collector.registry import PoolOnNode
 from collector.skipped_rows import Job, SkippedRows
 from fleet.desired import DesiredBoard
@@ -45,6 +44,7 @@ from isolation.noisy import (
     decide,
 )
 from isolation.tenants import SloClass, Tenant, TenantStore
+from wire.control import TenantUsage as ReportedUsage
 
 log = logging.getLogger(__name__)
 

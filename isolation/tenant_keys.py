@@ -16,8 +16,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, Row, delete, func, insert, select
 
-from collector.control import MAX_KEYS_PER_TENANT, MAX_TENANT_KEYS, SHOWN_PREFIX_CHARS, key_digest, new_tenant_key
 from isolation.tenants import TenantNotFound, tenant_api_keys, tenants
+from wire.control import MAX_KEYS_PER_TENANT, MAX_TENANT_KEYS, SHOWN_PREFIX_CHARS, key_digest, new_tenant_key
 
 log = logging.getLogger(__name__)
 

@@ -32,10 +32,10 @@ from sqlalchemy import (
     update,
 )
 
-from collector.errors import FieldError
 from collector.tables import devices, metadata
 from fleet.versions import VersionConflict
 from isolation.validation import check_quotas
+from wire.errors import FieldError
 
 MIB = 1 << 20
 MPS_MEMORY_STEP_MIB = 128

@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from collector.errors import FieldError
+from wire.errors import FieldError
 
 if TYPE_CHECKING:  # the store in isolation.tenants calls these checks; only the types are needed here
     from isolation.tenants import QuotaSpec, SloClass

@@ -22,10 +22,11 @@ from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from alerting.rule_store import RuleNotFound
-from collector.errors import BatchTooLarge, FieldError, InvalidBatch, InvalidQuery, StorageUnavailable
+from collector.errors import BatchTooLarge, InvalidQuery, StorageUnavailable
 from fleet.pools import PoolExists, PoolNotFound
 from fleet.versions import VersionConflict
 from isolation.tenants import QuotaNotFound, TenantExists, TenantNotFound
+from wire.errors import FieldError, InvalidBatch
 
 log = logging.getLogger(__name__)
 RETRY_AFTER_SECONDS = "2"

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from collector.errors import FieldError
+from wire.errors import FieldError
 
 LOOP_PROBE_SECONDS = 0.05
 

@@ -27,12 +27,12 @@ from autoscaler.actuators.base import NoPlacement
 from autoscaler.failover import FailoverStore
 from autoscaler.placement import Room, Slot, layout_text, place, shortfall, unfit
 from autoscaler.routing import routing_weights
-from collector.control import DesiredState, PoolDesired
 from collector.database import insert_for
 from collector.tables import metadata
 from fleet.desired import DesiredBoard, DesiredPart, Part
 from fleet.pools import Pool, PoolSpec, PoolStore, coefficients
 from fleet.view import FleetView
+from wire.control import DesiredState, PoolDesired
 
 placements = Table(
     "placements",

@@ -1,7 +1,7 @@
 """One group's staged points at one scrape time → its load metrics, with the agent's engine signals.
 
 A group is what one source says about one (node, GPU, pool). Its points at one timestamp are one scrape: they
-become the families a signal reads (``collector.scrape``), and the scrape before it and the oldest one within the
+become the families a signal reads (``wire.scrape``), and the scrape before it and the oldest one within the
 quantile window give rates and p99, exactly as the agent's ``ScrapeHistory`` would have kept them. Pure.
 
 Prometheus sends no types (remote write 1.0 carries names and values only): a series named like its family, with
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 from prometheus_client.metrics_core import Metric
 
-from collector.scrape.arithmetic import Families
-from collector.scrape.engines import Derived, EngineMapping, derive
-from collector.scrape.signals import Interval, Scrape
+from wire.scrape.arithmetic import Families
+from wire.scrape.engines import Derived, EngineMapping, derive
+from wire.scrape.signals import Interval, Scrape
 
 QUANTILE_WINDOW_SECONDS = 10.0  # CONTRACT section 4: p99 over the trailing 10 s (or the scrape interval, if longer)
 

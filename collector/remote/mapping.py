@@ -23,17 +23,17 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from collector.catalog import METRIC_NAMES
-from collector.control import NAME_PATTERN
-from collector.scrape.arithmetic import Combine, mean, selector
-from collector.scrape.engines import MAPPINGS, EngineKind, EngineMapping
-from collector.scrape.signals import Gauge, HistogramQuantile, Rate, Signal
+from wire.catalog import METRIC_NAMES
+from wire.control import NAME_PATTERN
+from wire.scrape.arithmetic import Combine, mean, selector
+from wire.scrape.engines import MAPPINGS, EngineKind, EngineMapping
+from wire.scrape.signals import Gauge, HistogramQuantile, Rate, Signal
 
 DEFAULT_MAPPING = Path(__file__).with_name("default-mapping.yaml")
 # what follows a family's name in its series' names (the exposition's counter, histogram and summary samples)
 SAMPLE_SUFFIXES = ("_total", "_bucket", "_count", "_sum")
 _COMBINE: dict[str, Combine] = {"sum": math.fsum, "max": max, "min": min, "mean": mean}
-_NAME = re.compile(NAME_PATTERN)  # agent ingest's node and pool names (collector.control), on every path in
+_NAME = re.compile(NAME_PATTERN)  # agent ingest's node and pool names (wire.control), on every path in
 
 
 class MappingError(ValueError):

@@ -23,7 +23,6 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, func, select, text, tuple_
 
-from collector.catalog import METRIC_NAMES
 from collector.database import insert_for, storage_errors
 from collector.remote.derive import SeriesInfo, derive_at, families, interval_at
 from collector.remote.derived_samples import DerivedSamples
@@ -34,6 +33,7 @@ from collector.remote.staging import Dropped, Placements, Staged, StagedSeries, 
 from collector.remote.tables import remote_points, remote_series
 from collector.remote.wire_counts import WireBounds
 from collector.tables import NO_DEVICE, NO_POOL, nodes
+from wire.catalog import METRIC_NAMES
 
 COUNTS_REREAD_SECONDS = 60.0
 SERIES_RECHECK_SECONDS = 60.0  # how long a series known stored is taken as stored without a look

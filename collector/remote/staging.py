@@ -17,7 +17,7 @@ from enum import StrEnum
 from collector.remote.mapping import SeriesMapping, SeriesPlace, Unplaced
 from collector.remote.series import RemoteSeries
 from collector.tables import devices
-from collector.wire import METRIC_VALUE_MAX
+from wire.samples import METRIC_VALUE_MAX
 
 # Prometheus marks a series gone with this NaN (model/value/value.go, StaleNaN): an end, not a value
 STALE_NAN_BITS = 0x7FF0000000000002

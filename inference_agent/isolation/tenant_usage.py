@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from collector.aggregate import percentile
 from inference_agent.engine.api import FinishReason, TokenEvent
 from inference_agent.serving.ledger import LATENCY_WINDOW_S, MAX_WINDOW_SAMPLES
+from wire.percentile import percentile
 
 MAX_TENANTS = 256  # tenants tracked by name; any further name is counted under OTHER_TENANTS
 OTHER_TENANTS = "_other"  # a flood of made-up names straight at a replica must not grow /stats without bound

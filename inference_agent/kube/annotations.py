@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from collector.scrape.engines import EngineKind
 from inference_agent.serving.pools import POOL_NAME
+from wire.scrape.engines import EngineKind
 
 PREFIX = "fleetpilot.io/"
 POOL = PREFIX + "pool"

@@ -14,7 +14,7 @@ Rates over a window, not over the 0.5 s since the previous read: a replica getti
 2 requests/s every half second, so a pool of three such replicas at 1 request/s read up to 6, and the autoscaler
 deciding on the latest reading scaled up on every coincidence and never agreed on a scale-down.
 
-Per tenant (the replicas' ``tenants`` in ``/stats``), the same figures as ``collector.control.TenantUsage``
+Per tenant (the replicas' ``tenants`` in ``/stats``), the same figures as ``wire.control.TenantUsage``
 (requests and tokens per second, p99 latency, KV blocks held), each left out where nothing measured it (no comparable
 previous read, no finished request in the window, a classify pool): not in the reading, which carries only alertable
 figures, but in ``tenant_usage()``, which the node's report takes when it is sent. The pool's replica counts are the
@@ -34,10 +34,10 @@ from typing import Any
 import httpx
 from pydantic import ValidationError
 
-from collector.aggregate import percentile
-from collector.control import NAME_PATTERN, TenantUsage
 from inference_agent.probes.base import Reading
 from inference_agent.serving.routing import PoolRoutes
+from wire.control import NAME_PATTERN, TenantUsage
+from wire.percentile import percentile
 
 _TENANT_NAME = re.compile(NAME_PATTERN)
 

@@ -1,7 +1,7 @@
 """Engine probes: an external engine's Prometheus endpoint turned into one pool replica's load metrics.
 
 ``EngineScrapeProbe`` fetches, parses, keeps the recent scrapes and derives a ``Reading`` from the engine's table
-(``collector.scrape.engines``); ``absent()`` says why each catalog metric it lacks is absent.
+(``wire.scrape.engines``); ``absent()`` says why each catalog metric it lacks is absent.
 """
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from collector.scrape.arithmetic import UnparsableExposition, parse_families
-from collector.scrape.engines import MAPPINGS, EngineKind, EngineMapping, derive
-from collector.scrape.signals import Interval, Scrape, ScrapeHistory
 from inference_agent.probes.base import Reading
 from inference_agent.probes.exposition_fetch import Fetch, HttpFetch, ScrapeFailed
+from wire.scrape.arithmetic import UnparsableExposition, parse_families
+from wire.scrape.engines import MAPPINGS, EngineKind, EngineMapping, derive
+from wire.scrape.signals import Interval, Scrape, ScrapeHistory
 
 SCRAPE_FAILED = "scrape failed"
 

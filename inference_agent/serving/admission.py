@@ -5,7 +5,7 @@ Pure: time is passed in, state is a value. The quotas come from the control plan
 enforcer fills them); until it says anything every tenant is ``standard`` with an unlimited rate and 64 concurrent
 requests per pool — except ``default``, the tenant of every caller without a key, whose callers all share
 ``ANONYMOUS_QUOTA`` on each pool unless the control plane gives ``default`` quotas of its own. Read from the
-desired state's ``tenants`` (``collector.control.TenantDesired``; absent fields keep their defaults)::
+desired state's ``tenants`` (``wire.control.TenantDesired``; absent fields keep their defaults)::
 
     {"tenants": {"acme": {"slo_class": "latency_critical",
                           "quotas": {"text-small": {"rate_rps": 5.0, "burst": 10, "max_concurrency": 4,
@@ -29,14 +29,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from collector.control import DesiredState, QuotaDesired, SloClass
 from inference_agent.engine.api import Priority
+from wire.control import DesiredState, QuotaDesired, SloClass
 
 DEFAULT_MAX_CONCURRENCY = 64
 DEFAULT_TENANT = "default"  # every caller without a key, and every name the control plane does not know
 
 
-# The engine's scheduling priority of each SLO class (collector.control.SloClass, the control plane's word for it).
+# The engine's scheduling priority of each SLO class (wire.control.SloClass, the control plane's word for it).
 PRIORITY: Mapping[SloClass, Priority] = {
     SloClass.LATENCY_CRITICAL: Priority.LATENCY_CRITICAL,
     SloClass.STANDARD: Priority.STANDARD,
@@ -87,7 +87,7 @@ class QuotaBook:
 
     @classmethod
     def from_desired(cls, desired: DesiredState, anonymous: Quota = ANONYMOUS_QUOTA) -> QuotaBook:
-        """The book carried by ``desired.tenants`` (validated where it was parsed, ``collector.control``)."""
+        """The book carried by ``desired.tenants`` (validated where it was parsed, ``wire.control``)."""
         tenants = {
             name: TenantPolicy(body.slo_class, {pool: quota_of(q) for pool, q in body.quotas.items()})
             for name, body in desired.tenants.items()

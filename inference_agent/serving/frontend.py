@@ -28,7 +28,6 @@ from functools import cached_property
 
 import httpx
 
-from collector.control import DesiredState
 from inference_agent.engine.api import Priority
 from inference_agent.http_server import ClientGone, ConnectionLimits, JsonHandler, Server
 from inference_agent.serving.admission import (
@@ -48,6 +47,7 @@ from inference_agent.serving.routing import Endpoint, PoolRoutes
 from inference_agent.serving.schema import MAX_PROMPT_BYTES, BadRequest, error_event, parse_json
 from inference_agent.serving.telemetry import ServingTelemetry
 from inference_agent.serving.tenant_identity import GatewayTrust, UnknownKey, identify
+from wire.control import DesiredState
 
 log = logging.getLogger(__name__)
 # a text request's body: its prompt is at most 64 KiB, 384 KiB once escaped (\u00e9 is 6 bytes for 2), with room for

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from collector.aggregate import percentile
+from wire.percentile import percentile
 
 LATENCY_WINDOW_S = 10.0
 MAX_WINDOW_SAMPLES = 20_000  # 2,000 requests/s for 10 s; older samples beyond that are dropped first

@@ -1,7 +1,7 @@
 """The pools a node runs: from the agent's ``--pools`` setting, and from the control plane's ``desired`` state.
 
 ``--pools "text-small=text:1,classify-small=classify:2"`` is NAME=KIND:REPLICAS, comma-separated. The control plane's
-desired state (``collector.control.DesiredState``, the ingest answer's ``desired``) takes over the replicas as soon
+desired state (``wire.control.DesiredState``, the ingest answer's ``desired``) takes over the replicas as soon
 as it carries ``pools`` (the autoscaler's part), and sets each replica's device limits with ``pool_limits`` (the
 isolation enforcer's part)::
 
@@ -14,8 +14,8 @@ quotas (a change replaces the pool's replicas: a running MPS client keeps the li
 250 millicores (at least 10: the kernel's smallest quota, 1 ms of each 100 ms period). A pool absent from
 ``pool_limits`` is not limited.
 
-Every field is checked where the desired state enters (``collector.control``: a bad value is refused as
-``Malformed``, and so is one naming more than ``collector.control.MAX_POOLS`` pools), and the replicas against the
+Every field is checked where the desired state enters (``wire.control``: a bad value is refused as
+``Malformed``, and so is one naming more than ``wire.control.MAX_POOLS`` pools), and the replicas against the
 node (``desired_refusal``): at most ``max_replicas`` in all. A state past a bound is refused as a whole, and the node
 keeps running what it runs: trimming it (which 64 of 64,000 replicas?) would run a state nobody asked for, while the
 control plane believes its own, so the operator gets one clear line and a counted refusal instead.
@@ -34,14 +34,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from collector.control import NAME_PATTERN, DesiredState, EngineOffer, PoolDesired, PoolLimits
 from inference_agent.serving.replica_quota import GpuQuota
+from wire.control import NAME_PATTERN, DesiredState, EngineOffer, PoolDesired, PoolLimits
 
 KINDS = ("text", "classify")
 BUILTIN_OFFERS: Mapping[str, EngineOffer] = {"text": EngineOffer(), "classify": EngineOffer(serves="classify")}
 POOL_NAME = re.compile(NAME_PATTERN)
 MAX_REPLICAS_PER_NODE = 64  # the agent's max_replicas setting, by default
-# collector.control.MAX_POOLS bounds the pools of a desired state (past it, Malformed): a pool costs a route, a
+# wire.control.MAX_POOLS bounds the pools of a desired state (past it, Malformed): a pool costs a route, a
 # queue and 6 series in /metrics even at 0 replicas, so 256 pools → 1,536 series at most.
 MIN_CPU_MILLICORES = 10
 
@@ -49,7 +49,7 @@ MIN_CPU_MILLICORES = 10
 class RefusalReason(StrEnum):
     """Why a desired state was refused as a whole (a metric label)."""
 
-    MALFORMED = "Malformed"  # a field the agent knows holds a bad value (collector.control names it)
+    MALFORMED = "Malformed"  # a field the agent knows holds a bad value (wire.control names it)
     TOO_MANY_REPLICAS = "TooManyReplicas"
     UNKNOWN_ENGINE = "UnknownEngine"  # an engine profile (or the built-in engines) this node did not declare
     UNKNOWN_MODEL = "UnknownModel"  # a model the profile does not list

@@ -1,4 +1,4 @@
-"""The node's report of its own replicas (``collector.control.NodeReport``), built when a push is sent.
+"""The node's report of its own replicas (``wire.control.NodeReport``), built when a push is sent.
 
 Pure: the supervisor's counts per pool and the probe's latest tenant usage in, one report out, with ``ts`` the wall
 clock it was taken at. It rides in each ingest body (``pusher.py``) as the node's state now, never stored with the
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from collector.control import MAX_POOLS, MAX_TENANTS_PER_POOL, NodeReport, PoolReport, TenantUsage
 from inference_agent.serving.supervisor import ReplicaCounts
+from wire.control import MAX_POOLS, MAX_TENANTS_PER_POOL, NodeReport, PoolReport, TenantUsage
 
 
 def node_report(

@@ -32,7 +32,6 @@ from typing import Any
 
 import httpx
 
-from collector.control import DesiredState, EngineOffer
 from inference_agent.config import EngineProfile, LaunchValues
 from inference_agent.isolation.cpu import CpuLimits
 from inference_agent.isolation.limits import IsolationError, LimitApplier, ReplicaLimits
@@ -66,6 +65,7 @@ from inference_agent.serving.replica_quota import (
 )
 from inference_agent.serving.routing import Endpoint, PoolRoutes
 from inference_agent.serving.telemetry import ServingTelemetry
+from wire.control import DesiredState, EngineOffer
 
 log = logging.getLogger(__name__)
 STOP_GRACE_S = 15.0  # after SIGTERM, before SIGKILL (the replica itself waits its --drain-timeout-s first)

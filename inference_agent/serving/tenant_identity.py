@@ -19,9 +19,9 @@ import ipaddress
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from collector.control import key_digest
 from inference_agent.http_limits import Network
 from inference_agent.serving.admission import DEFAULT_TENANT
+from wire.control import key_digest
 
 
 class UnknownKey(Exception):

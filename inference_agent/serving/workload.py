@@ -18,7 +18,6 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from collector.control import DesiredState, NodeReport
 from inference_agent.config import AgentConfig
 from inference_agent.isolation.cpu import CpuLimits
 from inference_agent.isolation.mps import MpsControl
@@ -35,6 +34,7 @@ from inference_agent.serving.supervisor import Supervisor
 from inference_agent.serving.telemetry import ServingTelemetry
 from inference_agent.serving.tenant_identity import GatewayTrust
 from inference_agent.settings import AgentSettings
+from wire.control import DesiredState, NodeReport
 
 log = logging.getLogger(__name__)
 

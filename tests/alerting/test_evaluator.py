@@ -28,7 +28,6 @@ from alerting.webhooks import TargetKind, WebhookStore
 from collector.aggregate import Stat
 from collector.skipped_rows import Job, SkippedRows, skipped_rows_counter
 from collector.tables import NO_POOL, job_state, series_latest
-from collector.wire import IngestBatch
 from fleet.pools import PoolSpec, PoolStore
 from fleet.scaling_events import EventStore, ScalingEvent
 from isolation.events import EnforcementEvent, EnforcementStore
@@ -36,6 +35,7 @@ from predictor.store import ForecastPoint, ForecastStore, GoodForecast, SubjectK
 from tests.support.clock import FakeClock
 from tests.support.fleet_reader import fleet_reader
 from web.services import AppServices
+from wire.samples import IngestBatch
 
 SECRET = "a-secret-of-at-least-16"
 SETTINGS = EvaluatorSettings(fresh_seconds=3.0, external_url="http://fleetpilot.test")

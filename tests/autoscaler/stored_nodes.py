@@ -7,10 +7,10 @@ from collections.abc import Mapping, Sequence
 
 from sqlalchemy import Engine, delete, insert, update
 
-from collector.control import DesiredRefusal, EngineOffer, NodeCapabilities, NodeReport, PoolReport
 from collector.ingest import store_report
 from collector.tables import NO_POOL, devices, nodes, series_latest
 from tests.support.clock import FakeClock
+from wire.control import DesiredRefusal, EngineOffer, NodeCapabilities, NodeReport, PoolReport
 
 MIB = 1 << 20
 BUILTIN = {"text": EngineOffer(), "classify": EngineOffer(serves="classify")}

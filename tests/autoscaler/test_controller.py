@@ -16,7 +16,6 @@ from autoscaler.actuators.base import ActuationError, Actuator
 from autoscaler.actuators.local import Layout, LocalActuator, pools_part
 from autoscaler.controller import Controller, ControllerSettings
 from autoscaler.policy import PolicySettings, initial_band_scale
-from collector.control import DesiredState, NodeReport, PoolReport
 from collector.registry import NodeStatus, PoolOnNode
 from collector.tables import NO_DEVICE, node_reports, nodes, series_latest
 from fleet.desired import DesiredBoard, DesiredPart, Part
@@ -27,6 +26,7 @@ from predictor.accuracy import WindowAccuracy
 from predictor.store import ForecastPoint, ForecastStore, GoodForecast, SubjectKind
 from tests.support.clock import FakeClock
 from tests.support.forecasts import store_scored_forecast
+from wire.control import DesiredState, NodeReport, PoolReport
 
 
 @dataclass

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from autoscaler.placement import Room, shortfall, unfit
-from collector.control import NodeCapabilities
 from fleet.pools import PoolSpec
 from fleet.view import NodeSupply
 from tests.autoscaler.stored_nodes import offers
+from wire.control import NodeCapabilities
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 EU_VLLM = offers({"vllm": [LLAMA]}, {"zone": "eu-1"})

@@ -14,7 +14,7 @@ import pytest
 
 from bench.agent_e2e import agent_cpu, main, nvml_missing, spacings_ms
 from bench.agent_snapshot import Snapshot
-from collector.catalog import METRICS
+from wire.catalog import METRICS
 
 RECORDING = Path(__file__).resolve().parents[2] / "inference_agent/probes/fixtures/nvml_h100_recording.jsonl"
 

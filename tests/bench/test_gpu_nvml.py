@@ -25,12 +25,12 @@ from bench.gpu_nvml import (
     read_cost,
     run,
 )
-from collector.catalog import METRICS as CATALOG
-from collector.catalog import Scope
 from inference_agent.probes.base import ProbeUnavailable
 from inference_agent.probes.fake_nvml import FakeGpu, FakeNvml, busy_h100_values
 from inference_agent.probes.nvml import NvmlProbe, RawField, RawGpuSample
 from inference_agent.probes.replay import load_recording
+from wire.catalog import METRICS as CATALOG
+from wire.catalog import Scope
 
 T0 = datetime(2026, 12, 3, 7, 9, 6).timestamp()
 

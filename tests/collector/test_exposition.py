@@ -12,12 +12,12 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from collector.catalog import METRICS, Metric, Scope
 from collector.exposition import SERIES_LABELS, exposition_name
 from tests.conftest import gpu_sample, pool_sample
 from tests.support.clock import FakeClock
 from tests.support.prometheus import promtool_check_metrics, require_program
 from web.services import AppServices
+from wire.catalog import METRICS, Metric, Scope
 
 Labels = tuple[tuple[str, str], ...]
 AuthHeaders = Callable[..., dict[str, str]]

@@ -19,8 +19,8 @@ from collector.errors import Overloaded, StorageUnavailable
 from collector.ingest import IngestResult, SampleWriter, postgresql_inserter
 from collector.pool_bound import PoolBound
 from collector.tables import metadata, nodes, samples, series_latest
-from collector.wire import IngestBatch
 from tests.conftest import empty_schema
+from wire.samples import IngestBatch
 
 T0 = 1_764_424_800.0
 

@@ -9,14 +9,14 @@ from typing import Any
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, insert, select
 
-from collector.control import NodeReport, TenantUsage
 from collector.ingest import store_report
 from collector.registry import PoolOnNode, pools_on_up_nodes
 from collector.series import pool_replica_history
 from collector.tables import NO_DEVICE, node_reports, nodes, replica_reports, series_latest
-from collector.wire import IngestBatch, node_report
 from tests.conftest import gpu_sample, pool_sample
 from tests.support.clock import FakeClock
+from wire.control import NodeReport, TenantUsage
+from wire.samples import IngestBatch, node_report
 
 Auth = Callable[..., dict[str, str]]
 USAGE = {"acme": {"requests_per_second": 3.5, "tokens_per_second": 420.0, "latency_p99_seconds": 0.8}}

@@ -28,9 +28,9 @@ from collector.partitions import (
 from collector.retention import RetentionJob
 from collector.series import SeriesQuery, query_series
 from collector.tables import NO_POOL, metadata, rollups_1m
-from collector.wire import IngestBatch
 from migrations import runner
 from tests.conftest import gpu_sample
+from wire.samples import IngestBatch
 
 T = 1_764_424_800.0  # 2025-11-29 14:00 UTC: a whole hour
 HOUR = 3600.0

@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, insert, select
 
-from collector.control import NodeReport
 from collector.ingest import SampleWriter, store_report
 from collector.retention import RetentionJob
 from collector.tables import NO_POOL, node_reports, replica_reports, rollup_backlog, rollups_1m, samples, series_latest
-from collector.wire import IngestBatch
 from tests.conftest import gpu_sample
+from wire.control import NodeReport
+from wire.samples import IngestBatch
 
 T0 = 1_764_424_800.0  # a whole minute
 HOUR = 3600.0

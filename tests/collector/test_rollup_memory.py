@@ -12,10 +12,10 @@ from typing import Any, ClassVar
 
 from sqlalchemy import Engine, delete, func, select
 
-from collector.catalog import METRIC_NAMES
 from collector.ingest import SAMPLE_COLUMNS, sample_inserter
 from collector.rollups import RollupJob, rollup_rows
 from collector.tables import NO_DEVICE, NO_POOL, job_state, rollups_1m
+from wire.catalog import METRIC_NAMES
 
 T0 = 1_764_424_800.0  # a whole minute
 SERIES = 20  # 16 GPUs and 4 pools over 2 nodes, each sampled at 2 Hz

@@ -8,13 +8,13 @@ import pytest
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine, func, select
 
-from collector.catalog import METRIC_NAMES
 from collector.ingest import SampleWriter
 from collector.rollups import RollupJob, bucket_start, rollup_rows
 from collector.skipped_rows import Job, SkippedRows, skipped_rows_counter
 from collector.tables import NO_POOL, job_state, rollup_backlog, rollup_column, rollups_1m
-from collector.wire import IngestBatch
 from tests.conftest import gpu_sample
+from wire.catalog import METRIC_NAMES
+from wire.samples import IngestBatch
 
 T0 = 1_764_424_800.0  # a whole minute (29 407 080 × 60)
 

@@ -9,14 +9,15 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, insert
 
-from collector.aggregate import Stat, percentile, reduce_rollups, reduce_values
-from collector.catalog import PoolAggregate
+from collector.aggregate import Stat, reduce_rollups, reduce_values
 from collector.errors import InvalidQuery
 from collector.rollups import WATERMARK_NAME, RollupJob
 from collector.series import SeriesQuery, bucketize, combine_buckets, query_series, raw_tail_start
 from collector.tables import NO_DEVICE, NO_POOL, job_state, rollup_column, rollups_1m
 from tests.conftest import pool_sample
 from tests.support.clock import FakeClock
+from wire.catalog import PoolAggregate
+from wire.percentile import percentile
 
 Auth = Callable[..., dict[str, str]]
 

@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from autoscaler.keda.scaler import POOL_KEY
-from collector.control import NAME_PATTERN
 from fleetpilot.settings import ServerSettings
 from tests.deploy.test_kubernetes import KUBERNETES, Resource, documents, find, pod_spec
+from wire.control import NAME_PATTERN
 
 # what KEDA's external scaler reads from a TriggerAuthentication to dial with mutual TLS (keda.sh, External scaler)
 KEDA_TLS_PARAMETERS = {"caCert", "tlsClientCert", "tlsClientKey"}

@@ -8,8 +8,8 @@ import threading
 
 from sqlalchemy import Engine, event, select
 
-from collector.control import DesiredState, PoolDesired, PoolLimits, QuotaDesired, SloClass, TenantDesired
 from fleet.desired import DesiredBoard, DesiredPart, Part, desired_snapshots, overlay
+from wire.control import DesiredState, PoolDesired, PoolLimits, QuotaDesired, SloClass, TenantDesired
 
 DIGEST = "a" * 64
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from collector.errors import FieldError
 from fleet.pools import PoolSpec
 from fleet.scale_targets import ScaleTarget
+from wire.errors import FieldError
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,6 @@ from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 
-from collector.control import MAX_ABSENCE_REASON_CHARS, MetricAbsences
-from collector.wire import parse_batch
 from inference_agent.absences import metric_absences, reason_text
 from inference_agent.daemon import Agent, Probes
 from inference_agent.fake_collector import FakeCollector
@@ -17,6 +15,8 @@ from inference_agent.probes.engines import EngineScrapeProbe
 from inference_agent.probes.exposition_fetch import ReplayFetch
 from tests.inference_agent.test_daemon import node_settings, push
 from tests.support.clock import FakeClock
+from wire.control import MAX_ABSENCE_REASON_CHARS, MetricAbsences
+from wire.samples import parse_batch
 
 
 @dataclass

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from collector.control import EngineOffer
 from inference_agent.config import AgentConfig, ConfigError, LaunchValues
+from wire.control import EngineOffer
 
 VLLM_NODE = """
 labels = { zone = "eu-1", "topology.kubernetes.io/zone" = "eu-1a" }

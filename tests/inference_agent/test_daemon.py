@@ -12,12 +12,12 @@ from typing import Any
 import httpx
 import pytest
 
-from collector.control import DesiredState
 from inference_agent.config import AgentConfig
 from inference_agent.daemon import Agent, Probes, open_probes
 from inference_agent.fake_collector import FakeCollector
 from inference_agent.pusher import PushOutcome
 from inference_agent.settings import AgentSettings, WorkloadSpec
+from wire.control import DesiredState
 
 
 @pytest.fixture

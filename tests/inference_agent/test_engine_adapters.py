@@ -16,8 +16,15 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from collector.catalog import METRICS, Scope
-from collector.scrape.arithmetic import (
+from inference_agent.probes.base import Reading
+from inference_agent.probes.engines import EngineScrapeProbe
+from inference_agent.probes.exposition_fetch import ReplayFetch, ScrapeFailed
+from inference_agent.sampler import wire_sample
+from inference_agent.telemetry import AgentTelemetry
+from tests.support.clock import FakeClock
+from wire.catalog import METRICS, Scope
+from wire.samples import parse_batch
+from wire.scrape.arithmetic import (
     Combine,
     LabelSet,
     Series,
@@ -27,14 +34,7 @@ from collector.scrape.arithmetic import (
     samples,
     selector,
 )
-from collector.scrape.engines import MAPPINGS, EngineKind
-from collector.wire import parse_batch
-from inference_agent.probes.base import Reading
-from inference_agent.probes.engines import EngineScrapeProbe
-from inference_agent.probes.exposition_fetch import ReplayFetch, ScrapeFailed
-from inference_agent.sampler import wire_sample
-from inference_agent.telemetry import AgentTelemetry
-from tests.support.clock import FakeClock
+from wire.scrape.engines import MAPPINGS, EngineKind
 
 URL = "http://10.0.0.7:8000/metrics"
 STEP_S = 10.0

@@ -13,16 +13,16 @@ from typing import Any
 import httpx
 import pytest
 
-from collector.catalog import METRICS, Scope
-from collector.scrape.arithmetic import parse_families
-from collector.scrape.engines import MAPPINGS, EngineKind
-from collector.scrape.signals import Scrape, ScrapeHistory
-from collector.wire import parse_batch
 from inference_agent.probes.base import Reading
 from inference_agent.probes.engines import EngineScrapeProbe
 from inference_agent.probes.exposition_fetch import HttpFetch, ReplayFetch, ScrapeFailed
 from inference_agent.sampler import wire_sample
 from tests.support.clock import FakeClock
+from wire.catalog import METRICS, Scope
+from wire.samples import parse_batch
+from wire.scrape.arithmetic import parse_families
+from wire.scrape.engines import MAPPINGS, EngineKind
+from wire.scrape.signals import Scrape, ScrapeHistory
 
 URL = "http://10.0.0.7:8000/metrics"
 STEP_S = 10.0

@@ -17,7 +17,6 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from collector.scrape.engines import EngineKind
 from inference_agent.kube.annotations import BadAnnotation, PodEngine, engine_of
 from inference_agent.kube.api_client import Gone, KubeApi, KubeApiError, TokenFile
 from inference_agent.kube.discovered_engines import DiscoveredEngines, choose_engines
@@ -28,6 +27,7 @@ from inference_agent.telemetry import AgentTelemetry
 from tests.support.fake_kube import FakeKube
 from tests.support.fake_kube.pods import pod_object
 from tests.support.waiting import wait_for
+from wire.scrape.engines import EngineKind
 
 NODE = "gpu-node-1"
 CREATED = "2026-12-04T10:00:00Z"  # pod_object's creationTimestamp

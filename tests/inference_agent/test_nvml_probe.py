@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from collector.catalog import METRIC_NAMES, METRICS, Scope
 from inference_agent.probes import fake_nvml, nvml
 from inference_agent.probes.base import GpuInfo, ProbeUnavailable
 from inference_agent.probes.fake_nvml import FakeGpu, FakeHandle, FakeNvml, busy_h100_values
 from inference_agent.probes.nvml import NvmlProbe, RawField, RawGpuSample, clocks_event_reason_names, to_reading
 from tests.support.clock import FakeClock
+from wire.catalog import METRIC_NAMES, METRICS, Scope
 
 F = RawField
 

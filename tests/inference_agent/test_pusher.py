@@ -15,15 +15,6 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from collector.control import (
-    DesiredState,
-    NodeReport,
-    PoolDesired,
-    PoolReport,
-    QuotaDesired,
-    TenantDesired,
-    TenantUsage,
-)
 from inference_agent.agent_token import AgentToken
 from inference_agent.fake_collector import FakeCollector, ScriptedAnswer, ScriptedCollector
 from inference_agent.pusher import (
@@ -39,6 +30,15 @@ from inference_agent.pusher import (
 from inference_agent.rejected_batches import RejectedBatches
 from inference_agent.spool import Spool
 from inference_agent.telemetry import AgentTelemetry
+from wire.control import (
+    DesiredState,
+    NodeReport,
+    PoolDesired,
+    PoolReport,
+    QuotaDesired,
+    TenantDesired,
+    TenantUsage,
+)
 
 
 def sample(ts: float) -> dict[str, Any]:

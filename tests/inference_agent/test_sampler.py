@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from collector.wire import parse_batch
 from inference_agent.probes.base import GpuInfo, Reading
 from inference_agent.sampler import BackgroundProbe, Sampler, with_network_latency
 from inference_agent.spool import Spool
 from inference_agent.telemetry import AgentTelemetry
+from wire.samples import parse_batch
 
 
 class TwoGpus:

@@ -8,15 +8,6 @@ from typing import Any
 
 from sqlalchemy import Engine, insert
 
-from collector.control import (
-    DesiredState,
-    NodeReport,
-    PoolLimits,
-    QuotaDesired,
-    SloClass,
-    TenantDesired,
-    key_digest,
-)
 from collector.tables import node_reports, nodes
 from fleet.desired import DesiredBoard, Part
 from inference_agent.engine.api import Priority
@@ -30,6 +21,15 @@ from isolation.tenants import QuotaSpec, Tenant, TenantStore
 from isolation.tenants import SloClass as TenantClass
 from tests.support.clock import FakeClock
 from tests.support.fleet_reader import fleet_reader
+from wire.control import (
+    DesiredState,
+    NodeReport,
+    PoolLimits,
+    QuotaDesired,
+    SloClass,
+    TenantDesired,
+    key_digest,
+)
 
 
 def publisher(engine: Engine) -> TenantsPublisher:

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, insert
 
-from collector.control import DesiredState, NodeReport, TenantUsage
 from collector.registry import PoolOnNode
 from collector.tables import NO_DEVICE, node_reports, nodes, series_latest
 from fleet.desired import DesiredBoard, Part
@@ -22,6 +21,7 @@ from isolation.tenants import QuotaSpec, SloClass, Tenant, TenantStore
 from tests.support.clock import FakeClock
 from tests.support.fleet_reader import fleet_reader
 from web.services import AppServices
+from wire.control import DesiredState, NodeReport, TenantUsage
 
 NOISY = {"lc": {"tokens_per_second": 10.0, "latency_p99_seconds": 0.3}, "bulk": {"tokens_per_second": 90.0}}
 CALM = {"lc": {"tokens_per_second": 10.0, "latency_p99_seconds": 0.05}, "bulk": {"tokens_per_second": 90.0}}

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Engine
 
-from collector.control import NodeReport
 from collector.ingest import SampleWriter, store_report
-from collector.wire import IngestBatch
 from predictor.capacity import ReplicaObservation
 from predictor.inputs import CAPACITY_SAMPLE_EVERY, replica_observations
 from tests.conftest import pool_sample
+from wire.control import NodeReport
+from wire.samples import IngestBatch
 
 T0 = 1_764_424_800.0
 

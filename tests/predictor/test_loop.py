@@ -65,7 +65,7 @@ def seed(engine: Engine, clock: FakeClock, demand: Callable[[int], float | None]
             )
         )
         conn.execute(insert(series_latest).values(node_id="node-a", device=NO_DEVICE, pool="chat", ts=clock()))
-        report = {"ts": clock(), "pools": {"chat": {"ready": replicas}}}  # collector.control.NodeReport
+        report = {"ts": clock(), "pools": {"chat": {"ready": replicas}}}  # wire.control.NodeReport
         conn.execute(insert(node_reports).values(node_id="node-a", ts=clock(), received_at=clock(), report=report))
 
 

@@ -12,7 +12,6 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from collector.control import DesiredState
 from inference_agent.fake_collector import ScriptedAnswer, ScriptedCollector
 from inference_agent.http_server import ConnectionLimits, JsonHandler, Server
 from inference_agent.serving.launcher import LaunchSpec, ReplicaProcess
@@ -20,6 +19,7 @@ from inference_agent.serving.pools import DesiredRefused, PoolSpec
 from inference_agent.serving.reconcile import Timing, Verb, decide
 from inference_agent.serving.supervisor import Supervisor
 from tests.inference_agent.test_pusher import pusher_on
+from wire.control import DesiredState
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:

@@ -12,18 +12,18 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
 
-import collector.wire
 import web.routes.ingest
+import wire.samples
 from collector.ingest import SampleWriter
 from collector.pool_bound import PoolBound
 from collector.tables import devices, node_reports, replica_reports, samples
-from collector.wire import IngestBatch
 from fleet.desired import DesiredBoard
 from fleet.pools import PoolSpec, PoolStore
 from tests.conftest import gpu_sample, pool_sample
 from tests.support.clock import FakeClock
 from web.app import create_app
 from web.services import AppServices
+from wire.samples import IngestBatch
 
 Auth = Callable[..., dict[str, str]]
 
@@ -186,7 +186,7 @@ def test_finding_6_too_many_samples_are_refused_before_any_is_built_and_parsing_
     """Samples past the limit are not even looked at: 101 empty objects are refused for their number (the code of
     today, 422 on ``samples``), not for 101 × 3 missing fields that only building them finds."""
     services.settings.ingest_max_samples = 100
-    parse, where = collector.wire.parse_batch, []
+    parse, where = wire.samples.parse_batch, []
 
     def parse_and_note(*args: Any, **kwargs: Any) -> Any:
         where.append(on_the_event_loop())

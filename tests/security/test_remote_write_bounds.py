@@ -17,7 +17,6 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportM
 from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality
 from sqlalchemy import Engine, func, insert, select
 
-from collector.catalog import METRIC_NAMES
 from collector.database import make_engine
 from collector.remote.mapping import load_mapping
 from collector.remote.receiver import RemoteWriter
@@ -28,6 +27,7 @@ from fleetpilot.settings import ServerSettings
 from tests.support.clock import FakeClock
 from tests.support.remote_write import REMOTE_WRITE_HEADERS, Writer, named, write_request, writer_for
 from web.services import AppServices
+from wire.catalog import METRIC_NAMES
 
 Auth = Callable[..., dict[str, str]]
 T0 = FakeClock().now - 60

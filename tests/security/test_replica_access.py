@@ -11,7 +11,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from collector.control import DesiredState
 from inference_agent.config import EngineProfile
 from inference_agent.probes.builtin import BuiltinEngineProbe
 from inference_agent.serving.frontend import Frontend
@@ -21,6 +20,7 @@ from inference_agent.serving.reconcile import Timing
 from inference_agent.serving.routing import Endpoint
 from inference_agent.serving.supervisor import Supervisor
 from tests.support.supervising import step_until
+from wire.control import DesiredState
 
 AGENT_TOKEN = "the-agent-token-no-replica-may-see"
 VIP = {"X-Tenant": "vip", "X-Fleetpilot-Priority": "0"}

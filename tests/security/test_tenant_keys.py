@@ -12,7 +12,6 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from collector.control import DesiredState, SloClass, key_digest, new_tenant_key
 from inference_agent.engine.api import CompletionRequest, Priority, TokenEvent
 from inference_agent.serving.admission import DEFAULT_TENANT, Quota, QuotaBook, TenantPolicy
 from inference_agent.serving.frontend import Frontend
@@ -20,6 +19,7 @@ from inference_agent.serving.routing import PoolRoutes
 from inference_agent.serving.telemetry import ServingTelemetry
 from inference_agent.serving.tenant_identity import GatewayTrust
 from tests.inference_agent.serving.conftest import StartReplica, start_replica  # noqa: F401  (the fixture)
+from wire.control import DesiredState, SloClass, key_digest, new_tenant_key
 
 ACME_KEY, VIP_KEY = new_tenant_key(), new_tenant_key()
 BODY = {"model": "p", "prompt": "x", "max_tokens": 1}

@@ -12,7 +12,6 @@ from fastapi.testclient import TestClient
 from sqlalchemy.exc import OperationalError
 
 from alerting.rules import RuleSpec
-from collector.errors import FieldError
 from fleet.pools import PoolSpec
 from fleetpilot.settings import ServerSettings
 from isolation.tenants import QuotaSpec
@@ -20,6 +19,7 @@ from tests.support.clock import FakeClock
 from web.app import create_app
 from web.errors import refused
 from web.services import AppServices
+from wire.errors import FieldError
 
 Auth = Callable[..., dict[str, str]]
 CHAT = {"name": "chat", "min_replicas": 1, "max_replicas": 6}

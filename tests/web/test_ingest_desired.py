@@ -12,7 +12,6 @@ from sqlalchemy import Engine, event, func, select
 
 from autoscaler.actuators.local import placements, retired_pools
 from autoscaler.controller import Controller, ControllerSettings
-from collector.control import DesiredState, PoolLimits, QuotaDesired, TenantDesired, key_digest, new_tenant_key
 from fleet.desired import DesiredPart, Part
 from fleetpilot.server import build_services
 from fleetpilot.settings import ServerSettings
@@ -22,6 +21,7 @@ from tests.conftest import pool_sample
 from tests.support.clock import FakeClock
 from web.app import create_app
 from web.services import AppServices
+from wire.control import DesiredState, PoolLimits, QuotaDesired, TenantDesired, key_digest, new_tenant_key
 
 Auth = Callable[..., dict[str, str]]
 CHAT = {"name": "chat", "policy": "reactive", "replica_capacity": 10.0, "min_replicas": 2, "max_replicas": 2}

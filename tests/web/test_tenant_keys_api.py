@@ -9,10 +9,10 @@ from typing import Any
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, insert, select
 
-from collector.control import MAX_KEYS_PER_TENANT, MAX_TENANT_KEYS, DesiredState, key_digest
 from inference_agent.pusher import MalformedDesired, parse_ack
 from isolation.tenants import tenant_api_keys, tenants
 from web.audit import audit_log
+from wire.control import MAX_KEYS_PER_TENANT, MAX_TENANT_KEYS, DesiredState, key_digest
 
 Auth = Callable[..., dict[str, str]]
 KEYS = "/api/v1/tenants/acme/keys"

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from collector.catalog import BY_NAME, Scope
-from collector.control import MetricAbsences
 from collector.registry import NodeView
 from web.dashboard.units import SOURCE_NAMES
+from wire.catalog import BY_NAME, Scope
+from wire.control import MetricAbsences
 
 NOT_YET = "not reported yet"
 NO_POOL = "serves no pool"

@@ -17,8 +17,8 @@ from typing import Annotated, Any
 
 from fastapi import Query
 
-from collector.catalog import BY_NAME
 from collector.series import Point
+from wire.catalog import BY_NAME
 
 RAW_SECONDS = 900.0  # the ranges drawn from raw samples, and streamed
 

@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from collector.catalog import BY_NAME
+from wire.catalog import BY_NAME
 
 ABSENT = "—"
 _BINARY = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")

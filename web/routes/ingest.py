@@ -10,19 +10,20 @@ from fastapi import APIRouter, HTTPException, Request, Response, status
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
-from collector.control import DesiredState
-from collector.errors import BatchTooLarge, InvalidBatch, Overloaded, StorageUnavailable
+from collector.errors import BatchTooLarge, Overloaded, StorageUnavailable
 from collector.pool_bound import PoolBound
-from collector.refusals import Refusal
 from collector.sample_age import without_old_samples
 from collector.telemetry import RejectReason
-from collector.wire import parse_batch
 from web.auth import ServicesDep, authenticate_on_loop, documented_machine_auth
 from web.body import read_body
 from web.errors import ERROR_RESPONSES, ApiError, error_responses
 from web.ingest_gate import Shed
 from web.services import AppServices
 from web.tokens import Role, TokenInfo
+from wire.control import DesiredState
+from wire.errors import InvalidBatch
+from wire.refusals import Refusal
+from wire.samples import parse_batch
 
 router = APIRouter(tags=["ingest"], responses=ERROR_RESPONSES)
 # An overloaded server asks for a pause spread over a few seconds: the nodes refused in one second come back over

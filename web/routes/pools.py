@@ -28,7 +28,6 @@ from pydantic import BaseModel, Field
 
 from autoscaler.actuators.local import PlacementStore
 from autoscaler.policy import PolicySettings
-from collector.control import MAX_LABELS, NAME_PATTERN, LabelKey, LabelValue, ModelName
 from fleet.pools import DemandMetric, Mode, Policy, Pool, PoolSpec, PoolStore, Provisioning
 from fleet.scale_targets import MAX_SCALE_TARGET_LENGTH
 from fleet.view import FleetView
@@ -39,11 +38,12 @@ from web.auth import AdminToken, OperatorToken, ServicesDep, ViewerToken
 from web.errors import ERROR_RESPONSES, ApiError, error_responses, not_found, refused
 from web.etags import IfMatch, require_match, tag
 from web.services import AppServices
+from wire.control import MAX_LABELS, NAME_PATTERN, LabelKey, LabelValue, ModelName
 
 router = APIRouter(tags=["pools"], responses=ERROR_RESPONSES)
 # Bounds that keep every number inside the database's integer columns; no real pool comes near them.
 MAX_REPLICAS = 100_000
-MAX_GPUS_PER_REPLICA = 64  # what one replica may be given on the wire (collector.control.PoolDesired.gpus)
+MAX_GPUS_PER_REPLICA = 64  # what one replica may be given on the wire (wire.control.PoolDesired.gpus)
 MAX_GPU_MEMORY_MIB = 10**9
 # PATCH may set these to null: learn the capacity, no model (a built-in engine), any GPU memory
 CLEARABLE = {"replica_capacity", "model", "gpu_memory_mib", "scale_target"}

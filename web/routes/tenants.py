@@ -15,7 +15,6 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Response, status
 from pydantic import BaseModel, Field
 
-from collector.control import NAME_PATTERN
 from isolation.tenants import (
     MAX_CONCURRENCY,
     MAX_GPU_MEMORY_MIB,
@@ -28,6 +27,7 @@ from web.audit import Auditor, AuditorDep
 from web.auth import AdminToken, OperatorToken, ServicesDep, ViewerToken
 from web.errors import ERROR_RESPONSES, error_responses, not_found, refused
 from web.etags import IfMatch, require_match, tag
+from wire.control import NAME_PATTERN
 
 router = APIRouter(tags=["tenants"], responses=ERROR_RESPONSES)
 

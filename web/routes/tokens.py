@@ -7,11 +7,11 @@ from typing import Annotated
 from fastapi import APIRouter, Response, status
 from pydantic import BaseModel, Field
 
-from collector.control import NAME_PATTERN
 from web.audit import Auditor, AuditorDep
 from web.auth import AdminToken, ServicesDep
 from web.errors import ERROR_RESPONSES, error_responses, not_found, refused
 from web.tokens import MAX_NODE_SCOPE, NODE_GLOB_PATTERN, Role, TokenInfo, TokenStore
+from wire.control import NAME_PATTERN
 
 router = APIRouter(tags=["tokens"], responses=ERROR_RESPONSES)
 

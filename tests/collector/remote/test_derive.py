@@ -12,7 +12,7 @@ from collector.remote.derive import SeriesInfo, derive_at, families, interval_at
 from collector.remote.mapping import load_mapping
 from collector.remote.series import RemoteSeries
 from collector.remote.staging import Dropped, Placements, group_id, series_id, stage
-from collector.scrape.engines import TGI, VLLM
+from wire.scrape.engines import TGI, VLLM
 
 STALE_NAN = struct.unpack(">d", struct.pack(">Q", 0x7FF0000000000002))[0]
 NOW = 1_764_424_800.0

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from collector.control import DesiredState, SloClass
 from inference_agent.engine.api import Priority
 from inference_agent.serving.admission import (
     ANONYMOUS_QUOTA,
@@ -25,6 +24,7 @@ from inference_agent.serving.admission import (
     release,
     wait_for_s,
 )
+from wire.control import DesiredState, SloClass
 
 LIMITED = TenantPolicy(SloClass.STANDARD, {"p": Quota(rate_rps=2.0, burst=2.0, max_concurrency=10)})
 

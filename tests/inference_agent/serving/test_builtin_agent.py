@@ -11,10 +11,10 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from collector.control import NodeReport
 from collector.database import make_engine
 from collector.tables import node_reports, samples
 from fleetpilot.launch import AgentProcess, ServerProcess, free_port
+from wire.control import NodeReport
 
 pytestmark = pytest.mark.slow
 NODE = "node-builtin"

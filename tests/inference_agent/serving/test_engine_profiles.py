@@ -13,7 +13,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from collector.control import DesiredState
 from inference_agent.config import EngineProfile
 from inference_agent.probes.base import Reading
 from inference_agent.serving.engine_replicas import EngineReplicasProbe, combine
@@ -22,6 +21,7 @@ from inference_agent.serving.pools import DesiredRefused, PoolSpec, RefusalReaso
 from inference_agent.serving.reconcile import Phase, Timing
 from inference_agent.serving.supervisor import Supervisor
 from tests.support.supervising import step_until
+from wire.control import DesiredState
 
 BUILTIN_AS_PROFILE = EngineProfile(
     command=[

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 import httpx
 from prometheus_client import CollectorRegistry
 
-from collector.control import MAX_POOLS, MAX_TENANTS_PER_POOL, DesiredState, NodeReport, TenantUsage
 from inference_agent.isolation.limits import AppliedLimits, ReplicaLimits
 from inference_agent.serving.launcher import LaunchSpec
 from inference_agent.serving.pools import PoolSpec
 from inference_agent.serving.report import node_report
 from inference_agent.serving.supervisor import ReplicaCounts, Supervisor
 from inference_agent.serving.telemetry import ServingTelemetry
+from wire.control import MAX_POOLS, MAX_TENANTS_PER_POOL, DesiredState, NodeReport, TenantUsage
 
 
 @dataclass

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from collector.control import MAX_POOLS, DesiredState, PoolDesired, PoolLimits
 from inference_agent.serving.launcher import LaunchSpec, ReplicaProcess
 from inference_agent.serving.pools import (
     BUILTIN_OFFERS,
@@ -33,6 +32,7 @@ from inference_agent.serving.reconcile import (
 )
 from inference_agent.serving.replica_quota import GpuQuota, cpu_share, mps_daemon_running, replica_environment
 from inference_agent.serving.supervisor import Supervisor
+from wire.control import MAX_POOLS, DesiredState, PoolDesired, PoolLimits
 
 T = Timing(drain_deadline_s=20, startup_timeout_s=60, backoff_base_s=1, backoff_cap_s=60, stable_after_s=60)
 

@@ -12,13 +12,13 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from collector.control import DesiredState
 from inference_agent.serving.launcher import ProcessLauncher
 from inference_agent.serving.pools import PoolSpec
 from inference_agent.serving.reconcile import Phase, Timing
 from inference_agent.serving.supervisor import Supervisor
 from inference_agent.serving.telemetry import ServingTelemetry
 from tests.support.supervising import step_until
+from wire.control import DesiredState
 
 pytestmark = pytest.mark.slow
 

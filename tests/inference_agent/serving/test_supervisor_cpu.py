@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from collector.control import DesiredState
 from inference_agent.isolation.cpu import CpuLimits
 from inference_agent.serving.launcher import LaunchSpec
 from inference_agent.serving.pools import PoolSpec
 from inference_agent.serving.supervisor import Supervisor
 from tests.inference_agent.isolation.test_cpu import cgroup_v1_standin
+from wire.control import DesiredState
 
 
 class SleepLauncher:

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from collector.control import DesiredState
 from inference_agent.isolation.mps import MpsControl, process_environment
 from inference_agent.serving.launcher import ProcessLauncher
 from inference_agent.serving.pools import PoolSpec
@@ -19,6 +18,7 @@ from inference_agent.serving.reconcile import Phase, Timing
 from inference_agent.serving.replica_quota import MPS_THREADS_ENV
 from inference_agent.serving.supervisor import Supervisor
 from tests.inference_agent.isolation.test_mps import FAKE, commands
+from wire.control import DesiredState
 
 pytestmark = pytest.mark.slow
 

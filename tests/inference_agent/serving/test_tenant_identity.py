@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from collector.control import DesiredState, key_digest, new_tenant_key
 from inference_agent.serving.admission import DEFAULT_TENANT
 from inference_agent.serving.tenant_identity import GatewayTrust, UnknownKey, bearer, identify
+from wire.control import DesiredState, key_digest, new_tenant_key
 
 KEY = new_tenant_key()
 KEYS = {key_digest(KEY): "acme"}

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from alerting.lifecycle import Alert, AlertStatus
-from collector.control import MetricAbsences
 from collector.registry import Gpu, LatestSeries, NodeStatus, NodeView, PoolOnNode
 from fleet.pools import DemandMetric, Pool, PoolSpec
 from web.dashboard.absence import NO_GPU, NO_POOL, NOT_YET, why_absent
 from web.dashboard.pool_groups import group_by_pool, pool_summary
 from web.dashboard.tiles import Heat, alert_marks
+from wire.control import MetricAbsences
 
 NODE_POOLS = {"a": ["chat"], "b": ["chat", "vision"], "c": []}
 

@@ -14,7 +14,6 @@ from alerting.lifecycle import Alert, AlertStatus
 from alerting.rule_store import RuleStore
 from alerting.rules import Op, RuleKind, RuleSpec, Severity
 from alerting.tables import alerts
-from collector.control import DesiredState, key_digest
 from fleet.pools import Mode, PoolSpec, Provisioning
 from fleet.scaling_events import ScalingEvent
 from isolation.tenant_keys import TenantKeyStore
@@ -27,6 +26,7 @@ from tests.web.dashboard.conftest import csrf_of, push
 from tests.web.dashboard.test_audit import everything_logged
 from web.dashboard.health_figures import gather
 from web.services import AppServices
+from wire.control import DesiredState, key_digest
 
 Browser = Callable[[str], TestClient]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from collector.catalog import METRIC_NAMES
 from collector.registry import Gpu, LatestSeries, NodeStatus, NodeView
 from web.dashboard.tiles import SHORT_NAMES, Heat, node_heat, sparkline_points
 from web.dashboard.units import ABSENT, age, metric_value, number
+from wire.catalog import METRIC_NAMES
 
 
 @pytest.mark.parametrize(

@@ -27,8 +27,6 @@ from alerting.rule_store import RuleStore
 from alerting.rules import Op, RuleKind, RuleSpec
 from alerting.silences import Silence, silenced
 from alerting.webhooks import WebhookStore
-from collector.catalog import BY_NAME
-from collector.errors import FieldError
 from collector.registry import pools_on_nodes
 from web.audit import AuditorDep
 from web.auth import ServicesDep
@@ -40,6 +38,8 @@ from web.dashboard.tiles import concerned_nodes
 from web.errors import ApiError
 from web.routes.alerts import SilenceIn, apply_silence_create, apply_silence_expire
 from web.services import AppServices
+from wire.catalog import BY_NAME
+from wire.errors import FieldError
 
 router = APIRouter(route_class=DashboardRoute)
 DELIVERIES_SHOWN = 10

@@ -15,8 +15,6 @@ from fastapi.responses import HTMLResponse, StreamingResponse
 from alerting.alert_store import AlertStore, SilenceStore
 from alerting.lifecycle import Alert, AlertStatus
 from alerting.silences import silenced
-from collector.catalog import METRIC_NAMES
-from collector.control import MetricAbsences
 from collector.registry import NodeStatus, NodeView, PoolOnNode, latest_reports, pools_on_nodes, reported_pools
 from collector.series import recent_section_rollups
 from fleet.pools import Pool
@@ -30,6 +28,8 @@ from web.dashboard.security import DashboardRoute
 from web.dashboard.tiles import SHORT_NAMES, AlertMark, alert_marks, node_heat, sparkline_points
 from web.dashboard.units import metric_value, reported_by
 from web.services import AppServices
+from wire.catalog import METRIC_NAMES
+from wire.control import MetricAbsences
 
 router = APIRouter(route_class=DashboardRoute)
 SPARKLINE_SECONDS = 1800.0

@@ -12,8 +12,6 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from collector.catalog import BY_NAME, METRIC_NAMES, Scope
-from collector.control import MetricAbsences
 from collector.registry import NodeView, latest_reports
 from collector.series import Point, SeriesKey, series_rollups, series_samples
 from collector.tables import NO_DEVICE, NO_POOL
@@ -38,6 +36,8 @@ from web.dashboard.security import DashboardRoute
 from web.dashboard.tiles import SHORT_NAMES
 from web.dashboard.units import age, duration, metric_value, reported_by
 from web.services import AppServices
+from wire.catalog import BY_NAME, METRIC_NAMES, Scope
+from wire.control import MetricAbsences
 
 router = APIRouter(route_class=DashboardRoute)
 LIVE_INTERVAL_SECONDS = 0.5

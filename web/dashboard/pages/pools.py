@@ -14,7 +14,6 @@ from pydantic import ValidationError
 from starlette.datastructures import FormData
 
 from autoscaler.policy import PolicySettings
-from collector.catalog import BY_NAME
 from collector.series import Point, SeriesQuery, Source, pool_replica_history, query_series
 from collector.tables import ROLLUP_BUCKET_SECONDS
 from fleet.pools import Pool
@@ -39,6 +38,7 @@ from web.dashboard.security import DashboardRoute
 from web.errors import ApiError
 from web.routes.pools import PoolPatch, ScaleIn, apply_pool_patch, apply_pool_scale
 from web.services import AppServices
+from wire.catalog import BY_NAME
 
 router = APIRouter(route_class=DashboardRoute)
 FORECAST_AHEAD_SECONDS = 900.0  # the charts' window runs on past now by the forecast's 15 minutes

@@ -15,7 +15,6 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 from starlette.datastructures import FormData
 
-from collector.control import NAME_PATTERN
 from collector.registry import PoolOnNode
 from isolation.tenant_keys import TenantKey, TenantKeyStore
 from isolation.tenants import QUOTA_FIELDS, SloClass, Tenant, TenantNotFound, TenantStore
@@ -45,6 +44,7 @@ from web.routes.tenants import (
 )
 from web.services import AppServices
 from web.tokens import Role
+from wire.control import NAME_PATTERN
 
 router = APIRouter(route_class=DashboardRoute)
 USAGE_FIGURES = ("requests_per_second", "tokens_per_second", "latency_p99_seconds")

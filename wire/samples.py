@@ -13,9 +13,9 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, create_model
 from pydantic_core import ErrorDetails
 
-from collector.catalog import METRICS, Scope
-from collector.control import MAX_TENANTS_PER_POOL, NAME_PATTERN, NodeReport, PoolReport
-from collector.errors import FieldProblem, InvalidBatch
+from wire.catalog import METRICS, Scope
+from wire.control import MAX_TENANTS_PER_POOL, NAME_PATTERN, NodeReport, PoolReport
+from wire.errors import FieldProblem, InvalidBatch
 
 # The largest value of the BIGINT columns the integers land in (samples.seq, nodes.last_seq,
 # devices.memory_total_bytes): 2**63 - 1. One more failed the insert and answered 500 with a reset.
@@ -76,7 +76,7 @@ class IngestBatch(BaseModel):
     node_id: Annotated[str, Field(pattern=NAME_PATTERN)]
     samples: list[WireSample]
     inventory: WireInventory | None = None
-    report: NodeReport | None = None  # the node's control state (collector.control); absent from agents before it
+    report: NodeReport | None = None  # the node's control state (wire.control); absent from agents before it
 
 
 class _Skipped(BaseModel):

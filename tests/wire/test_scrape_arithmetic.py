@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from collector.scrape.arithmetic import (
+from wire.scrape.arithmetic import (
     Buckets,
     Histogram,
     LabelSet,

@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from collector.catalog import metric
-from collector.scrape.arithmetic import count, selector
-from collector.scrape.signals import (
+from wire.catalog import metric
+from wire.samples import METRIC_VALUE_MAX
+from wire.scrape.arithmetic import count, selector
+from wire.scrape.signals import (
     FirstOf,
     Gauge,
     HistogramQuantile,
@@ -27,7 +28,6 @@ from collector.scrape.signals import (
     Signal,
     SummaryQuantile,
 )
-from collector.wire import METRIC_VALUE_MAX
 
 
 class EngineKind(StrEnum):

@@ -48,7 +48,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from collector.catalog import METRIC_NAMES
+from wire.catalog import METRIC_NAMES
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from collector.scrape.arithmetic import (
+from wire.scrape.arithmetic import (
     Combine,
     Families,
     LabelSet,

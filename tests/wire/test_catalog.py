@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from collector.catalog import METRIC_NAMES, METRICS, Scope, metric
 from collector.exposition import FleetCollector, FleetSnapshot, exposition_name
 from collector.tables import ROLLUP_STATS, rollup_column, rollups_1m, samples, series_latest
-from collector.wire import MetricValues
+from wire.catalog import METRIC_NAMES, METRICS, Scope, metric
+from wire.samples import MetricValues
 
 CONTRACT_METRICS = [
     ("gpu_utilization_ratio", Scope.GPU),
