@@ -39,10 +39,10 @@ def test_agent_killed_mid_outage_and_restarted_loses_nothing(fleet: Fleet) -> No
     try:
         fleet.wait_for_rows(10)
         fleet.server.kill()
-        time.sleep(2)
+        fleet.wait_for_spooling()  # samples the dead server never got
         agent.kill()  # SIGKILL: no flush, samples only in the spool
         agent = fleet.start_agent()
-        time.sleep(2)
+        fleet.wait_for_spooling()  # and more from the restarted agent, behind them
         fleet.server.start()
         before = fleet.stored().rows
         fleet.wait_for_rows(before + 40)

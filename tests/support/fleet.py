@@ -108,6 +108,21 @@ class Fleet:
             time.sleep(0.2)
         raise AssertionError(f"fewer than {at_least} rows after {timeout_s} s:\n{self.agent_log(node_id)}")
 
+    def spooled_bytes(self, node_id: str | None = None) -> int:
+        """The bytes of the node's spool segments on disk (readable while its agent runs, unlike the spool)."""
+        return sum(
+            path.stat().st_size for path in (self.spool_dir(node_id) / "samples").glob("seg-*.jsonl") if path.is_file()
+        )
+
+    def wait_for_spooling(self, node_id: str | None = None, timeout_s: float = 30.0) -> None:
+        """Until the node's agent has written to its spool since the call: samples taken, none yet delivered."""
+        before = self.spooled_bytes(node_id)
+        deadline = time.monotonic() + timeout_s
+        while self.spooled_bytes(node_id) <= before:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"nothing spooled in {timeout_s} s:\n{self.agent_log(node_id)}")
+            time.sleep(0.05)
+
     def agent_log(self, node_id: str | None = None) -> str:
         path = self.log_path(node_id)
         return path.read_text(errors="replace")[-4000:] if path.exists() else "(no agent log)"

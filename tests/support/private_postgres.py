@@ -24,7 +24,7 @@ from typing import Self
 
 import psycopg
 
-from fleetpilot.launch import _die_with_parent, free_port
+from fleetpilot.launch import dying_with_parent, free_port
 from tests.support.availability import unavailable
 
 POSTGRES_OS_USER = "postgres"
@@ -73,11 +73,7 @@ class PrivatePostgres:
 
     def _popen(self, command: list[str], **kwargs: object) -> subprocess.Popen[bytes]:
         return subprocess.Popen(  # type: ignore[call-overload,no-any-return]
-            command,
-            user=self.user,
-            group=self.user,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - one prctl call, as fleetpilot.launch does
-            **kwargs,
+            dying_with_parent(command), user=self.user, group=self.user, **kwargs
         )
 
     def initialise(self) -> None:
