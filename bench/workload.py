@@ -25,11 +25,16 @@ import time
 from dataclasses import dataclass
 
 import torch
+from inference_agent.torch_runtime.api import CompletionRequest
+from inference_agent.torch_runtime.config import ModelConfig
+from inference_agent.torch_runtime.engine import (
+    BatchingEngine,
+    ContinuousBatchingEngine,
+    EngineConfig,
+    StaticBatchingEngine,
+)
 
 from fleetpilot.trace_load import AZURE_CONV_SLICE, TOKEN_SCALE, TraceRequest, load_trace
-from inference_agent.engine.api import CompletionRequest
-from inference_agent.engine.config import ModelConfig
-from inference_agent.engine.engine import BatchingEngine, ContinuousBatchingEngine, EngineConfig, StaticBatchingEngine
 
 MAX_CONTEXT = 1024  # the benchmark model's context: 512 + 128 fit, and the static baseline reserves this much
 MAX_BATCH_SIZE = 16

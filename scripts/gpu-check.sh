@@ -165,7 +165,7 @@ torch_step mps 50 "$PYTHON" -m bench.mps --part raw --quick --out "$OUT"
 torch_step engine-profile 85 "$PYTHON" -m bench.mps --part profile --quick --out "$OUT"
 torch_step isolation 75 "$PYTHON" -m bench.isolation --device cuda --quick
 torch_step mps-fleet 90 "$PYTHON" -m bench.mps --part fleet --quick --out "$OUT"
-GPU_TESTS=(tests/inference_agent/test_nvml_gpu.py tests/inference_agent/engine/test_engine.py
+GPU_TESTS=(tests/inference_agent/test_nvml_gpu.py tests/inference_agent/torch_runtime/test_engine.py
            tests/inference_agent/isolation/test_mps_gpu.py)
 torch_step pytest-gpu 35 "$PYTHON" -m pytest -m gpu -v -rs -p no:cacheprovider "${GPU_TESTS[@]}"
 # on a CPU the same comparison is `python -m bench.workload`, not this script's

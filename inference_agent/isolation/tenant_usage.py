@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from inference_agent.engine.api import FinishReason, TokenEvent
 from inference_agent.serving.ledger import LATENCY_WINDOW_S, MAX_WINDOW_SAMPLES
+from inference_agent.torch_runtime.api import FinishReason, TokenEvent
 from wire.percentile import percentile
 
 MAX_TENANTS = 256  # tenants tracked by name; any further name is counted under OTHER_TENANTS

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from inference_agent.engine.api import Priority
+from inference_agent.torch_runtime.api import Priority
 from wire.control import DesiredState, QuotaDesired, SloClass
 
 DEFAULT_MAX_CONCURRENCY = 64

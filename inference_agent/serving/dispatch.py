@@ -19,8 +19,8 @@ from bisect import insort
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from inference_agent.engine.api import Priority
 from inference_agent.serving.routing import Endpoint
+from inference_agent.torch_runtime.api import Priority
 
 
 class NoCapacity(Exception):

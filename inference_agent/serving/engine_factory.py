@@ -1,4 +1,4 @@
-"""Which engine a replica runs: the torch engines of ``inference_agent.engine`` or the in-repo fakes.
+"""Which engine a replica runs: the torch engines of ``inference_agent.torch_runtime`` or the in-repo fakes.
 
 torch is imported here only when a torch engine is built, so the front end and the supervisor never load it.
 """
@@ -9,9 +9,9 @@ import logging
 import os
 from dataclasses import dataclass
 
-from inference_agent.engine.api import ImageClassifier, TextEngine
 from inference_agent.serving.fake_engine import FakeClassifier, FakeTextEngine
 from inference_agent.serving.replica_quota import CPUS_ENV, THREADS_ENV, parse_cpus
+from inference_agent.torch_runtime.api import ImageClassifier, TextEngine
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +51,8 @@ def build_text_engine(options: EngineOptions) -> TextEngine:
     if options.engine == "fake":
         return FakeTextEngine(token_delay_s=options.token_delay_s)
     _torch_ready(options)
-    from inference_agent.engine.config import ModelConfig
-    from inference_agent.engine.engine import ContinuousBatchingEngine, EngineConfig
+    from inference_agent.torch_runtime.config import ModelConfig
+    from inference_agent.torch_runtime.engine import ContinuousBatchingEngine, EngineConfig
 
     config = EngineConfig(model=ModelConfig(seed=options.seed), device=options.device, ignore_eos=options.ignore_eos)
     return ContinuousBatchingEngine(config)
@@ -62,6 +62,6 @@ def build_classifier(options: EngineOptions) -> ImageClassifier:
     if options.engine == "fake":
         return FakeClassifier(batch_delay_s=options.token_delay_s)
     _torch_ready(options)
-    from inference_agent.engine.classifier import BatchingClassifier
+    from inference_agent.torch_runtime.classifier import BatchingClassifier
 
     return BatchingClassifier(seed=options.seed, device=options.device)

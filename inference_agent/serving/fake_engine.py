@@ -1,4 +1,4 @@
-"""Small, deterministic stand-ins for the torch engines, implementing the same Protocols (``engine/api.py``).
+"""Small, deterministic stand-ins for the torch engines, implementing the same Protocols (``torch_runtime/api.py``).
 
 They let the serving layer, the supervisor and the front end be tested fast and without torch: tokens depend only on
 the prompt, each takes ``token_delay_s``, at most ``max_running`` requests run at once (the rest wait, which is the
@@ -13,14 +13,14 @@ import time
 import zlib
 from collections.abc import Iterator, Sequence
 
-from inference_agent.engine.api import (
+from inference_agent.torch_runtime.api import (
     Classification,
     CompletionRequest,
     EngineStats,
     FinishReason,
     TokenEvent,
 )
-from inference_agent.engine.tokenizer import count_prompt_tokens
+from inference_agent.torch_runtime.tokenizer import count_prompt_tokens
 
 ALPHABET = "abcdefghijklmnopqrstuvwxyz "
 

@@ -28,7 +28,6 @@ from functools import cached_property
 
 import httpx
 
-from inference_agent.engine.api import Priority
 from inference_agent.http_server import ClientGone, ConnectionLimits, JsonHandler, Server
 from inference_agent.serving.admission import (
     DEFAULT_TENANT,
@@ -47,6 +46,7 @@ from inference_agent.serving.routing import Endpoint, PoolRoutes
 from inference_agent.serving.schema import MAX_PROMPT_BYTES, BadRequest, error_event, parse_json
 from inference_agent.serving.telemetry import ServingTelemetry
 from inference_agent.serving.tenant_identity import GatewayTrust, UnknownKey, identify
+from inference_agent.torch_runtime.api import Priority
 from wire.control import DesiredState
 
 log = logging.getLogger(__name__)

@@ -24,13 +24,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from inference_agent.engine.api import ImageClassifier, TextEngine
 from inference_agent.http_server import MAX_BODY_BYTES, ConnectionLimits, Server
 from inference_agent.serving.engine_factory import EngineOptions, build_classifier, build_text_engine, pin_to_quota
 from inference_agent.serving.replica_app import ReplicaApp, ReplicaState
 from inference_agent.serving.replica_handler import handler_for
 from inference_agent.serving.replica_key import REPLICA_KEY_ENV
 from inference_agent.stop_signals import stop_on_signals
+from inference_agent.torch_runtime.api import ImageClassifier, TextEngine
 
 log = logging.getLogger("inference_agent.serving.replica")
 

@@ -13,10 +13,10 @@ import uuid
 from enum import StrEnum
 from typing import Any
 
-from inference_agent.engine.api import EngineStats, FinishReason, ImageClassifier, TextEngine
 from inference_agent.isolation.tenant_usage import TenantUsage
 from inference_agent.serving.ledger import RequestLedger
 from inference_agent.serving.replica_metrics import ReplicaMetrics
+from inference_agent.torch_runtime.api import EngineStats, FinishReason, ImageClassifier, TextEngine
 
 
 class ReplicaState(StrEnum):

@@ -20,8 +20,6 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from inference_agent.engine.api import CompletionRequest, CompletionResult, FinishReason, Priority, TokenEvent
-from inference_agent.engine.tokenizer import count_prompt_tokens
 from inference_agent.http_server import ClientGone, JsonHandler
 from inference_agent.serving.replica_app import Refused, ReplicaApp
 from inference_agent.serving.replica_key import holds_key
@@ -41,6 +39,8 @@ from inference_agent.serving.schema import (
     parse_completion,
     parse_json,
 )
+from inference_agent.torch_runtime.api import CompletionRequest, CompletionResult, FinishReason, Priority, TokenEvent
+from inference_agent.torch_runtime.tokenizer import count_prompt_tokens
 
 log = logging.getLogger(__name__)
 PRIORITY_HEADER = "X-Fleetpilot-Priority"

@@ -29,7 +29,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from inference_agent.engine.api import EngineStats, FinishReason, TokenEvent
+from inference_agent.torch_runtime.api import EngineStats, FinishReason, TokenEvent
 
 LABELS = ("model_name", "engine")
 ENGINE_INDEX = "0"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from math import isnan
 from typing import Any
 
-from inference_agent.engine.api import CompletionResult
+from inference_agent.torch_runtime.api import CompletionResult
 
 MAX_TOKENS_LIMIT = 4096
 MAX_PROMPT_BYTES = 64 * 1024

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from inference_agent.torch_runtime.api import Priority
 from sqlalchemy import Engine, insert
 
 from collector.tables import node_reports, nodes
 from fleet.desired import DesiredBoard, Part
-from inference_agent.engine.api import Priority
 from inference_agent.serving.admission import DEFAULT_MAX_CONCURRENCY, PRIORITY, Quota, QuotaBook
 from inference_agent.serving.frontend import TenantDirectory
 from isolation.desired import AGENT_DEFAULT_MAX_CONCURRENCY, TenantsAnswer, TenantsPublisher

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from inference_agent.torch_runtime.api import CompletionRequest, Priority, TokenEvent
 from prometheus_client import CollectorRegistry
 
-from inference_agent.engine.api import CompletionRequest, Priority, TokenEvent
 from inference_agent.serving.admission import DEFAULT_TENANT, Quota, QuotaBook, TenantPolicy
 from inference_agent.serving.frontend import Frontend
 from inference_agent.serving.routing import PoolRoutes

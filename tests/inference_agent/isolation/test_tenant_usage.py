@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 import pytest
+from inference_agent.torch_runtime.api import FinishReason, TokenEvent
 
-from inference_agent.engine.api import FinishReason, TokenEvent
 from inference_agent.isolation.tenant_usage import TenantUsage
 from inference_agent.probes.builtin import BuiltinEngineProbe
 from inference_agent.serving.routing import Endpoint, PoolRoutes

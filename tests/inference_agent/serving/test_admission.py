@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from inference_agent.torch_runtime.api import Priority
 
-from inference_agent.engine.api import Priority
 from inference_agent.serving.admission import (
     ANONYMOUS_QUOTA,
     DEFAULT_TENANT,

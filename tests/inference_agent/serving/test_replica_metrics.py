@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from inference_agent.torch_runtime.api import CompletionRequest, FinishReason
 from prometheus_client.parser import text_string_to_metric_families
 
-from inference_agent.engine.api import CompletionRequest, FinishReason
 from inference_agent.serving.fake_engine import FakeClassifier, FakeTextEngine
 from inference_agent.serving.replica_app import ReplicaApp
 from inference_agent.serving.replica_metrics import CumulativeHistogram

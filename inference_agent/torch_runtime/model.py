@@ -11,9 +11,9 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from inference_agent.engine.blocks import BlockRef
-from inference_agent.engine.config import ModelConfig
-from inference_agent.engine.kv_cache import PagedKVCache
+from inference_agent.torch_runtime.blocks import BlockRef
+from inference_agent.torch_runtime.config import ModelConfig
+from inference_agent.torch_runtime.kv_cache import PagedKVCache
 
 # (layer, q, k, v) → attention output [B, H, T, D]; each path supplies its own
 Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]

@@ -6,9 +6,9 @@ import queue
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from inference_agent.engine.api import CompletionRequest, FinishReason, TokenEvent
-from inference_agent.engine.scheduler import SeqView, StepKind, StepReason
-from inference_agent.engine.tokenizer import StreamDecoder
+from inference_agent.torch_runtime.api import CompletionRequest, FinishReason, TokenEvent
+from inference_agent.torch_runtime.scheduler import SeqView, StepKind, StepReason
+from inference_agent.torch_runtime.tokenizer import StreamDecoder
 
 
 class SeqStatus(StrEnum):

@@ -7,7 +7,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from inference_agent.engine.blocks import BlockManager, BlockRef, OutOfBlocks
+from inference_agent.torch_runtime.blocks import BlockManager, BlockRef, OutOfBlocks
 
 BLOCK = 4
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from inference_agent.engine.api import Classification, EngineStats
-from inference_agent.engine.model import pick_device
+from inference_agent.torch_runtime.api import Classification, EngineStats
+from inference_agent.torch_runtime.model import pick_device
 
 IMAGE_SHAPE = (3, 64, 64)
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from inference_agent.engine.scheduler import (
+from inference_agent.torch_runtime.scheduler import (
     SchedulerKnobs,
     SeqView,
     StepContext,

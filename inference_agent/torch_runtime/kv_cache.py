@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from inference_agent.engine.blocks import BlockMove, BlockRef
+from inference_agent.torch_runtime.blocks import BlockMove, BlockRef
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from inference_agent.engine.api import CompletionRequest, FinishReason, Priority, TokenEvent
-from inference_agent.engine.config import TINY_MODEL
-from inference_agent.engine.engine import BatchingEngine, ContinuousBatchingEngine, EngineConfig, StaticBatchingEngine
-from inference_agent.engine.scheduler import StepKind, StepReason
-from inference_agent.engine.tokenizer import EOS_ID, encode
+from inference_agent.torch_runtime.api import CompletionRequest, FinishReason, Priority, TokenEvent
+from inference_agent.torch_runtime.config import TINY_MODEL
+from inference_agent.torch_runtime.engine import (
+    BatchingEngine,
+    ContinuousBatchingEngine,
+    EngineConfig,
+    StaticBatchingEngine,
+)
+from inference_agent.torch_runtime.scheduler import StepKind, StepReason
+from inference_agent.torch_runtime.tokenizer import EOS_ID, encode
 
 TINY = EngineConfig(model=TINY_MODEL, device="cpu", block_size=4, device_blocks=64, host_blocks=64, batch_timeout_s=0.0)
 FIXED = EngineConfig(**{**TINY.__dict__, "ignore_eos": True})  # exactly max_tokens each: step counts are known

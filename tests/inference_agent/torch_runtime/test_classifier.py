@@ -7,8 +7,8 @@ import threading
 import pytest
 import torch
 
-from inference_agent.engine.api import Classification
-from inference_agent.engine.classifier import BatchingClassifier, to_batch
+from inference_agent.torch_runtime.api import Classification
+from inference_agent.torch_runtime.classifier import BatchingClassifier, to_batch
 
 
 def images(count: int, seed: int = 0) -> torch.Tensor:

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from inference_agent.engine.api import CompletionRequest, EngineStats, FinishReason, TokenEvent
-from inference_agent.engine.blocks import BlockManager
-from inference_agent.engine.config import ModelConfig
-from inference_agent.engine.kv_cache import PagedKVCache
-from inference_agent.engine.model import build_model, pick_device, torch_dtype
-from inference_agent.engine.scheduler import (
+from inference_agent.torch_runtime.api import CompletionRequest, EngineStats, FinishReason, TokenEvent
+from inference_agent.torch_runtime.blocks import BlockManager
+from inference_agent.torch_runtime.config import ModelConfig
+from inference_agent.torch_runtime.kv_cache import PagedKVCache
+from inference_agent.torch_runtime.model import build_model, pick_device, torch_dtype
+from inference_agent.torch_runtime.scheduler import (
     ContinuousPolicy,
     SchedulerKnobs,
     SchedulingPolicy,
@@ -33,8 +33,8 @@ from inference_agent.engine.scheduler import (
     StepKind,
     StepPlan,
 )
-from inference_agent.engine.sequence import SeqStatus, Sequence, StepRecord
-from inference_agent.engine.tokenizer import EOS_ID, encode
+from inference_agent.torch_runtime.sequence import SeqStatus, Sequence, StepRecord
+from inference_agent.torch_runtime.tokenizer import EOS_ID, encode
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from inference_agent.engine.tokenizer import VOCAB_SIZE
+from inference_agent.torch_runtime.tokenizer import VOCAB_SIZE
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inference_agent.engine.tokenizer import BOS_ID, EOS_ID, StreamDecoder, count_prompt_tokens, decode, encode
+from inference_agent.torch_runtime.tokenizer import BOS_ID, EOS_ID, StreamDecoder, count_prompt_tokens, decode, encode
 
 
 def test_round_trip_with_bos_and_specials_dropped() -> None:
