@@ -25,8 +25,6 @@ from typing import Any
 
 import httpx
 import psutil
-from inference_agent.torch_runtime.config import ModelConfig
-from inference_agent.torch_runtime.engine import ContinuousBatchingEngine, EngineConfig
 
 from autoscaler.failover import FailoverStore
 from bench.workload import ReplayResult, p99, progress, replay
@@ -34,6 +32,8 @@ from collector.database import make_engine
 from fleetpilot.launch import AgentProcess, ServerProcess, free_port
 from fleetpilot.trace_load import TraceRequest
 from inference_agent.serving.replica_key import REPLICA_KEY_ENV
+from inference_agent.torch_runtime.config import ModelConfig
+from inference_agent.torch_runtime.engine import ContinuousBatchingEngine, EngineConfig
 
 # The built-in replica as a node declares it: the torch engine a replica builds by default, generating exactly
 # max_tokens as the engine part does.

@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass
 
 import torch
+
+from fleetpilot.trace_load import AZURE_CONV_SLICE, TOKEN_SCALE, TraceRequest, load_trace
 from inference_agent.torch_runtime.api import CompletionRequest
 from inference_agent.torch_runtime.config import ModelConfig
 from inference_agent.torch_runtime.engine import (
@@ -33,8 +35,6 @@ from inference_agent.torch_runtime.engine import (
     EngineConfig,
     StaticBatchingEngine,
 )
-
-from fleetpilot.trace_load import AZURE_CONV_SLICE, TOKEN_SCALE, TraceRequest, load_trace
 
 MAX_CONTEXT = 1024  # the benchmark model's context: 512 + 128 fit, and the static baseline reserves this much
 MAX_BATCH_SIZE = 16

@@ -8,11 +8,11 @@ from typing import Any
 
 import httpx
 import pytest
-from inference_agent.torch_runtime.api import FinishReason, TokenEvent
 
 from inference_agent.isolation.tenant_usage import TenantUsage
 from inference_agent.probes.builtin import BuiltinEngineProbe
 from inference_agent.serving.routing import Endpoint, PoolRoutes
+from inference_agent.torch_runtime.api import FinishReason, TokenEvent
 from tests.inference_agent.serving.conftest import StartReplica
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from inference_agent.torch_runtime.api import Priority
 
 from inference_agent.serving.admission import (
     ANONYMOUS_QUOTA,
@@ -24,6 +23,7 @@ from inference_agent.serving.admission import (
     release,
     wait_for_s,
 )
+from inference_agent.torch_runtime.api import Priority
 from wire.control import DesiredState, SloClass
 
 LIMITED = TenantPolicy(SloClass.STANDARD, {"p": Quota(rate_rps=2.0, burst=2.0, max_concurrency=10)})

@@ -9,12 +9,12 @@ from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
-from inference_agent.torch_runtime.api import CompletionRequest, Priority, TokenEvent
 
 from inference_agent.serving.admission import Quota, QuotaBook, TenantPolicy
 from inference_agent.serving.dispatch import Dispatcher, NoCapacity, least_loaded
 from inference_agent.serving.frontend import Frontend, FrontendLimits
 from inference_agent.serving.routing import Endpoint, PoolRoutes
+from inference_agent.torch_runtime.api import CompletionRequest, Priority, TokenEvent
 from wire.control import SloClass, key_digest
 
 from .conftest import StartReplica

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from inference_agent.torch_runtime.api import CompletionRequest, FinishReason
 from prometheus_client.parser import text_string_to_metric_families
 
 from inference_agent.serving.fake_engine import FakeClassifier, FakeTextEngine
 from inference_agent.serving.replica_app import ReplicaApp
 from inference_agent.serving.replica_metrics import CumulativeHistogram
+from inference_agent.torch_runtime.api import CompletionRequest, FinishReason
 
 
 def test_buckets_are_cumulative_and_inclusive() -> None:
