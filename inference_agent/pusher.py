@@ -1,15 +1,15 @@
 """The pusher: spooled samples to ``POST /api/v1/ingest``, in order, acknowledged only when the collector committed.
 
-Keep-alive HTTP and gzip bodies; exponential backoff with full jitter while the collector is away (honouring
-``Retry-After``); the round trip of each answered push becomes ``network_latency_seconds``. Each body carries the
-node's ``report`` (``wire.control.NodeReport``) taken as it is sent, so a spool replayed after an outage sends
-old samples with the node's state now, its ``ts`` saying when it was taken; a node with nothing to report (no
-supervisor of its own) sends none. The ``desired`` state of each answer is parsed once (``parse_ack``) and goes to the
-workload side: a ``DesiredState``, or a ``MalformedDesired`` saying which field was bad (the samples are delivered
-all the same). A batch the collector rejects as invalid (422) can never succeed: it is set aside in ``rejected/``
-(``RejectedBatches``, bounded) with the collector's reason, counted, and the pusher goes on. Each push sends the
-token as it is then (``inference_agent.agent_token``: a rotated token file is read again), and a 401 re-reads the
-file.
+The samples go as the spool holds them (``wire.samples.SampleJson``); keep-alive HTTP and gzip bodies; exponential
+backoff with full jitter while the collector is away (honouring ``Retry-After``); the round trip of each answered
+push becomes ``network_latency_seconds``. Each body carries the node's ``report`` (``wire.control.NodeReport``)
+taken as it is sent, so a spool replayed after an outage sends old samples with the node's state now, its ``ts``
+saying when it was taken; a node with nothing to report (no supervisor of its own) sends none. The ``desired`` state
+of each answer is parsed once, here (``parse_ack``), and goes to the agent typed: a ``DesiredState``, or a
+``MalformedDesired`` saying which field was bad (the samples are delivered all the same). A batch the collector
+rejects as invalid (422) can never succeed: it is set aside in ``rejected/`` (``RejectedBatches``, bounded) with the
+collector's reason, counted, and the pusher goes on. Each push sends the token as it is then
+(``inference_agent.agent_token``: a rotated token file is read again), and a 401 re-reads the file.
 
 Nothing a collector answers ends or stalls the pusher: a 200 whose body is not the ingest answer is logged, counted
 (``outcome="unexpected"``) and its samples stay spooled for the next try; a ``Retry-After`` is believed up to

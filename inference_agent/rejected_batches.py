@@ -14,6 +14,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from wire.samples import SampleJson
+
 _NAME = re.compile(r"^seq-(\d+)-(\d+)\.json$")
 
 
@@ -41,7 +43,7 @@ class RejectedBatches:
     def bytes(self) -> int:
         return sum(self._kept.values())
 
-    def keep(self, first_seq: int, last_seq: int, *, status: int, answer: str, samples: list[Any]) -> Path:
+    def keep(self, first_seq: int, last_seq: int, *, status: int, answer: str, samples: list[SampleJson]) -> Path:
         """Write one refused batch, dropping the oldest ones past the bounds; answers where it went."""
         record: dict[str, Any] = {"status": status, "answer": answer, "samples": samples}
         body = json.dumps(record).encode()

@@ -10,18 +10,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from inference_agent.probes.base import GpuProbe, Probe, Reading
 from inference_agent.spool import Spool
 from inference_agent.telemetry import AgentTelemetry
 from inference_agent.ticker import Ticker
+from wire.samples import SampleJson, UnsequencedSampleJson
 
 log = logging.getLogger(__name__)
 ERROR_LOG_EVERY_S = 60.0
 
 
-def wire_sample(reading: Reading, ts: float) -> dict[str, Any]:
+def wire_sample(reading: Reading, ts: float) -> UnsequencedSampleJson:
     """The wire form of a reading, without ``seq`` (the spool assigns it); a probe's error travels in ``extra``."""
     extra = dict(reading.extra)
     if reading.error is not None:
@@ -119,7 +119,7 @@ class Sampler:
         self._on_spooled = on_spooled
         self._last_error_log: dict[str, float] = {}
 
-    def sample_once(self) -> list[dict[str, Any]]:
+    def sample_once(self) -> list[SampleJson]:
         """One tick's samples, spooled (with their ``seq``) before this returns."""
         ts = self._wall_clock()
         readings: list[Reading] = []
@@ -128,8 +128,7 @@ class Sampler:
             self._note_errors(probe.name, probe_readings, ts)
             readings.extend(probe_readings)
         readings = with_network_latency(readings, self._network_latency())
-        samples = [wire_sample(r, ts) for r in readings if r.metrics or r.error or r.extra]
-        self._spool.append(samples)
+        samples = self._spool.append([wire_sample(r, ts) for r in readings if r.metrics or r.error or r.extra])
         self._on_spooled()
         return samples
 

@@ -1,11 +1,13 @@
 """The agent's disk spool: every sample is written here before it is pushed, and leaves only once acknowledged.
 
 Samples are JSON lines in segment files (``seg-<first seq>.jsonl``), a new segment every ``segment_seconds`` of
-sample time. The spool assigns each sample its ``seq`` (strictly increasing, kept across restarts), and the cursor
-file holds the last ``seq`` the collector acknowledged. After a crash or SIGKILL the agent re-opens the spool and
-replays everything after the cursor with the original ``seq``; a sample pushed but not yet acknowledged is sent
-again and the collector counts it as a duplicate. The spool is bounded: past ``max_segments`` (default 60 segments
-of 60 s: one hour) the oldest segment is dropped and its unacknowledged samples are counted as lost and logged.
+sample time: each line is one ``wire.samples.SampleJson`` as it is pushed, read back and sent as it was written (a
+line needs only its ``seq``, the first of a segment its ``ts``). The spool assigns each sample its ``seq``
+(strictly increasing, kept across restarts), and the cursor file holds the last ``seq`` the collector acknowledged.
+After a crash or SIGKILL the agent re-opens the spool and replays everything after the cursor with the original
+``seq``; a sample pushed but not yet acknowledged is sent again and the collector counts it as a duplicate. The
+spool is bounded: past ``max_segments`` (default 60 segments of 60 s: one hour) the oldest segment is dropped and
+its unacknowledged samples are counted as lost and logged.
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from wire.samples import SampleJson, UnsequencedSampleJson
 
 log = logging.getLogger(__name__)
 
-WireSample = dict[str, Any]
 CURSOR_FILE = "cursor.json"
 SEGMENT_PREFIX = "seg-"
 SEGMENT_SUFFIX = ".jsonl"
@@ -32,7 +34,7 @@ class SpoolCorrupt(Exception):
 
 @dataclass(frozen=True)
 class SpoolBatch:
-    samples: list[WireSample]
+    samples: list[SampleJson]
     last_seq: int
     # where the next read starts once this batch is acknowledged
     segment: Path
@@ -68,26 +70,26 @@ class Spool:
 
     # -- writing -------------------------------------------------------------------------------------------------
 
-    def append(self, samples: list[WireSample]) -> list[int]:
-        """Give each sample the next ``seq``, write them, and return the seqs (written to the OS before returning)."""
+    def append(self, samples: list[UnsequencedSampleJson]) -> list[SampleJson]:
+        """Give each sample the next ``seq`` and write them; returns them as spooled (written to the OS by then)."""
         if not samples:
             return []
         with self._lock:
             segment = self._writable_segment(samples[0]["ts"])
+            spooled: list[SampleJson] = []
             lines = []
-            seqs = []
             for sample in samples:
-                sample["seq"] = self._next_seq
-                seqs.append(self._next_seq)
+                sequenced: SampleJson = {**sample, "seq": self._next_seq}
                 self._next_seq += 1
-                lines.append(json.dumps(sample, separators=(",", ":"), allow_nan=False))
+                spooled.append(sequenced)
+                lines.append(json.dumps(sequenced, separators=(",", ":"), allow_nan=False))
             with segment.path.open("a", encoding="utf-8") as f:
                 f.write("\n".join(lines) + "\n")
                 f.flush()
                 if self._fsync:
                     os.fsync(f.fileno())
-            segment.last_seq = seqs[-1]
-            return seqs
+            segment.last_seq = spooled[-1]["seq"]
+            return spooled
 
     def _writable_segment(self, ts: float) -> _Segment:
         current = self._segments[-1] if self._segments else None
@@ -122,7 +124,7 @@ class Spool:
     def read(self, max_samples: int) -> SpoolBatch | None:
         """Up to ``max_samples`` unacknowledged samples in ``seq`` order, or None when all are acknowledged."""
         with self._lock:
-            samples: list[WireSample] = []
+            samples: list[SampleJson] = []
             position = self._reader
             for segment in list(self._segments):
                 if segment.last_seq <= self._acked_seq or (position and segment.path.name < position[0].name):
@@ -140,7 +142,7 @@ class Spool:
                 return None
             return SpoolBatch(samples, samples[-1]["seq"], position[0], position[1])
 
-    def _read_segment(self, segment: _Segment, offset: int, out: list[WireSample], limit: int) -> int:
+    def _read_segment(self, segment: _Segment, offset: int, out: list[SampleJson], limit: int) -> int:
         with segment.path.open("rb") as f:
             f.seek(offset)
             while len(out) < limit:

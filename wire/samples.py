@@ -2,13 +2,19 @@
 
 Ranges, unknown names and NaN/Inf are checked by pydantic-core while parsing, so the hot path pays no Python loop
 per metric; the few rules that need ``now`` or cross-field knowledge are checked in ``check_batch``.
+
+The agent builds, spools and sends a sample as the plain JSON object :class:`SampleJson` types, the shape
+``WireSample`` parses (tests/wire/test_samples.py holds the two to the same fields). A dict, not the model: the
+sampler makes one per series every 500 ms and the spool writes it as it is, so the bytes on disk and on the wire are
+what the probe read (an integer stays an integer, the metrics keep the probe's order), and a sample the collector
+would refuse still travels, to be refused with the collector's reason (``inference_agent.rejected_batches``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import Annotated, Any, NotRequired, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, create_model
 from pydantic_core import ErrorDetails
@@ -54,6 +60,23 @@ class WireSample(BaseModel):
     pool: Annotated[str, Field(pattern=NAME_PATTERN)] | None = None
     metrics: MetricValues
     extra: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class UnsequencedSampleJson(TypedDict):
+    """A sample as the agent's sampler builds it, before the spool gives it its ``seq``."""
+
+    ts: float
+    device: NotRequired[int | None]
+    pool: NotRequired[str | None]
+    metrics: dict[str, float | None]
+    extra: NotRequired[dict[str, JsonValue]]
+
+
+class SampleJson(UnsequencedSampleJson):
+    """One ``samples`` entry as JSON, ``seq`` last (the spool appends it): what the agent spools and pushes and
+    ``WireSample`` parses."""
+
+    seq: int
 
 
 class WireGpu(BaseModel):

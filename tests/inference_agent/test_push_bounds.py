@@ -8,7 +8,6 @@ import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -24,13 +23,14 @@ from inference_agent.telemetry import AgentTelemetry
 from tests.support.clock import FakeClock
 from web.app import create_app
 from web.services import AppServices
+from wire.samples import UnsequencedSampleJson
 
 
-def pool_reading(ts: float, pool: str) -> dict[str, Any]:
+def pool_reading(ts: float, pool: str) -> UnsequencedSampleJson:
     return {"ts": ts, "device": None, "pool": pool, "metrics": {"request_rate_per_second": 3.0}, "extra": {}}
 
 
-def gpu_reading(ts: float) -> dict[str, Any]:
+def gpu_reading(ts: float) -> UnsequencedSampleJson:
     return {"ts": ts, "device": 0, "pool": None, "metrics": {"gpu_utilization_ratio": 0.4}, "extra": {}}
 
 

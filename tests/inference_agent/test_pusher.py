@@ -39,9 +39,10 @@ from wire.control import (
     TenantDesired,
     TenantUsage,
 )
+from wire.samples import UnsequencedSampleJson
 
 
-def sample(ts: float) -> dict[str, Any]:
+def sample(ts: float) -> UnsequencedSampleJson:
     return {"ts": ts, "device": 0, "pool": None, "metrics": {"gpu_utilization_ratio": 0.4}, "extra": {}}
 
 

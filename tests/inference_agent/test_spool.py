@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from inference_agent.spool import Spool
+from wire.samples import SampleJson, UnsequencedSampleJson
 
 
-def samples(count: int, ts: float = 1000.0, step: float = 0.5) -> list[dict[str, Any]]:
+def samples(count: int, ts: float = 1000.0, step: float = 0.5) -> list[UnsequencedSampleJson]:
     return [
         {"ts": ts + i * step, "device": 0, "pool": None, "metrics": {"gpu_utilization_ratio": 0.5}, "extra": {}}
         for i in range(count)
     ]
+
+
+def seqs_of(spooled: list[SampleJson]) -> list[int]:
+    return [s["seq"] for s in spooled]
 
 
 def drain(spool: Spool, max_samples: int = 1000) -> list[int]:
@@ -27,8 +32,8 @@ def drain(spool: Spool, max_samples: int = 1000) -> list[int]:
 
 def test_seqs_increase_and_reads_come_in_order(tmp_path: Path) -> None:
     spool = Spool(tmp_path)
-    assert spool.append(samples(3)) == [1, 2, 3]
-    assert spool.append(samples(2, ts=1002)) == [4, 5]
+    assert seqs_of(spool.append(samples(3))) == [1, 2, 3]
+    assert seqs_of(spool.append(samples(2, ts=1002))) == [4, 5]
     assert spool.pending == 5
     batch = spool.read(4)
     assert batch is not None
@@ -38,6 +43,38 @@ def test_seqs_increase_and_reads_come_in_order(tmp_path: Path) -> None:
     assert spool.pending == 1
     assert drain(spool) == [5]
     assert spool.read(10) is None
+
+
+def test_a_sample_is_written_as_one_compact_json_line_seq_last(tmp_path: Path) -> None:
+    sample: UnsequencedSampleJson = {
+        "ts": 1000.5,
+        "device": 0,
+        "pool": None,
+        "metrics": {"gpu_power_watts": 350.0, "gpu_memory_used_bytes": 1048576},
+        "extra": {"gpu_clocks_event_reason_names": ["gpu_idle"]},
+    }
+    (spooled,) = Spool(tmp_path).append([sample])
+    assert spooled == {**sample, "seq": 1}
+    (segment,) = tmp_path.glob("seg-*.jsonl")
+    assert segment.read_bytes() == (
+        b'{"ts":1000.5,"device":0,"pool":null,"metrics":{"gpu_power_watts":350.0,"gpu_memory_used_bytes":1048576},'
+        b'"extra":{"gpu_clocks_event_reason_names":["gpu_idle"]},"seq":1}\n'
+    )
+
+
+def test_a_spool_written_before_is_read_back_as_it_was_written(tmp_path: Path) -> None:
+    """A segment left by an earlier agent: its lines are pushed as they are, whatever their key order or keys."""
+    lines: list[dict[str, object]] = [
+        {"ts": 1000.0, "device": None, "pool": "chat", "metrics": {"queue_depth_requests": 3}, "seq": 41},
+        {"seq": 42, "ts": 1000.5, "metrics": {}, "extra": {"probe_error": "timeout"}, "device": 1},
+    ]
+    (tmp_path / "seg-00000000000000000041.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    spool = Spool(tmp_path)
+    batch = spool.read(10)
+    assert batch is not None
+    assert batch.samples == lines
+    assert [list(sample) for sample in batch.samples] == [list(line) for line in lines]
+    assert seqs_of(spool.append(samples(1, ts=1001))) == [43]
 
 
 def test_unacknowledged_samples_survive_a_restart_with_their_seq(tmp_path: Path) -> None:
@@ -50,14 +87,14 @@ def test_unacknowledged_samples_survive_a_restart_with_their_seq(tmp_path: Path)
     reopened = Spool(tmp_path)
     assert reopened.pending == 4
     assert drain(reopened) == [3, 4, 5, 6]
-    assert reopened.append(samples(1, ts=2000)) == [7]
+    assert seqs_of(reopened.append(samples(1, ts=2000))) == [7]
 
 
 def test_seq_continues_after_everything_was_acknowledged_and_deleted(tmp_path: Path) -> None:
     spool = Spool(tmp_path, segment_seconds=1)
     spool.append(samples(4, step=1))  # one segment per sample
     drain(spool)
-    assert Spool(tmp_path).append(samples(1, ts=5000)) == [5]
+    assert seqs_of(Spool(tmp_path).append(samples(1, ts=5000))) == [5]
 
 
 def test_acknowledged_segments_are_deleted(tmp_path: Path) -> None:
@@ -77,7 +114,7 @@ def test_a_torn_last_line_is_cut_off(tmp_path: Path) -> None:
         f.write('{"ts": 1001.5, "seq": 4, "met')  # SIGKILL in the middle of a write
     reopened = Spool(tmp_path)
     assert drain(reopened) == [1, 2, 3]
-    assert reopened.append(samples(1, ts=1002)) == [4]
+    assert seqs_of(reopened.append(samples(1, ts=1002))) == [4]
 
 
 def test_a_corrupt_segment_is_moved_aside_and_the_rest_goes_on(
@@ -139,4 +176,4 @@ def test_seq_never_goes_back_below_a_segment_moved_aside_at_start(tmp_path: Path
     segment.write_bytes(b"garbage\n" + b"".join(lines[1:]))  # its first line: the whole segment is unreadable
     reopened = Spool(tmp_path)
     assert reopened.corrupt_segments == 1
-    assert reopened.append(samples(1, ts=1010)) == [9]
+    assert seqs_of(reopened.append(samples(1, ts=1010))) == [9]
