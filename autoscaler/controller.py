@@ -43,11 +43,11 @@ from autoscaler.policy import (
     scale_down_window_seconds,
 )
 from autoscaler.refusals import RefusalEvents
+from autoscaler.scaling_events import EventStore, ReasonCode, ScalingEvent
 from autoscaler.startup import StartupLearner
 from collector.skipped_rows import BAD_VALUE_ERRORS, Job, SkippedRows
 from fleet.lease import Lease
 from fleet.pools import Mode, Pool, PoolStore, Provisioning
-from fleet.scaling_events import EventStore, ReasonCode, ScalingEvent
 from fleet.view import FleetReader, FleetView
 from predictor.accuracy import distrusted
 from predictor.store import ForecastStore, StoredForecast, SubjectKind

@@ -1,5 +1,5 @@
 """Scaling policies, pure: one frozen :class:`PoolContext` in, one :class:`Decision` with its reason out: the
-reason in words and its :class:`~fleet.scaling_events.ReasonCode`, the code of the rule that decided the replicas.
+reason in words and its :class:`~autoscaler.scaling_events.ReasonCode`, the code of the rule that decided the replicas.
 
 The live controller and ``fleetpilot simulate`` build the same context (from storage, or from a trace) and call the
 same policies, so what the simulator measures is what the fleet runs.
@@ -45,7 +45,7 @@ from autoscaler.hpa import (
     rate_limited,
     stabilized,
 )
-from fleet.scaling_events import ReasonCode
+from autoscaler.scaling_events import ReasonCode
 from predictor.base import INTERVAL_COVERAGE
 
 InputValue = float | int | str | bool | None

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client import Counter
 
+from autoscaler.scaling_events import EventStore, ReasonCode, ScalingEvent
 from fleet.pools import Mode, Pool
-from fleet.scaling_events import EventStore, ReasonCode, ScalingEvent
 from fleet.view import FleetView
 from wire.control import DesiredRefusal
 

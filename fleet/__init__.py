@@ -1,2 +1,2 @@
 """The fleet's shared concepts, below every room that acts on the fleet: the pool registry, the leader lease, the
-scaling events, the liveness-aware fleet read model and the desired-state board (docs/architecture.md, "The seam")."""
+liveness-aware fleet read model and the desired-state board (docs/architecture.md, "The seam")."""

@@ -25,6 +25,7 @@ from autoscaler.actuators.local import LocalActuator
 from autoscaler.controller import AutoscalerTelemetry
 from autoscaler.keda.scaler import KedaScaler, KedaServer
 from autoscaler.keda.tls import KedaTls
+from autoscaler.scaling_events import EventStore
 from collector.database import make_engine
 from collector.exposition import FleetCollector, FleetSnapshot
 from collector.ingest import SampleWriter
@@ -35,7 +36,6 @@ from collector.remote.staging import Dropped
 from collector.telemetry import IngestTelemetry, RemoteTelemetry
 from fleet.desired import DesiredBoard
 from fleet.pools import PoolStore
-from fleet.scaling_events import EventStore
 from fleet.view import FleetReader
 from fleetpilot.logs import configure_logging
 from fleetpilot.settings import ActuatorKind, ServerSettings

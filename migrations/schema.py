@@ -2,13 +2,13 @@
 
 from alerting import tables as _alerting  # noqa: F401  (alert_rules, alerts, silences, webhooks, outbox, deliveries)
 from autoscaler import failover as _failover  # noqa: F401  (failovers)
+from autoscaler import scaling_events as _events  # noqa: F401  (scaling_events)
 from autoscaler.actuators import local as _local  # noqa: F401  (placements, retired_pools)
 from collector.remote import tables as _remote  # noqa: F401  (remote_series, remote_points)
 from collector.tables import metadata
 from fleet import desired as _desired  # noqa: F401  (desired_snapshots)
 from fleet import lease as _lease  # noqa: F401  (leases)
 from fleet import pools as _pools  # noqa: F401  (pools)
-from fleet import scaling_events as _events  # noqa: F401  (scaling_events)
 from isolation import events as _enforcement  # noqa: F401  (enforcement_events, throttle_levels)
 from isolation import tenants as _tenants  # noqa: F401  (tenants, tenant_quotas)
 from predictor import accuracy_store as _forecast_scores  # noqa: F401  (forecast_scores)

@@ -17,7 +17,8 @@ ALLOWED: dict[str, set[str]] = {
     "predictor": {"wire", "collector", "fleet"},
     "autoscaler": {"wire", "collector", "fleet", "predictor"},
     "isolation": {"wire", "collector", "fleet"},
-    "alerting": {"wire", "collector", "fleet", "predictor", "isolation"},
+    # alerting reads from the side: the autoscaler's scaling events (failed actuations), isolation's events
+    "alerting": {"wire", "collector", "fleet", "predictor", "autoscaler", "isolation"},
     "inference_agent": {"wire"},  # the node daemon needs none of the server's rooms
     "web": {"wire", "collector", "fleet", "predictor", "autoscaler", "isolation", "alerting"},
 }

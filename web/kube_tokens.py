@@ -187,7 +187,10 @@ class KubeTokenVerifier:
     ) -> KubeTokenVerifier:
         """In a pod the server's own ServiceAccount, else kubeconfig (as ``KubernetesActuator.from_config``); a
         missing configuration is a ValueError, so the server stops at start with the reason."""
-        from fleet.kubernetes_client import KubeConfigError, api_client  # the kubernetes client only where used
+        from autoscaler.actuators.kubernetes_client import (  # the kubernetes client only where used
+            KubeConfigError,
+            api_client,
+        )
 
         try:
             client = api_client(in_cluster=in_cluster)

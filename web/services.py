@@ -13,12 +13,12 @@ from sqlalchemy import Engine
 from alerting.telemetry import AlertingTelemetry
 from autoscaler.actuators.base import Actuator
 from autoscaler.controller import AutoscalerTelemetry
+from autoscaler.scaling_events import EventStore
 from collector.ingest import SampleWriter
 from collector.remote.receiver import RemoteWriter
 from collector.telemetry import IngestTelemetry, RemoteTelemetry
 from fleet.desired import DesiredBoard
 from fleet.pools import PoolStore
-from fleet.scaling_events import EventStore
 from fleet.view import FleetReader
 from isolation.enforcer import EnforcerTelemetry
 from isolation.events import EnforcementStore

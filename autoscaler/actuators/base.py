@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from autoscaler.scaling_events import ReasonCode
 from fleet.pools import Pool
-from fleet.scaling_events import ReasonCode
 from fleet.view import FleetView
 
 

@@ -21,12 +21,12 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError, ResourceNotUniq
 from kubernetes.dynamic.resource import Resource
 
 from autoscaler.actuators.base import ActuationError, ScaledElsewhere
+from autoscaler.actuators.kubernetes_client import KubeConfigError
+from autoscaler.actuators.kubernetes_client import api_client as kubernetes_api_client
 from autoscaler.actuators.scale_owners import ScaleOwner, hpa_owners, owner_of, scaled_object_owners
-from fleet.kubernetes_client import KubeConfigError
-from fleet.kubernetes_client import api_client as kubernetes_api_client
+from autoscaler.scaling_events import ReasonCode
 from fleet.pools import Pool
 from fleet.scale_targets import ScaleTarget
-from fleet.scaling_events import ReasonCode
 from fleet.view import FleetView
 
 OWNER_CACHE_S = 30.0  # one HPA and one ScaledObject list per namespace every 30 s, not per decision (ticks: 5 s)

@@ -16,11 +16,11 @@ from autoscaler.actuators.base import ActuationError, Actuator
 from autoscaler.actuators.local import Layout, LocalActuator, pools_part
 from autoscaler.controller import Controller, ControllerSettings
 from autoscaler.policy import PolicySettings, initial_band_scale
+from autoscaler.scaling_events import EventStore, ReasonCode
 from collector.registry import NodeStatus, PoolOnNode
 from collector.tables import NO_DEVICE, node_reports, nodes, series_latest
 from fleet.desired import DesiredBoard, DesiredPart, Part
 from fleet.pools import Mode, Policy, Pool, PoolSpec, PoolStore
-from fleet.scaling_events import EventStore, ReasonCode
 from fleet.view import FleetReader, FleetView
 from predictor.accuracy import WindowAccuracy
 from predictor.store import ForecastPoint, ForecastStore, GoodForecast, SubjectKind

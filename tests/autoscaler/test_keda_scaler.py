@@ -20,10 +20,10 @@ from autoscaler.keda import externalscaler_pb2 as pb
 from autoscaler.keda.externalscaler_pb2_grpc import ExternalScalerStub
 from autoscaler.keda.scaler import KedaScaler, KedaServer, metric_name
 from autoscaler.policy import Predictive
+from autoscaler.scaling_events import EventStore, ReasonCode
 from collector.tables import NO_DEVICE, series_latest
 from fleet.desired import DesiredBoard
 from fleet.pools import Mode, Policy, PoolSpec, PoolStore
-from fleet.scaling_events import EventStore, ReasonCode
 from fleet.view import FleetReader
 from predictor.store import ForecastPoint, ForecastStore, GoodForecast, SubjectKind
 from tests.autoscaler.stored_nodes import push

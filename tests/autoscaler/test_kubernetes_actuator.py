@@ -14,8 +14,8 @@ from kubernetes import client, config
 
 from autoscaler.actuators.base import ActuationError, Actuator, ScaledElsewhere
 from autoscaler.actuators.kubernetes import KubernetesActuator
+from autoscaler.scaling_events import ReasonCode
 from fleet.pools import Pool, PoolSpec
-from fleet.scaling_events import ReasonCode
 from fleet.view import FleetView
 from tests.support.clock import FakeClock
 from tests.support.fake_kube import FakeKube

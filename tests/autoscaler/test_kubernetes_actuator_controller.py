@@ -12,8 +12,8 @@ from sqlalchemy import Engine
 
 from autoscaler.actuators.kubernetes import KubernetesActuator
 from autoscaler.controller import Controller, ControllerSettings
+from autoscaler.scaling_events import EventStore, ReasonCode
 from fleet.pools import Policy, PoolSpec, PoolStore
-from fleet.scaling_events import EventStore, ReasonCode
 from fleet.view import FleetReader
 from tests.support.clock import FakeClock
 from tests.support.fake_kube import SCALED_OBJECT, FakeKube

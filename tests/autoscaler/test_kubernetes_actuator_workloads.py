@@ -13,8 +13,8 @@ import pytest
 
 from autoscaler.actuators.base import ActuationError, ScaledElsewhere
 from autoscaler.actuators.kubernetes import KubernetesActuator
+from autoscaler.scaling_events import ReasonCode
 from fleet.pools import Pool, PoolSpec
-from fleet.scaling_events import ReasonCode
 from tests.support.clock import FakeClock
 from tests.support.fake_kube import LEADER_WORKER_SET, SCALED_OBJECT, FakeKind, FakeKube
 

@@ -13,9 +13,9 @@ from autoscaler.actuators.base import NoPlacement
 from autoscaler.actuators.local import LocalActuator
 from autoscaler.controller import Controller, ControllerSettings
 from autoscaler.failover import Failover, FailoverStore
+from autoscaler.scaling_events import EventStore, ReasonCode
 from fleet.desired import DesiredBoard
 from fleet.pools import Policy, Pool, PoolSpec, PoolStore
-from fleet.scaling_events import EventStore, ReasonCode
 from fleet.view import FleetReader
 from tests.autoscaler.stored_nodes import offers, push
 from tests.support.clock import FakeClock

@@ -20,7 +20,7 @@ from autoscaler.policy import (
     guarded,
     initial_band_scale,
 )
-from fleet.scaling_events import ReasonCode, reason_family
+from autoscaler.scaling_events import ReasonCode, reason_family
 
 NOW = 10_000.0
 # The worked numbers below size on the forecast band's own upper bound at 0.9 per replica; the adapted bound (the

@@ -8,8 +8,8 @@ from sqlalchemy import Engine
 
 from autoscaler.actuators.base import NoPlacement
 from autoscaler.controller import AutoscalerTelemetry
+from autoscaler.scaling_events import EventStore, ReasonCode
 from fleet.pools import Mode, PoolStore
-from fleet.scaling_events import EventStore, ReasonCode
 from tests.autoscaler.test_controller import RecordingActuator, chat, controller, report
 from tests.support.clock import FakeClock
 

@@ -13,9 +13,9 @@ import httpx
 import pytest
 from sqlalchemy import insert
 
+from autoscaler.scaling_events import EventStore, ScalingEvent
 from collector.database import make_engine
 from collector.tables import rollups_1m
-from fleet.scaling_events import EventStore, ScalingEvent
 from fleetpilot.launch import ServerProcess
 from predictor.store import ForecastPoint, ForecastStore, GoodForecast, SubjectKind
 from tests.browser.conftest import replaying_agent, signed_in, wait_for

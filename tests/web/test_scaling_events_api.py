@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 from fastapi.testclient import TestClient
 
-from fleet.scaling_events import ReasonCode, ScalingEvent
+from autoscaler.scaling_events import ReasonCode, ScalingEvent
 from web.services import AppServices
 
 Auth = Callable[..., dict[str, str]]

@@ -9,8 +9,8 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from autoscaler.routing import routing_weights
+from autoscaler.scaling_events import ReasonCode
 from fleet.pools import Coefficients, coefficients
-from fleet.scaling_events import ReasonCode
 from web.auth import ServicesDep, ViewerToken
 from web.errors import ERROR_RESPONSES, error_responses, not_found
 from web.pagination import Cursor, PageLimit, before_id, next_cursor

@@ -14,8 +14,8 @@ from alerting.lifecycle import Alert, AlertStatus
 from alerting.rule_store import RuleStore
 from alerting.rules import Op, RuleKind, RuleSpec, Severity
 from alerting.tables import alerts
+from autoscaler.scaling_events import ScalingEvent
 from fleet.pools import Mode, PoolSpec, Provisioning
-from fleet.scaling_events import ScalingEvent
 from isolation.tenant_keys import TenantKeyStore
 from isolation.tenants import QuotaSpec, SloClass, TenantStore
 from predictor.accuracy import WindowAccuracy

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 from fastapi.testclient import TestClient
 
+from autoscaler.scaling_events import ReasonCode, ScalingEvent
 from fleet.pools import PoolSpec
-from fleet.scaling_events import ReasonCode, ScalingEvent
 from tests.support.clock import FakeClock
 from web.services import AppServices
 
