@@ -28,14 +28,8 @@ from sqlalchemy import JSON, Column, Double, Engine, Integer, RowMapping, String
 from collector.tables import metadata
 from fleet.scale_targets import MAX_SCALE_TARGET_LENGTH, ScaleTarget
 from fleet.versions import VersionConflict
-from wire.control import (
-    BUILTIN_ENGINES,
-    LABEL_KEY_PATTERN,
-    LABEL_VALUE_PATTERN,
-    MAX_LABELS,
-    MODEL_PATTERN,
-    NAME_PATTERN,
-)
+from wire.builtin_engines import BUILTIN_ENGINES
+from wire.control import LABEL_KEY_PATTERN, LABEL_VALUE_PATTERN, MAX_LABELS, MODEL_PATTERN, NAME_PATTERN
 from wire.errors import FieldError
 
 

@@ -31,9 +31,10 @@ from fleetpilot.replay import Endpoint, HttpSender, run_replay
 from fleetpilot.settings import ServerSettings
 from inference_agent.stop_signals import stop_on_signals
 from isolation.tenant_keys import TenantKeyStore
-from isolation.tenants import QuotaSpec, SloClass, TenantStore
+from isolation.tenants import QuotaSpec, TenantStore
 from migrations import runner
 from web.tokens import Role, TokenStore
+from wire.control import SloClass
 
 DEMO_NODES = ("demo-node-1", "demo-node-2", "demo-node-3")
 # Each demo node runs a replica of the image-classification pool it was started with (torch, CPU); the chat pool

@@ -34,11 +34,12 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from wire.control import BUILTIN_ENGINES, EngineOffer, LabelKey, LabelValue, ModelName, Name
+from wire.builtin_engines import BUILTIN_ENGINES, BuiltinEngine
+from wire.control import EngineOffer, LabelKey, LabelValue, ModelName, Name
 from wire.scrape.engines import EngineKind
 
 # What a profile's command and environment may hold, and what fills each when a replica starts.
@@ -74,7 +75,7 @@ class EngineProfile(_Strict):
     health_path: UrlPath = "/health"
     metrics_path: UrlPath | None = "/metrics"
     metrics_kind: EngineKind | None = None  # None: its replicas' metrics are not read (GPU and host ones still are)
-    serves: Literal["text", "classify"] = "text"
+    serves: BuiltinEngine = BuiltinEngine.TEXT
     models: Annotated[list[ModelName], Field(max_length=256)] = Field(default_factory=list)
     startup_timeout_seconds: Annotated[float, Field(gt=0, le=86400)] = 600.0
     drain_grace_seconds: Annotated[float, Field(ge=0, le=3600)] = 30.0

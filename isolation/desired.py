@@ -111,7 +111,7 @@ class TenantsAnswer:
             return DesiredPart()
         common = DesiredState(
             pool_limits=self._pool_limits(None, self._planned({})),
-            tenants={t.name: TenantDesired(slo_class=SloClass(t.slo_class.value), quotas=q) for t, q in self._whole},
+            tenants={t.name: TenantDesired(slo_class=t.slo_class, quotas=q) for t, q in self._whole},
             tenant_keys=dict(self.keys),
         )
         nodes = {node: own for node in self._nodes() if not (own := self._differs(node, common)).is_empty()}
@@ -179,7 +179,7 @@ class TenantsAnswer:
                 mine = _admission(share, level.get((pool, t.name), 1.0), kv_share)
                 if mine != whole[pool]:
                     quotas[t.name][pool] = mine
-        classes = {t.name: SloClass(t.slo_class.value) for t in self.tenants}
+        classes = {t.name: t.slo_class for t in self.tenants}
         quota_pools = {t.name: t.quotas.keys() for t in self.tenants}
         for (pool, tenant), lv in sorted(level.items()):
             if pool not in quota_pools.get(tenant, ()):

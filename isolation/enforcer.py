@@ -43,7 +43,8 @@ from isolation.noisy import (
     TenantUsage,
     decide,
 )
-from isolation.tenants import SloClass, Tenant, TenantStore
+from isolation.tenants import Tenant, TenantStore
+from wire.control import SloClass
 from wire.control import TenantUsage as ReportedUsage
 
 log = logging.getLogger(__name__)

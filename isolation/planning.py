@@ -45,6 +45,8 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from wire.control import SloClass
+
 __all__ = [
     "MPS_MAX_CLIENTS_PER_DEVICE",
     "SLO_CLASSES",
@@ -58,7 +60,7 @@ __all__ = [
     "plan_replica_limits",
 ]
 
-SLO_CLASSES = ("latency_critical", "standard", "batch")  # also the order in which KV blocks are guaranteed
+SLO_CLASSES = tuple(c.value for c in SloClass)  # in the order declared: also the order KV blocks are guaranteed in
 MPS_MAX_CLIENTS_PER_DEVICE = 48  # CUDA MPS on Volta and later
 MPS_MEMORY_STEP_MIB = 128
 CPU_CAP_FLOOR_MILLICORES = 10  # the kernel's smallest quota: 1 ms of each 100 ms period

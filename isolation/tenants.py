@@ -13,7 +13,6 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -35,23 +34,13 @@ from sqlalchemy import (
 from collector.tables import devices, metadata
 from fleet.versions import VersionConflict
 from isolation.validation import check_quotas
+from wire.control import SloClass
 from wire.errors import FieldError
 
 MIB = 1 << 20
 MPS_MEMORY_STEP_MIB = 128
 MAX_GPU_MEMORY_MIB = 10**9  # the agent's bound too; a multiple of 128, so rounding up never passes it
 MAX_CONCURRENCY = 1_000_000
-
-
-class SloClass(StrEnum):
-    LATENCY_CRITICAL = "latency_critical"
-    STANDARD = "standard"
-    BATCH = "batch"
-
-    @property
-    def guaranteed(self) -> bool:
-        """Latency-critical and standard tenants are promised their SM share; batch takes what is left."""
-        return self is not SloClass.BATCH
 
 
 tenants = Table(

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 from wire.errors import FieldError
 
 if TYPE_CHECKING:  # the store in isolation.tenants calls these checks; only the types are needed here
-    from isolation.tenants import QuotaSpec, SloClass
+    from isolation.tenants import QuotaSpec
+    from wire.control import SloClass
 
 FULL_GPU_PERCENT = 100
 

@@ -48,6 +48,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from wire.builtin_engines import BUILTIN_ENGINES
 from wire.catalog import METRIC_NAMES
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
@@ -71,7 +72,6 @@ LABEL_KEY_PATTERN = r"^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([A-Za
 LABEL_VALUE_PATTERN = r"^([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$"
 LabelKey = Annotated[str, Field(pattern=LABEL_KEY_PATTERN)]
 LabelValue = Annotated[str, Field(pattern=LABEL_VALUE_PATTERN)]
-BUILTIN_ENGINES = ("text", "classify")  # the built-in engines; no profile may take their names
 MAX_ENGINES = 64  # engine profiles one node may declare
 MAX_MODELS_PER_ENGINE = 256
 MAX_LABELS = 64
@@ -89,6 +89,11 @@ class SloClass(StrEnum):
     LATENCY_CRITICAL = "latency_critical"
     STANDARD = "standard"
     BATCH = "batch"
+
+    @property
+    def guaranteed(self) -> bool:
+        """Latency-critical and standard tenants are promised their SM share; batch takes what is left."""
+        return self is not SloClass.BATCH
 
 
 # --- node → control plane ---------------------------------------------------------------------------------------
@@ -119,7 +124,7 @@ class PoolReport(_Wire):
         return self.ready + self.starting
 
 
-Kind = Annotated[str, Field(pattern=r"^(text|classify)$")]
+Kind = Annotated[str, Field(pattern="^(" + "|".join(BUILTIN_ENGINES) + ")$")]  # a built-in engine
 
 
 class EngineOffer(_Wire):

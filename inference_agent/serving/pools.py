@@ -34,11 +34,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from wire.builtin_engines import BUILTIN_ENGINES, BuiltinEngine
+
 from inference_agent.serving.replica_quota import GpuQuota
 from wire.control import NAME_PATTERN, DesiredState, EngineOffer, PoolDesired, PoolLimits
 
-KINDS = ("text", "classify")
-BUILTIN_OFFERS: Mapping[str, EngineOffer] = {"text": EngineOffer(), "classify": EngineOffer(serves="classify")}
+BUILTIN_OFFERS: Mapping[str, EngineOffer] = {e.value: EngineOffer(serves=e.value) for e in BuiltinEngine}
 POOL_NAME = re.compile(NAME_PATTERN)
 MAX_REPLICAS_PER_NODE = 64  # the agent's max_replicas setting, by default
 # wire.control.MAX_POOLS bounds the pools of a desired state (past it, Malformed): a pool costs a route, a
@@ -105,10 +106,9 @@ def parse_pools(text: str) -> dict[str, PoolSpec]:
             continue
         name, _, rest = item.partition("=")
         kind, _, replicas = rest.partition(":")
-        if not POOL_NAME.match(name) or kind not in KINDS or not replicas.isdigit():
-            raise ValueError(
-                f"pool {item!r}: use NAME=KIND:REPLICAS with KIND text or classify, e.g. text-small=text:1"
-            )
+        if not POOL_NAME.match(name) or kind not in BUILTIN_ENGINES or not replicas.isdigit():
+            kinds = " or ".join(BUILTIN_ENGINES)
+            raise ValueError(f"pool {item!r}: use NAME=KIND:REPLICAS with KIND {kinds}, e.g. text-small=text:1")
         if name in pools:
             raise ValueError(f"pool {name!r} named twice")
         pools[name] = PoolSpec(_replicas(f"pools.{name}", int(replicas), MAX_REPLICAS_PER_NODE), kind)

@@ -24,6 +24,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from wire.builtin_engines import BUILTIN_ENGINES
+
 from inference_agent.http_server import MAX_BODY_BYTES, ConnectionLimits, Server
 from inference_agent.serving.engine_factory import EngineOptions, build_classifier, build_text_engine, pin_to_quota
 from inference_agent.serving.replica_app import ReplicaApp, ReplicaState
@@ -38,7 +40,7 @@ log = logging.getLogger("inference_agent.serving.replica")
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m inference_agent.serving.replica", description=__doc__)
     parser.add_argument("--pool", required=True)
-    parser.add_argument("--kind", required=True, choices=["text", "classify"])
+    parser.add_argument("--kind", required=True, choices=BUILTIN_ENGINES)
     parser.add_argument("--port", type=int, required=True, help="loopback port to answer on (0: any free port)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--served-model-name", help="the model name it answers to in /v1/models and /metrics")

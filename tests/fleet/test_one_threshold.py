@@ -15,12 +15,13 @@ from fleet.pools import PoolSpec, PoolStore
 from fleetpilot.jobs import build_loops
 from fleetpilot.server import build_services
 from fleetpilot.settings import ServerSettings
-from isolation.tenants import QuotaSpec, SloClass, TenantStore
+from isolation.tenants import QuotaSpec, TenantStore
 from predictor.store import SubjectKind
 from tests.support.clock import FakeClock
 from tests.support.rollups import rollup_row, set_watermark
 from web.app import create_app
 from web.tokens import Role
+from wire.control import SloClass
 
 SILENT_SECONDS = 4.0  # down by the default of 3 s, up by the 5 s this server is set to
 # lc (latency-critical) has traffic but no p99: the enforcer holds every scope it observes, and says so

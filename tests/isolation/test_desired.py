@@ -18,7 +18,6 @@ from isolation.events import ThrottleLevel
 from isolation.planning import GpuDevice
 from isolation.tenant_keys import TenantKeyStore
 from isolation.tenants import QuotaSpec, Tenant, TenantStore
-from isolation.tenants import SloClass as TenantClass
 from tests.support.clock import FakeClock
 from tests.support.fleet_reader import fleet_reader
 from wire.control import (
@@ -43,7 +42,7 @@ def told(engine: Engine, clock: FakeClock, node: str) -> DesiredState | None:
     return tenants.board.for_node(node)
 
 
-def _tenant(name: str, slo_class: TenantClass, **quotas: QuotaSpec) -> Tenant:
+def _tenant(name: str, slo_class: SloClass, **quotas: QuotaSpec) -> Tenant:
     return Tenant(name, slo_class, 1, 0.0, 0.0, quotas)
 
 
@@ -71,12 +70,12 @@ def test_the_agents_quota_book_reads_what_was_stored(engine: Engine, clock: Fake
     store = TenantStore(engine)
     store.create(
         "acme",
-        TenantClass.LATENCY_CRITICAL,
+        SloClass.LATENCY_CRITICAL,
         {"chat": QuotaSpec(rate_rps=0.5, max_concurrency=4, gpu_memory_mib=4096), "embed": QuotaSpec(rate_rps=20.0)},
         now=1.0,
     )
-    store.create("globex", TenantClass.BATCH, {"chat": QuotaSpec(active_thread_percentage=30)}, now=1.0)
-    store.create("initech", TenantClass.STANDARD, {}, now=1.0)
+    store.create("globex", SloClass.BATCH, {"chat": QuotaSpec(active_thread_percentage=30)}, now=1.0)
+    store.create("initech", SloClass.STANDARD, {}, now=1.0)
     desired = told(engine, clock, "node-a")  # no node up: nothing to divide over, the whole quotas
     assert desired is not None
     assert desired.tenants["acme"] == TenantDesired(
@@ -96,7 +95,7 @@ def test_the_agents_quota_book_reads_what_was_stored(engine: Engine, clock: Fake
 
 
 def test_each_node_is_told_its_replicas_share_of_the_pool_quota() -> None:
-    acme = _tenant("acme", TenantClass.STANDARD, chat=QuotaSpec(rate_rps=10.0, max_concurrency=10))
+    acme = _tenant("acme", SloClass.STANDARD, chat=QuotaSpec(rate_rps=10.0, max_concurrency=10))
     answer = _answer([acme], {("node-a", "chat"): 2, ("node-b", "chat"): 1})
     c = _quota(_for(answer, "node-c"), "acme", "chat")
     assert c == Quota(rate_rps=10.0, burst=10.0, max_concurrency=10)  # no replica there: the whole quota
@@ -107,7 +106,7 @@ def test_each_node_is_told_its_replicas_share_of_the_pool_quota() -> None:
 
 
 def test_a_throttled_tenant_gets_its_limits_times_its_level_on_that_node_only() -> None:
-    batch = _tenant("batch", TenantClass.BATCH, chat=QuotaSpec(rate_rps=8.0, max_concurrency=1), embed=QuotaSpec())
+    batch = _tenant("batch", SloClass.BATCH, chat=QuotaSpec(rate_rps=8.0, max_concurrency=1), embed=QuotaSpec())
     replicas = {("node-a", "chat"): 1, ("node-b", "chat"): 1, ("node-a", "embed"): 1}
     levels = (
         ThrottleLevel("node-a", "chat", "batch", 0.5, 1.0),
@@ -130,8 +129,8 @@ def test_a_throttled_tenant_gets_its_limits_times_its_level_on_that_node_only() 
 
 
 def test_a_limited_pool_is_capped_on_each_node_and_a_throttle_lowers_the_cap() -> None:
-    fast = _tenant("fast", TenantClass.LATENCY_CRITICAL, vision=QuotaSpec())
-    noisy = _tenant("noisy", TenantClass.BATCH, chat=QuotaSpec(active_thread_percentage=20))
+    fast = _tenant("fast", SloClass.LATENCY_CRITICAL, vision=QuotaSpec())
+    noisy = _tenant("noisy", SloClass.BATCH, chat=QuotaSpec(active_thread_percentage=20))
     replicas = {("node-a", "chat"): 1, ("node-a", "vision"): 1, ("node-b", "chat"): 2}
     answer = _answer([fast, noisy], replicas)
     assert _for(answer, "node-a").pool_limits == {"chat": PoolLimits(cpu_share=0.2)}  # vision: the whole node
@@ -142,7 +141,7 @@ def test_a_limited_pool_is_capped_on_each_node_and_a_throttle_lowers_the_cap() -
 
 
 def test_gpu_replicas_get_their_mps_limits_and_a_pool_not_running_yet_is_planned_as_one_replica() -> None:
-    noisy = _tenant("noisy", TenantClass.BATCH, chat=QuotaSpec(active_thread_percentage=30, gpu_memory_mib=8192))
+    noisy = _tenant("noisy", SloClass.BATCH, chat=QuotaSpec(active_thread_percentage=30, gpu_memory_mib=8192))
     answer = TenantsAnswer(
         [noisy], (), {("node-a", "chat"): 2}, {"node-a": (GpuDevice(0, 81_920), GpuDevice(1, 81_920))}
     )
@@ -153,7 +152,7 @@ def test_gpu_replicas_get_their_mps_limits_and_a_pool_not_running_yet_is_planned
 
 
 def test_tokens_per_second_is_shared_and_throttled_like_the_rate() -> None:
-    acme = _tenant("acme", TenantClass.STANDARD, chat=QuotaSpec(tokens_per_second=1000.0))
+    acme = _tenant("acme", SloClass.STANDARD, chat=QuotaSpec(tokens_per_second=1000.0))
     answer = _answer(
         [acme], {("node-a", "chat"): 1, ("node-b", "chat"): 1}, ThrottleLevel("node-a", "chat", "acme", 0.5, 1.0)
     )
@@ -165,8 +164,7 @@ def test_tokens_per_second_is_shared_and_throttled_like_the_rate() -> None:
 
 def test_the_part_names_per_node_only_what_differs_so_it_grows_with_replicas_not_nodes_times_tenants() -> None:
     tenants = [
-        _tenant(f"t{i}", TenantClass.STANDARD, **{f"p{j}": QuotaSpec(rate_rps=10.0) for j in range(5)})
-        for i in range(10)
+        _tenant(f"t{i}", SloClass.STANDARD, **{f"p{j}": QuotaSpec(rate_rps=10.0) for j in range(5)}) for i in range(10)
     ]
     replicas = {(f"node-{n}", "p0"): 1 for n in range(4)}  # 100 nodes up, 4 of them run pool p0
     part = _answer(tenants, replicas).part()
@@ -180,8 +178,8 @@ def test_the_part_names_per_node_only_what_differs_so_it_grows_with_replicas_not
 def test_every_node_is_told_the_digests_of_every_tenants_keys_and_the_agent_reads_them(
     engine: Engine, clock: FakeClock
 ) -> None:
-    TenantStore(engine).create("acme", TenantClass.STANDARD, {"chat": QuotaSpec(rate_rps=1.0)}, now=1.0)
-    TenantStore(engine).create("globex", TenantClass.BATCH, {}, now=1.0)  # no quota on any pool: still told
+    TenantStore(engine).create("acme", SloClass.STANDARD, {"chat": QuotaSpec(rate_rps=1.0)}, now=1.0)
+    TenantStore(engine).create("globex", SloClass.BATCH, {}, now=1.0)  # no quota on any pool: still told
     keys = TenantKeyStore(engine)
     (_, acme), (_, globex) = keys.create("acme", now=1.0), keys.create("globex", now=1.0)
     for node in ("node-a", "node-b"):
@@ -204,7 +202,7 @@ def report(engine: Engine, clock: FakeClock, node: str, pools: dict[str, dict[st
 def test_a_publish_reads_the_fleet_at_its_time_and_writes_nothing_while_the_part_is_unchanged(
     engine: Engine, clock: FakeClock
 ) -> None:
-    TenantStore(engine).create("acme", TenantClass.STANDARD, {"chat": QuotaSpec(rate_rps=10.0)}, now=clock())
+    TenantStore(engine).create("acme", SloClass.STANDARD, {"chat": QuotaSpec(rate_rps=10.0)}, now=clock())
     tenants = publisher(engine)
     first = tenants.publish(clock())
     assert _quota(tenants.board.for_node("node-a") or DesiredState(), "acme", "chat").rate_rps == 10.0

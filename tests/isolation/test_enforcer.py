@@ -17,11 +17,11 @@ from inference_agent.serving.admission import Quota, QuotaBook
 from isolation.enforcer import Enforcer, EnforcerLoopSettings, observe
 from isolation.events import EnforcementStore
 from isolation.noisy import ActionKind
-from isolation.tenants import QuotaSpec, SloClass, Tenant, TenantStore
+from isolation.tenants import QuotaSpec, Tenant, TenantStore
 from tests.support.clock import FakeClock
 from tests.support.fleet_reader import fleet_reader
 from web.services import AppServices
-from wire.control import DesiredState, NodeReport, TenantUsage
+from wire.control import DesiredState, NodeReport, SloClass, TenantUsage
 
 NOISY = {"lc": {"tokens_per_second": 10.0, "latency_p99_seconds": 0.3}, "bulk": {"tokens_per_second": 90.0}}
 CALM = {"lc": {"tokens_per_second": 10.0, "latency_p99_seconds": 0.05}, "bulk": {"tokens_per_second": 90.0}}

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from isolation.tenants import QuotaSpec, SloClass
+from isolation.tenants import QuotaSpec
 from isolation.validation import QuotaConflict, check_quotas
+from wire.control import SloClass
 
 H100_MIB = 81_559  # what NVML reports for an 80 GB H100
 

@@ -16,12 +16,12 @@ from fleet.desired import DesiredPart, Part
 from fleetpilot.server import build_services
 from fleetpilot.settings import ServerSettings
 from isolation.events import EnforcementEvent, throttle_levels
-from isolation.tenants import QuotaSpec, SloClass, TenantStore, tenant_quotas
+from isolation.tenants import QuotaSpec, TenantStore, tenant_quotas
 from tests.conftest import pool_sample
 from tests.support.clock import FakeClock
 from web.app import create_app
 from web.services import AppServices
-from wire.control import DesiredState, PoolLimits, QuotaDesired, TenantDesired, key_digest, new_tenant_key
+from wire.control import DesiredState, PoolLimits, QuotaDesired, SloClass, TenantDesired, key_digest, new_tenant_key
 
 Auth = Callable[..., dict[str, str]]
 CHAT = {"name": "chat", "policy": "reactive", "replica_capacity": 10.0, "min_replicas": 2, "max_replicas": 2}

@@ -14,8 +14,9 @@ from alerting.rule_store import RuleStore
 from alerting.rules import RuleSpec
 from fleet.pools import PoolSpec, PoolStore
 from fleet.versions import VersionConflict
-from isolation.tenants import SloClass, TenantStore
+from isolation.tenants import TenantStore
 from web.services import AppServices
+from wire.control import SloClass
 
 Auth = Callable[..., dict[str, str]]
 RULE = {"name": "GpuHot", "kind": "threshold", "metric": "gpu_temperature_celsius", "op": ">", "threshold": 85}

@@ -15,19 +15,12 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Response, status
 from pydantic import BaseModel, Field
 
-from isolation.tenants import (
-    MAX_CONCURRENCY,
-    MAX_GPU_MEMORY_MIB,
-    QuotaSpec,
-    SloClass,
-    Tenant,
-    TenantStore,
-)
+from isolation.tenants import MAX_CONCURRENCY, MAX_GPU_MEMORY_MIB, QuotaSpec, Tenant, TenantStore
 from web.audit import Auditor, AuditorDep
 from web.auth import AdminToken, OperatorToken, ServicesDep, ViewerToken
 from web.errors import ERROR_RESPONSES, error_responses, not_found, refused
 from web.etags import IfMatch, require_match, tag
-from wire.control import NAME_PATTERN
+from wire.control import NAME_PATTERN, SloClass
 
 router = APIRouter(tags=["tenants"], responses=ERROR_RESPONSES)
 

@@ -15,12 +15,13 @@ from alerting.silences import Matcher
 from alerting.webhooks import TargetKind, WebhookStore
 from fleet.pools import PoolSpec
 from isolation.tenant_keys import TenantKeyStore
-from isolation.tenants import QuotaSpec, SloClass, TenantStore
+from isolation.tenants import QuotaSpec, TenantStore
 from tests.support.clock import FakeClock
 from tests.web.dashboard.conftest import HOOK_URL, SECRET, User, rows
 from web.audit import AuditEntry
 from web.services import AppServices
 from web.tokens import Role
+from wire.control import SloClass
 
 
 def _twin_pools(services: AppServices, clock: FakeClock) -> tuple[str, str]:

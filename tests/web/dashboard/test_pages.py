@@ -17,7 +17,7 @@ from alerting.tables import alerts
 from autoscaler.scaling_events import ScalingEvent
 from fleet.pools import Mode, PoolSpec, Provisioning
 from isolation.tenant_keys import TenantKeyStore
-from isolation.tenants import QuotaSpec, SloClass, TenantStore
+from isolation.tenants import QuotaSpec, TenantStore
 from predictor.accuracy import WindowAccuracy
 from tests.support.clock import FakeClock
 from tests.support.forecasts import store_scored_forecast
@@ -26,7 +26,7 @@ from tests.web.dashboard.conftest import csrf_of, push
 from tests.web.dashboard.test_audit import everything_logged
 from web.dashboard.health_figures import gather
 from web.services import AppServices
-from wire.control import DesiredState, key_digest
+from wire.control import DesiredState, SloClass, key_digest
 
 Browser = Callable[[str], TestClient]
 

@@ -17,7 +17,7 @@ from starlette.datastructures import FormData
 
 from collector.registry import PoolOnNode
 from isolation.tenant_keys import TenantKey, TenantKeyStore
-from isolation.tenants import QUOTA_FIELDS, SloClass, Tenant, TenantNotFound, TenantStore
+from isolation.tenants import QUOTA_FIELDS, Tenant, TenantNotFound, TenantStore
 from web.audit import AuditorDep
 from web.auth import ServicesDep
 from web.dashboard.deps import (
@@ -44,7 +44,7 @@ from web.routes.tenants import (
 )
 from web.services import AppServices
 from web.tokens import Role
-from wire.control import NAME_PATTERN
+from wire.control import NAME_PATTERN, SloClass
 
 router = APIRouter(route_class=DashboardRoute)
 USAGE_FIGURES = ("requests_per_second", "tokens_per_second", "latency_p99_seconds")
