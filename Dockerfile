@@ -20,6 +20,8 @@ COPY inference_agent ./inference_agent
 COPY web ./web
 COPY alerting ./alerting
 COPY migrations ./migrations
+COPY replay ./replay
+COPY demo ./demo
 COPY bench ./bench
 RUN python -m venv /opt/fleetpilot \
     && /opt/fleetpilot/bin/pip install --no-cache-dir "torch==${TORCH_VERSION}" --index-url "${TORCH_INDEX}" \

@@ -231,7 +231,7 @@ def _agent_flags(parser: argparse.ArgumentParser) -> None:
 def run_agent(args: argparse.Namespace) -> int:
     from inference_agent.config import AgentConfig
     from inference_agent.daemon import Agent, open_probes, read_engines
-    from inference_agent.serving.tenant_identity import GatewayTrust
+    from inference_agent.serving.frontend.tenant_identity import GatewayTrust
     from inference_agent.settings import AgentSettings
 
     names = (
@@ -386,7 +386,7 @@ def run_server(args: argparse.Namespace) -> int:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from fleetpilot.demo import run_demo as demo
+    from demo.run import run_demo as demo
     from fleetpilot.launch import free_port
 
     return demo(_settings(args, host="127.0.0.1", port=args.port or free_port()))

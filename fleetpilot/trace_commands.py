@@ -283,44 +283,44 @@ def run_replay(args: argparse.Namespace) -> int:
     """Replay a trace open-loop at the serving APIs; bad input → exit 2 with the reason, no answer at all → 1."""
     from pathlib import Path
 
-    from fleetpilot import replay
-    from fleetpilot.trace_load import TOKEN_SCALE
+    from replay import driver
+    from replay.trace_load import TOKEN_SCALE
 
     try:
         tenant_keys = tenant_keys_from(args.tenant_key or ())
         token = token_from(args.token_file)
-        options = replay.ReplayOptions(
+        options = driver.ReplayOptions(
             servers=tuple(args.server),
             pool=args.pool,
             tenants=tuple(args.tenant or tenant_keys or ("default",)),
-            endpoint=replay.Endpoint(args.endpoint),
+            endpoint=driver.Endpoint(args.endpoint),
             speed=args.speed,
             duration_s=args.duration,
             loop=args.loop,
             limit=args.limit,
         )
         scale = TOKEN_SCALE if args.scale_tokens is None else args.scale_tokens
-        trace = replay.read_trace(
+        trace = driver.read_trace(
             Path(args.trace), scale_tokens=scale, series_tokens=(args.prompt_tokens, args.max_tokens)
         )
     except ValueError as exc:  # ReplayError, an unreadable --token-file, a tenant key on the command line
         print(f"fleetpilot: {exc}", file=sys.stderr)
         return 2
-    plan = replay.schedule(trace, options)
+    plan = driver.schedule(trace, options)
     print(
         f"replaying {len(plan)} requests of {args.trace} over {plan[-1].at_s if plan else 0:.0f} s "
         f"at {len(options.servers)} server(s)",
         file=sys.stderr,
         flush=True,
     )
-    sender = replay.HttpSender(
+    sender = driver.HttpSender(
         options.pool, options.endpoint, token=token, tenant_keys=tenant_keys, timeout_s=args.timeout
     )
     try:
         with ProgressBar("replay", unit="answered") as bar:
-            result = replay.run_replay(plan, sender, concurrency=args.concurrency, on_progress=bar.update)
+            result = driver.run_replay(plan, sender, concurrency=args.concurrency, on_progress=bar.update)
     finally:
         sender.close()
-    summary = replay.summarize(plan, result)
+    summary = driver.summarize(plan, result)
     print("\n".join(summary.lines()), flush=True)
     return 1 if summary.sent and summary.errors == summary.sent else 0

@@ -21,6 +21,10 @@ ALLOWED: dict[str, set[str]] = {
     "alerting": {"wire", "collector", "fleet", "predictor", "autoscaler", "isolation"},
     "inference_agent": {"wire"},  # the node daemon needs none of the server's rooms
     "web": {"wire", "collector", "fleet", "predictor", "autoscaler", "isolation", "alerting"},
+    "replay": {"wire", "predictor"},  # a client of the agents' serving API: the demand series are the predictor's
+    # the demo runs the whole system through the composition root's launch helpers and settings
+    "demo": {"wire", "collector", "fleet", "predictor", "autoscaler", "isolation", "alerting", "inference_agent", "web"}
+    | {"migrations", "fleetpilot", "replay"},
 }
 ROOMS = {*ALLOWED, "fleetpilot", "migrations", "bench"}
 

@@ -14,3 +14,8 @@ def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     rank = max(1, math.ceil(q / 100.0 * len(ordered)))
     return ordered[rank - 1]
+
+
+def percentile_or_none(values: Sequence[float], q: float) -> float | None:
+    """``percentile``, or None for no values: a figure that is absent, not an error (a replay with no ok answer)."""
+    return percentile(values, q) if values else None

@@ -15,7 +15,7 @@ import pytest
 
 from fleetpilot.cli import main
 from fleetpilot.launch import free_port
-from fleetpilot.replay import (
+from replay.driver import (
     Endpoint,
     HttpSender,
     Outcome,
@@ -29,7 +29,7 @@ from fleetpilot.replay import (
     schedule,
     summarize,
 )
-from fleetpilot.trace_load import AZURE_CONV_SLICE, TraceRequest, load_trace
+from replay.trace_load import AZURE_CONV_SLICE, TraceRequest, load_trace
 
 SERIES = AZURE_CONV_SLICE.parent / "series" / "azure_conv_requests_per_minute.csv"
 STATUS_BY_TENANT = {"over": 429, "busy": 503, "boom": 500}

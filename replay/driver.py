@@ -1,7 +1,7 @@
 """``fleetpilot replay``: drive a trace at the serving front end of one or more agents (CONTRACT section 11).
 
 Two trace formats are read, those shipped under ``data/traces/``: a request trace (``TIMESTAMP,ContextTokens,
-GeneratedTokens``, one row per request, read by ``fleetpilot.trace_load``) and a demand series (``timestamp,value``,
+GeneratedTokens``, one row per request, read by ``replay.trace_load``) and a demand series (``timestamp,value``,
 requests per step, read by ``predictor.series_csv``; each step's requests are spread evenly over the step).
 Scheduling is pure (``schedule``: arrival times, speed, duration, loop, round-robin over servers and tenants) and
 apart from sending, which goes through a narrow ``Sender``; ``run_replay`` paces the plan open-loop on a clock, and
@@ -25,10 +25,11 @@ from typing import Protocol
 
 import httpx
 
-from fleetpilot.trace_load import MAX_GENERATED_TOKENS, MAX_PROMPT_TOKENS, TOKEN_SCALE, TraceRequest, load_trace
+from replay.trace_load import MAX_GENERATED_TOKENS, MAX_PROMPT_TOKENS, TOKEN_SCALE, TraceRequest, load_trace
+from wire.percentile import percentile_or_none
 
 REQUEST_TRACE_HEADER = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
-CLASSIFY_IMAGE_SHAPE = (3, 64, 64)  # what the built-in classifier takes (inference_agent.serving.schema)
+CLASSIFY_IMAGE_SHAPE = (3, 64, 64)  # what the built-in classifier takes (inference_agent.serving.frontend.schema)
 
 
 class ReplayError(ValueError):
@@ -349,8 +350,8 @@ def summarize(plan: Sequence[PlannedRequest], result: ReplayResult) -> ReplaySum
         unavailable=statuses.count(503),
         errors=len(sent) - len(ok_ms) - statuses.count(429) - statuses.count(503),
         error_kinds=dict(Counter(kind for kind in map(_error_kind, sent) if kind is not None)),
-        latency_p50_ms=_percentile(ok_ms, 0.50),
-        latency_p99_ms=_percentile(ok_ms, 0.99),
+        latency_p50_ms=_percentile_ms(ok_ms, 50),
+        latency_p99_ms=_percentile_ms(ok_ms, 99),
         achieved_rps=len(sent) / result.wall_s if result.wall_s > 0 else 0.0,
         offered_rps=len(plan) / span_s if span_s > 0 else 0.0,
         wall_s=result.wall_s,
@@ -358,10 +359,10 @@ def summarize(plan: Sequence[PlannedRequest], result: ReplayResult) -> ReplaySum
     )
 
 
-def _percentile(ordered: Sequence[float], q: float) -> float | None:
-    if not ordered:
-        return None
-    return round(ordered[max(0, math.ceil(q * len(ordered)) - 1)], 2)
+def _percentile_ms(values: Sequence[float], q: float) -> float | None:
+    """The nearest-rank percentile (``q`` in percent) to 0.01 ms; None without a value."""
+    found = percentile_or_none(values, q)
+    return None if found is None else round(found, 2)
 
 
 def _error_kind(outcome: Outcome) -> str | None:

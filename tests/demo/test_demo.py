@@ -20,8 +20,9 @@ from sqlalchemy import Engine, func, select
 from autoscaler.policy import PolicySettings, scale_down_window_seconds
 from collector.rollups import WATERMARK_NAME
 from collector.tables import ROLLUP_BUCKET_SECONDS, job_state, rollups_1m, samples
-from fleet.pools import Policy, PoolStore
-from fleetpilot.demo import (
+from demo.history import SeededHistory, seed_history
+from demo.load import NOISY_EPISODE, TENANTS, NoisyEpisode, compressed_day, day_plan
+from demo.run import (
     DEMO_NODES,
     DEMO_POOL_SPECS,
     DEMO_SETTINGS,
@@ -29,9 +30,8 @@ from fleetpilot.demo import (
     _demo_pools_and_tenants,
     demo_settings_text,
 )
-from fleetpilot.demo_history import SeededHistory, seed_history
-from fleetpilot.demo_load import NOISY_EPISODE, TENANTS, NoisyEpisode, compressed_day, day_plan
-from fleetpilot.demo_timeline import clock, latency_rule, scale_thresholds, timeline_lines
+from demo.timeline import clock, latency_rule, scale_thresholds, timeline_lines
+from fleet.pools import Policy, PoolStore
 from fleetpilot.jobs import enforcer_settings
 from fleetpilot.settings import ServerSettings
 from predictor.inputs import Window, pool_demand

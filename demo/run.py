@@ -1,8 +1,8 @@
 """``fleetpilot demo``: the whole system on this machine — a server on SQLite, three agents running the built-in CPU
 workload, two pools and two tenants, and a day of real demand compressed into five minutes played into them
-(``fleetpilot.demo_load``) — until Ctrl-C.
+(``demo.load``) — until Ctrl-C.
 
-Before the agents start, the trace's hours before that day are seeded as chat's history (``fleetpilot.demo_history``)
+Before the agents start, the trace's hours before that day are seeded as chat's history (``demo.history``)
 so the first forecast has hours to fit. A few server settings are shorter than their production defaults
 (``DEMO_SETTINGS``: rollups every 10 s, forecasts every 20 s, a 60-s scale-down window); everything else is the
 production code path: the autoscaler scales chat up at the day's peak and down in its night, the isolation enforcer
@@ -21,18 +21,18 @@ import httpx
 
 from autoscaler.policy import PolicySettings
 from collector.database import make_engine
+from demo.history import SeededHistory, seed_history
+from demo.load import NOISY_EPISODE, CompressedDay, compressed_day, day_plan
+from demo.timeline import timeline_lines
 from fleet.pools import SPEC_FIELDS, Policy, PoolSpec, PoolStore
-from fleetpilot.demo_history import SeededHistory, seed_history
-from fleetpilot.demo_load import NOISY_EPISODE, CompressedDay, compressed_day, day_plan
-from fleetpilot.demo_timeline import timeline_lines
 from fleetpilot.jobs import enforcer_settings
 from fleetpilot.launch import AgentProcess, ServerProcess, free_port
-from fleetpilot.replay import Endpoint, HttpSender, run_replay
 from fleetpilot.settings import ServerSettings
 from inference_agent.stop_signals import stop_on_signals
 from isolation.tenant_keys import TenantKeyStore
 from isolation.tenants import QuotaSpec, TenantStore
 from migrations import runner
+from replay.driver import Endpoint, HttpSender, run_replay
 from web.tokens import Role, TokenStore
 from wire.control import SloClass
 
@@ -185,7 +185,7 @@ def _demo_tenant_keys(database_url: str) -> dict[str, str]:
 
 
 def _seed_history(database_url: str, day: CompressedDay) -> SeededHistory:
-    """chat's demand over the hours before the day, as rollups ending now (``fleetpilot.demo_history``)."""
+    """chat's demand over the hours before the day, as rollups ending now (``demo.history``)."""
     engine = make_engine(database_url)
     try:
         return seed_history(engine, "chat", day.history_per_minute(), DEMO_NODES, now=time.time())

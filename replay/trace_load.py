@@ -1,7 +1,7 @@
 """Load from a real trace: the Azure LLM inference trace slice shipped in ``data/traces`` (CC-BY-4.0, Patel et al.,
 "Splitwise", ISCA 2024), with token counts scaled to the small built-in model. The workload benchmark replays it
 into an engine; ``fleetpilot replay`` sends it over HTTP, and the demo gives its requests' sizes to the day it plays
-(``fleetpilot.demo_load``)."""
+(``demo.load``)."""
 
 from __future__ import annotations
 

@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from alerting.defaults import DEFAULT_RULES
 from alerting.rules import RuleSpec
 from autoscaler.policy import PolicySettings, scale_down_window_seconds
+from demo.history import SeededHistory
+from demo.load import CompressedDay, NoisyEpisode
 from fleet.pools import PoolSpec
-from fleetpilot.demo_history import SeededHistory
-from fleetpilot.demo_load import CompressedDay, NoisyEpisode
 from isolation.enforcer import EnforcerLoopSettings
 
 LATENCY_RULE = "P99LatencyAboveSlo"  # the default rule the episode breaks: chat's p99 over its SLO

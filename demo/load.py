@@ -1,12 +1,12 @@
 """What the demo plays into its chat pool, pure: a day of real demand compressed into five minutes, the hours before
-it (the history ``fleetpilot.demo_history`` seeds), and a noisy-neighbour episode at a fixed offset of every other
+it (the history ``demo.history`` seeds), and a noisy-neighbour episode at a fixed offset of every other
 day.
 
 The day's shape is ServeGen's ``m-small`` requests per 10 minutes (``data/traces/series``, Apache-2.0, Xiang et al.,
 "ServeGen", arXiv 2505.09999) from 16:00 of its first day to 16:00 of the next: an evening peak at 21:00, a night, a
 morning. Its amplitude is scaled to the chat pool (3..4 replicas of half a request/s): the peak is above what the
 minimum carries, everything else below it, so chat scales up in the evening and down in the night. The requests'
-sizes are the Azure LLM conv trace's (``fleetpilot.trace_load``). ``fleetpilot.replay`` sends the plan.
+sizes are the Azure LLM conv trace's (``replay.trace_load``). ``replay.driver`` sends the plan.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from fleetpilot.replay import PlannedRequest, ReplayOptions, arrivals_from_series, schedule
-from fleetpilot.trace_load import AZURE_CONV_SLICE, MAX_GENERATED_TOKENS, TraceRequest, load_trace
 from predictor.series_csv import read_series_csv
+from replay.driver import PlannedRequest, ReplayOptions, arrivals_from_series, schedule
+from replay.trace_load import AZURE_CONV_SLICE, MAX_GENERATED_TOKENS, TraceRequest, load_trace
 
 DAY_TRACE = AZURE_CONV_SLICE.parent / "series" / "servegen_m-small_requests_per_10min.csv"
 DAY_START_STEP = 96  # 16:00 of the trace's first day, in its 10-minute steps
