@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from inference_agent.serving.supervision.quota import MPS_MEMORY_ENV, MPS_THREADS_ENV
 
 from bench.isolation import QUICK, noisy_flood, wait_for_replicas
 from bench.mps_daemon import PrivateMpsDaemon
 from fleetpilot.launch import AgentProcess, ServerProcess, free_port
-from inference_agent.serving.replica_quota import MPS_MEMORY_ENV, MPS_THREADS_ENV
 
 NODE_ID = "bench-mps"
 SHARES = {"small": ("a", 25), "large": ("b", 75)}  # pool → (tenant, active thread percentage)

@@ -35,6 +35,7 @@ from typing import Any
 
 import httpx
 import psutil
+from inference_agent.serving.supervision.quota import MPS_THREADS_ENV
 
 from bench.mps_daemon import PrivateMpsDaemon
 from bench.mps_fleet import (
@@ -50,7 +51,6 @@ from bench.mps_fleet import (
     wait_until,
 )
 from fleetpilot.launch import AgentProcess, free_port
-from inference_agent.serving.replica_quota import MPS_THREADS_ENV
 
 PROFILE = "builtin-cuda"
 MODEL = "builtin-text"

@@ -25,13 +25,13 @@ from typing import Any
 
 import httpx
 import psutil
+from fleetpilot.trace_load import TraceRequest
+from inference_agent.serving.replica.key import REPLICA_KEY_ENV
 
 from autoscaler.failover import FailoverStore
 from bench.workload import ReplayResult, p99, progress, replay
 from collector.database import make_engine
 from fleetpilot.launch import AgentProcess, ServerProcess, free_port
-from fleetpilot.trace_load import TraceRequest
-from inference_agent.serving.replica_key import REPLICA_KEY_ENV
 from inference_agent.torch_runtime.config import ModelConfig
 from inference_agent.torch_runtime.engine import ContinuousBatchingEngine, EngineConfig
 

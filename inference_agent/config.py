@@ -8,7 +8,7 @@ on the node, by whoever runs the node::
     [profiles.vllm]
     command = ["vllm", "serve", "{model}", "--port", "{port}", "--gpu-memory-utilization", "{gpu_memory_fraction}",
                "--tensor-parallel-size", "{gpus}"]
-    env = { VLLM_API_KEY = "{replica_key}" }  # only the agent's front end may call it (serving/replica_key.py)
+    env = { VLLM_API_KEY = "{replica_key}" }  # only the agent's front end may call it (serving/replica/key.py)
     health_path = "/health"
     metrics_path = "/metrics"
     metrics_kind = "vllm"

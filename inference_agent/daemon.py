@@ -22,7 +22,7 @@ from inference_agent.probes.engines import EngineScrapeProbe
 from inference_agent.pusher import MalformedDesired, Pusher, inventory_body
 from inference_agent.rejected_batches import RejectedBatches
 from inference_agent.sampler import Sampler
-from inference_agent.serving.pools import DesiredRefused, RefusalReason, desired_refusal
+from inference_agent.serving.supervision.pools import DesiredRefused, RefusalReason, desired_refusal
 from inference_agent.settings import AgentSettings
 from inference_agent.spool import Spool
 from inference_agent.stop_signals import stop_on_signals

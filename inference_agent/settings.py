@@ -12,7 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from inference_agent.http_server import ConnectionLimits
 from inference_agent.kube.pod_scope import parse_label_selector
-from inference_agent.serving.pools import POOL_NAME, PoolSpec, parse_pools
+from inference_agent.serving.supervision.pools import POOL_NAME, PoolSpec, parse_pools
 from wire.scrape.engines import EngineKind
 
 ENGINE_KINDS = tuple(kind.value for kind in EngineKind)

@@ -74,7 +74,7 @@ from isolation.tenant_keys import TenantKeyStore
 from isolation.tenants import QuotaSpec, Tenant, TenantStore
 from wire.control import DesiredState, PoolLimits, QuotaDesired, SloClass, TenantDesired
 
-# The agent's defaults for what it is not told (inference_agent.serving.admission; a test holds them equal).
+# The agent's defaults for what it is not told (inference_agent.serving.frontend.admission; a test holds them equal).
 AGENT_DEFAULT_MAX_CONCURRENCY = 64
 AGENT_DEFAULT_SLO_CLASS = SloClass.STANDARD
 RATE_FLOOR_RPS = 0.001  # the planner's rounding step: a throttled rate never reaches 0

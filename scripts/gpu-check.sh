@@ -81,8 +81,8 @@ if ! "$PYTHON" -c "$STACK; import fleetpilot.cli, inference_agent.daemon"; then
     say "the project does not import with $PYTHON: nothing can run"
     exit 2
 fi
-# a replica gets only the variables inference_agent/serving/launcher.py passes: check it imports with the bare minimum
-if ! env -i PATH="$PATH" HOME="${HOME:-/tmp}" "$PYTHON" -c 'import inference_agent.serving.replica_app'; then
+# a replica gets only the variables inference_agent/serving/supervision/launcher.py passes: check it imports with the bare minimum
+if ! env -i PATH="$PATH" HOME="${HOME:-/tmp}" "$PYTHON" -c 'import inference_agent.serving.replica.app'; then
     say "a replica does not import with $PYTHON in a replica's environment: the steps that start replicas will fail"
 fi
 NO_TORCH=""

@@ -1,14 +1,14 @@
 """GPU shares through NVIDIA MPS: ``nvidia-cuda-mps-control`` for the server, the client environment per replica.
 
 How MPS takes limits: a client's thread percentage and pinned memory limit are read from its environment
-(``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``, ``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="0=<n>M"``, set by ``replica_quota.py``) when
-it creates its CUDA context, and can only narrow what the control daemon allows its server. So the per-replica limits
-travel in the replica's environment, and ``apply`` makes sure the agent's MPS server exists (``start_server -uid``) and
-allows at least the largest share of the replicas it serves (``set_default_active_thread_percentage``,
-``set_active_thread_percentage <server pid>``, the pinned-memory counterparts): a server left at 30% would hold a
-replica asking for 70% to 30%. ``verify`` reads the replica's environment and the server's percentage back.
-Nothing changes a running client: see ``limits.needs_replacement``. One device takes at most 48 clients; the 49th
-is refused before anything is sent.
+(``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``, ``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="0=<n>M"``, set by
+``serving/supervision/quota.py``) when it creates its CUDA context, and can only narrow what the control daemon allows
+its server. So the per-replica limits travel in the replica's environment, and ``apply`` makes sure the agent's MPS
+server exists (``start_server -uid``) and allows at least the largest share of the replicas it serves
+(``set_default_active_thread_percentage``, ``set_active_thread_percentage <server pid>``, the pinned-memory
+counterparts): a server left at 30% would hold a replica asking for 70% to 30%. ``verify`` reads the replica's
+environment and the server's percentage back. Nothing changes a running client: see ``limits.needs_replacement``. One
+device takes at most 48 clients; the 49th is refused before anything is sent.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from inference_agent.isolation.limits import AppliedLimits, IsolationError, ReplicaLimits
-from inference_agent.serving.replica_quota import MPS_MEMORY_ENV, MPS_THREADS_ENV, GpuQuota, replica_environment
+from inference_agent.serving.supervision.quota import MPS_MEMORY_ENV, MPS_THREADS_ENV, GpuQuota, replica_environment
 
 CONTROL_BINARY = "nvidia-cuda-mps-control"
 MAX_CLIENTS_PER_DEVICE = 48  # MPS on Volta and later
@@ -168,7 +168,7 @@ def _device(limits: ReplicaLimits) -> int:
 
 
 def _client_environment(limits: ReplicaLimits) -> dict[str, str]:
-    """The MPS variables the replica must have started with: the ones ``replica_quota.replica_environment`` writes."""
+    """The MPS variables the replica must have started with: those ``supervision/quota.py`` writes."""
     quota = GpuQuota(limits.active_thread_percentage, limits.pinned_memory_mib)
     env = replica_environment(slot=0, slots=1, cpus=(0,), device="cuda", mps=True, gpu_quota=quota)
     return {name: value for name, value in env.items() if name in (MPS_THREADS_ENV, MPS_MEMORY_ENV)}

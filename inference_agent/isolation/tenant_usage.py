@@ -1,6 +1,6 @@
 """One replica's usage per tenant (``X-Tenant``): what the enforcer needs to tell a noisy neighbour from its victim.
 
-The tenant is the one the front end authenticated (``inference_agent.serving.tenant_identity``): a tenant the
+The tenant is the one the front end authenticated (``inference_agent.serving.frontend.tenant_identity``): a tenant the
 control plane knows, or ``default``, so a replica holds one record per known tenant. Records are never pruned: the
 counters are cumulative and the builtin probe takes deltas, so a record dropped and made again would read as a
 negative rate; ``MAX_TENANTS`` stays as the bound for a caller that reaches a replica's loopback port directly.
@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from inference_agent.serving.ledger import LATENCY_WINDOW_S, MAX_WINDOW_SAMPLES
+from inference_agent.serving.replica.ledger import LATENCY_WINDOW_S, MAX_WINDOW_SAMPLES
 from inference_agent.torch_runtime.api import FinishReason, TokenEvent
 from wire.percentile import percentile
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from inference_agent.serving.pools import POOL_NAME
+from inference_agent.serving.supervision.pools import POOL_NAME
 from wire.scrape.engines import EngineKind
 
 PREFIX = "fleetpilot.io/"

@@ -1,11 +1,11 @@
 """What the front end and the probes route by: each pool's kind and its warm replicas' endpoints (with the key that
-opens each, ``replica_key.py``), as the supervisor publishes them."""
+opens each, ``replica/key.py``), as the supervisor publishes them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from inference_agent.serving.replica_key import bearer_headers
+from inference_agent.serving.replica.key import bearer_headers
 
 
 @dataclass(frozen=True)
@@ -13,7 +13,7 @@ class Endpoint:
     replica_id: str
     port: int
     host: str = "127.0.0.1"
-    key: str = field(default="", repr=False)  # the replica's key (``replica_key.py``): only its callers know it
+    key: str = field(default="", repr=False)  # the replica's key (``replica/key.py``): only its callers know it
 
     @property
     def url(self) -> str:

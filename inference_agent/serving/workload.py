@@ -5,7 +5,7 @@ The daemon builds one with ``--workload builtin`` (the built-in engines) or a ``
 offers (``check``), hands it on (pools to the supervisor, tenant quotas to the front end), asks it for the node's
 pools at each push (``report``), and stops it on SIGTERM: the front end refuses new work, every replica drains, then
 all stop. The built-in replicas are read through their ``/stats`` (with tenant usage), an engine profile's through
-its own metrics endpoint and adapter (``engine_replicas.py``).
+its own metrics endpoint and adapter (``reporting/engine_replicas.py``).
 """
 
 from __future__ import annotations
@@ -23,16 +23,16 @@ from inference_agent.isolation.cpu import CpuLimits
 from inference_agent.isolation.mps import MpsControl
 from inference_agent.probes.base import GpuInfo
 from inference_agent.probes.builtin import BuiltinEngineProbe
-from inference_agent.serving.engine_replicas import EngineReplicasProbe, EngineWatch
-from inference_agent.serving.frontend import Frontend, FrontendLimits
-from inference_agent.serving.launcher import Launcher, ProcessLauncher
-from inference_agent.serving.reconcile import Timing
-from inference_agent.serving.replica_quota import mps_daemon_running
-from inference_agent.serving.report import node_report
+from inference_agent.serving.frontend.server import Frontend, FrontendLimits
+from inference_agent.serving.frontend.tenant_identity import GatewayTrust
+from inference_agent.serving.reporting.engine_replicas import EngineReplicasProbe, EngineWatch
+from inference_agent.serving.reporting.report import node_report
+from inference_agent.serving.reporting.telemetry import ServingTelemetry
 from inference_agent.serving.routing import PoolRoutes
-from inference_agent.serving.supervisor import Supervisor
-from inference_agent.serving.telemetry import ServingTelemetry
-from inference_agent.serving.tenant_identity import GatewayTrust
+from inference_agent.serving.supervision.launcher import Launcher, ProcessLauncher
+from inference_agent.serving.supervision.quota import mps_daemon_running
+from inference_agent.serving.supervision.reconcile import Timing
+from inference_agent.serving.supervision.supervisor import Supervisor
 from inference_agent.settings import AgentSettings
 from wire.control import DesiredState, NodeReport
 
@@ -162,7 +162,7 @@ class ServingWorkload:
         self._thread.start()
 
     def check(self, desired: DesiredState) -> None:
-        """DesiredRefused (``pools.py``) when the node cannot or may not run what ``desired`` asks."""
+        """DesiredRefused (``supervision/pools.py``) when the node cannot or may not run what ``desired`` asks."""
         self.supervisor.check(desired)
 
     def on_desired(self, desired: DesiredState) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from inference_agent.serving.supervisor import Supervisor
+from inference_agent.serving.supervision.supervisor import Supervisor
 
 
 def step_until(supervisor: Supervisor, condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
