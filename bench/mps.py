@@ -30,12 +30,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from inference_agent.serving.supervision.quota import MPS_MEMORY_ENV, MPS_THREADS_ENV
-
 from bench.isolation import cuda_device_count
 from bench.mps_daemon import MpsUnavailable, PrivateMpsDaemon, private_mps_daemon
 from bench.mps_fleet import fleet_part, progress, ratio_held
 from bench.mps_profile import profile_part
+from inference_agent.serving.supervision.quota import MPS_MEMORY_ENV, MPS_THREADS_ENV
 
 PINNED_LIMIT_MIB = 1024
 PINNED_TRIES_MIB = (512, 2048)

@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from inference_agent.serving.supervision.quota import MPS_THREADS_ENV
 
 from bench.mps_daemon import PrivateMpsDaemon, private_mps_daemon
 from bench.mps_profile import GPU_SETUP, MODEL, ProfileSetup, profile_part
 from inference_agent.config import AgentConfig
+from inference_agent.serving.supervision.quota import MPS_THREADS_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_MPS = ROOT / "scripts" / "fake-nvidia-cuda-mps-control"

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from inference_agent.serving.frontend.admission import DEFAULT_MAX_CONCURRENCY, PRIORITY, Quota, QuotaBook
-from inference_agent.serving.frontend.server import TenantDirectory
 from sqlalchemy import Engine, insert
 
 from collector.tables import node_reports, nodes
 from fleet.desired import DesiredBoard, Part
+from inference_agent.serving.frontend.admission import DEFAULT_MAX_CONCURRENCY, PRIORITY, Quota, QuotaBook
+from inference_agent.serving.frontend.server import TenantDirectory
 from inference_agent.torch_runtime.api import Priority
 from isolation.desired import AGENT_DEFAULT_MAX_CONCURRENCY, TenantsAnswer, TenantsPublisher
 from isolation.events import ThrottleLevel

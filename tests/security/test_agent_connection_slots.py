@@ -12,12 +12,12 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from inference_agent.serving.frontend.server import Frontend
-from inference_agent.serving.frontend.tenant_identity import GatewayTrust
 from prometheus_client import CollectorRegistry
 
 from inference_agent.endpoint import AgentEndpoint
 from inference_agent.http_server import ConnectionLimits, JsonHandler, Server
+from inference_agent.serving.frontend.server import Frontend
+from inference_agent.serving.frontend.tenant_identity import GatewayTrust
 
 
 class Echo(JsonHandler):

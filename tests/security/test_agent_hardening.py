@@ -10,14 +10,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from inference_agent.serving.supervision.launcher import LaunchSpec, ReplicaProcess
-from inference_agent.serving.supervision.pools import DesiredRefused, PoolSpec
-from inference_agent.serving.supervision.reconcile import Timing, Verb, decide
-from inference_agent.serving.supervision.supervisor import Supervisor
 from pydantic import ValidationError
 
 from inference_agent.fake_collector import ScriptedAnswer, ScriptedCollector
 from inference_agent.http_server import ConnectionLimits, JsonHandler, Server
+from inference_agent.serving.supervision.launcher import LaunchSpec, ReplicaProcess
+from inference_agent.serving.supervision.pools import DesiredRefused, PoolSpec
+from inference_agent.serving.supervision.reconcile import Timing, Verb, decide
+from inference_agent.serving.supervision.supervisor import Supervisor
 from tests.inference_agent.test_pusher import pusher_on
 from wire.control import DesiredState
 

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from inference_agent.config import EngineProfile
+from inference_agent.probes.builtin import BuiltinEngineProbe
 from inference_agent.serving.frontend.server import Frontend
+from inference_agent.serving.routing import Endpoint
 from inference_agent.serving.supervision.launcher import ProcessLauncher
 from inference_agent.serving.supervision.pools import PoolSpec
 from inference_agent.serving.supervision.reconcile import Timing
 from inference_agent.serving.supervision.supervisor import Supervisor
-
-from inference_agent.config import EngineProfile
-from inference_agent.probes.builtin import BuiltinEngineProbe
-from inference_agent.serving.routing import Endpoint
 from tests.support.supervising import step_until
 from wire.control import DesiredState
 

@@ -10,12 +10,12 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from prometheus_client import CollectorRegistry
+
 from inference_agent.serving.frontend.admission import DEFAULT_TENANT, Quota, QuotaBook, TenantPolicy
 from inference_agent.serving.frontend.server import Frontend
 from inference_agent.serving.frontend.tenant_identity import GatewayTrust
 from inference_agent.serving.reporting.telemetry import ServingTelemetry
-from prometheus_client import CollectorRegistry
-
 from inference_agent.serving.routing import PoolRoutes
 from inference_agent.torch_runtime.api import CompletionRequest, Priority, TokenEvent
 from tests.inference_agent.serving.conftest import StartReplica, start_replica  # noqa: F401  (the fixture)

@@ -11,12 +11,12 @@ from typing import Any, ClassVar
 
 import httpx
 import pytest
+
+from inference_agent.http_server import JsonHandler, Server
 from inference_agent.serving.frontend.admission import Quota, QuotaBook, TenantPolicy
 from inference_agent.serving.frontend.model_routes import route
 from inference_agent.serving.frontend.schema import MAX_SEQUENCES, BadRequest
 from inference_agent.serving.frontend.server import Frontend
-
-from inference_agent.http_server import JsonHandler, Server
 from inference_agent.serving.routing import Endpoint, PoolRoutes
 from wire.control import key_digest
 

@@ -1,7 +1,7 @@
 """The replica's HTTP routes: completions and chat completions (plain and streamed), classify, health (``/healthz``
 and vLLM's ``/health``), ``/v1/models``, ``/metrics`` in vLLM's names (``metrics.py``), stats and drain.
 
-Every route but health, ``/metrics`` and ``/v1/models`` needs the replica's key (``replica/key.py``): 401 without it,
+Every route but health, ``/metrics`` and ``/v1/models`` needs the replica's key (``key.py``): 401 without it,
 before a byte of the body is read. So only the front end and the agent call it, and the headers below are theirs.
 The front end passes the request's priority (``X-Fleetpilot-Priority``: 0 latency-critical, 1 standard, 2 batch),
 the tenant (``X-Tenant``), the tenant's share of the KV cache (``X-Fleetpilot-KV-Share``, its block budget when the

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from inference_agent.serving.supervision.quota import GpuQuota, replica_environment
 
 from inference_agent.isolation.limits import ReplicaLimits
 from inference_agent.isolation.mps import ClientLimitReached, MpsControl, MpsError
+from inference_agent.serving.supervision.quota import GpuQuota, replica_environment
 
 FAKE = Path(__file__).resolve().parents[3] / "scripts" / "fake-nvidia-cuda-mps-control"
 

@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from inference_agent.serving.supervision.quota import GpuQuota, replica_environment
 
 from inference_agent.isolation.limits import ReplicaLimits
 from inference_agent.isolation.mps import CONTROL_BINARY, MpsControl
+from inference_agent.serving.supervision.quota import GpuQuota, replica_environment
 
 pytestmark = pytest.mark.gpu
 

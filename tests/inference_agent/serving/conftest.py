@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
+
+from inference_agent.http_server import Server
 from inference_agent.serving.replica.app import ReplicaApp
 from inference_agent.serving.replica.fake_engine import FakeClassifier, FakeTextEngine
 from inference_agent.serving.replica.handler import handler_for
-
-from inference_agent.http_server import Server
 from inference_agent.serving.routing import Endpoint
 
 StartReplica = Callable[..., tuple[ReplicaApp, Endpoint]]
