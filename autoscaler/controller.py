@@ -50,6 +50,7 @@ from fleet.lease import Lease
 from fleet.pools import Mode, Pool, PoolStore, Provisioning
 from fleet.view import FleetReader, FleetView
 from predictor.accuracy import distrusted
+from predictor.capacity import replica_capacity
 from predictor.store import ForecastStore, StoredForecast, SubjectKind
 
 log = logging.getLogger(__name__)
@@ -360,13 +361,14 @@ def pool_context(
     metric = spec.demand_metric.value
     live = fleet.pool(pool.name, metric)
     stored = forecasts.get(SubjectKind.POOL, pool.name, metric)
+    capacity = replica_capacity(spec.replica_capacity, lambda: stored.learned_capacity if stored else None)
     return PoolContext(
         now=now,
         min_replicas=spec.min_replicas,
         max_replicas=spec.max_replicas,
         ready_replicas=live.ready,
         starting_replicas=live.starting,
-        per_replica_capacity=spec.replica_capacity or (stored.learned_capacity if stored else None),
+        per_replica_capacity=None if capacity is None else capacity.per_replica,
         demand=live.demand,
         demand_age_seconds=None if live.demand_ts is None else max(0.0, now - live.demand_ts),
         startup_seconds=spec.startup_seconds if startup is None else startup.seconds,

@@ -6,14 +6,18 @@ its latencies exceed it (its p90 is over). The capacity is the top rate of the l
 ("measured": a true knee). When no bin breaks, the replica was never pushed to its knee, and the 95th percentile of
 the rates seen within the SLO is only a lower bound ("lower_bound"). Too little evidence gives ``None``, never a
 made-up number.
+
+What a pool is sized by is one rule (:func:`replica_capacity`): the configured ``replica_capacity``, else the learned
+one, else nothing. The forecast loop stores it with each pool forecast (:class:`PoolCapacity`, inside the forecast's
+``saturation``); the autoscaler, the capacity plan and the dashboard read it back from there.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, cast, get_args
 
 import numpy as np
 
@@ -22,7 +26,9 @@ MAX_BINS = 20  # rate resolution: 2,000 observations → 20 bins of 100, each a 
 BREAK_SHARE = 0.10  # a bin breaks the SLO when more than this share of its latencies exceed it
 LOWER_BOUND_QUANTILE = 0.95  # never broken: the 95th percentile of in-SLO rates, so one rate spike does not count
 
-CapacitySource = Literal["measured", "lower_bound"]
+CapacitySource = Literal["measured", "lower_bound"]  # learned from the metrics
+ReplicaCapacitySource = Literal["configured", CapacitySource]
+LEARNED_SOURCES: frozenset[str] = frozenset(get_args(CapacitySource))
 
 
 @dataclass(frozen=True)
@@ -88,3 +94,63 @@ def learn_capacity(
         return None
     knee = float(rates[bins[broken[0] - 1][-1]])
     return LearnedCapacity(knee, "measured", len(rates), violations)
+
+
+@dataclass(frozen=True)
+class ReplicaCapacity:
+    """What one replica of a pool sustains, in demand units per second, and where that figure came from: the pool's
+    ``replica_capacity`` ("configured") or the metrics (a :class:`LearnedCapacity`'s source)."""
+
+    per_replica: float
+    source: ReplicaCapacitySource
+
+    @property
+    def learned(self) -> bool:
+        return self.source in LEARNED_SOURCES
+
+
+def replica_capacity(configured: float | None, learned: Callable[[], ReplicaCapacity | None]) -> ReplicaCapacity | None:
+    """The configured per-replica capacity, else the learned one, else None: nothing to size by.
+
+    ``learned`` is called only when none is configured (the forecast loop learns from the raw samples then).
+    A configured capacity is never 0: the pool's spec refuses anything but a finite number > 0.
+    """
+    if configured is not None:
+        return ReplicaCapacity(configured, "configured")
+    return learned()
+
+
+@dataclass(frozen=True)
+class PoolCapacity:
+    """What a pool's demand forecast is measured against: its ready replicas times what one replica sustains
+    (``per_replica`` None: neither configured nor learned yet). Stored and answered inside the forecast's
+    ``saturation`` as ``replicas``, ``per_replica_capacity`` and ``capacity_source``."""
+
+    replicas: int
+    per_replica: ReplicaCapacity | None
+
+    @property
+    def total(self) -> float | None:
+        """Ready replicas × per-replica capacity; None without a ready replica or a per-replica figure."""
+        if self.per_replica is None or self.replicas <= 0:
+            return None
+        return self.replicas * self.per_replica.per_replica
+
+    def as_json(self) -> dict[str, Any]:
+        per = self.per_replica
+        return {
+            "replicas": self.replicas,
+            "per_replica_capacity": None if per is None else per.per_replica,
+            "capacity_source": None if per is None else per.source,
+        }
+
+    @classmethod
+    def from_json(cls, saturation: Mapping[str, Any]) -> PoolCapacity | None:
+        """The pool part of a stored ``saturation``; None when it has none (a device's or a KV cache's)."""
+        replicas = saturation.get("replicas")
+        if not isinstance(replicas, int):
+            return None
+        value, source = saturation.get("per_replica_capacity"), saturation.get("capacity_source")
+        if not isinstance(value, int | float) or source not in get_args(ReplicaCapacitySource):
+            return cls(replicas, None)
+        return cls(replicas, ReplicaCapacity(float(value), cast(ReplicaCapacitySource, source)))

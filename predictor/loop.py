@@ -4,7 +4,8 @@ A cycle (``ForecastJob.run(now)``, called by the server's scheduler once a minut
 
 1. reads the inputs from storage (:mod:`predictor.inputs`): 1-minute histories up to the last rolled-up minute, each
    pool's ready replicas on the up nodes (the fleet's one :class:`~fleet.view.FleetReader`) and its per-replica
-   capacity (configured, or learned from the raw samples and refreshed every ``capacity_refresh_seconds``);
+   capacity (:func:`predictor.capacity.replica_capacity`: configured, or learned from the raw samples and refreshed
+   every ``capacity_refresh_seconds``);
 2. forecasts them all in one :func:`predictor.cycle.forecast_cycle` call on a worker thread, waiting at most
    ``timeout_seconds``;
 3. turns each forecast into points and a saturation estimate against the subject's capacity (a pool: ready
@@ -35,7 +36,7 @@ from predictor import accuracy_store, inputs
 from predictor.accuracy import WINDOWS_SECONDS
 from predictor.backtest import horizon_steps
 from predictor.base import Forecast, ForecastError, History, NotEnoughHistory
-from predictor.capacity import LearnedCapacity, learn_capacity
+from predictor.capacity import PoolCapacity, ReplicaCapacity, learn_capacity, replica_capacity
 from predictor.cycle import DEFAULT_MODEL, forecast_cycle
 from predictor.saturation import saturation
 from predictor.store import ForecastPoint, ForecastStore, GoodForecast, Key, SubjectKind
@@ -60,11 +61,13 @@ class ForecastSettings:
 
 @dataclass(frozen=True)
 class Subject:
-    """One series to forecast and what its saturation is measured against."""
+    """One series to forecast and what its saturation is measured against: a pool's replicas and per-replica
+    capacity (``pool``), or what a device's or a KV cache's capacity is a share of (``context``)."""
 
     history: History
     capacity: float | None
-    saturation_context: dict[str, Any]
+    pool: PoolCapacity | None = None
+    context: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ class CycleReport:
 
 @dataclass
 class _CapacityCache:
-    learned: dict[str, tuple[float, LearnedCapacity | None]] = field(default_factory=dict)  # pool → (at, result)
+    learned: dict[str, tuple[float, ReplicaCapacity | None]] = field(default_factory=dict)  # pool → (at, result)
 
 
 def _key_name(key: Key) -> str:
@@ -183,10 +186,10 @@ class ForecastJob:
             for (node_id, device), (history, total) in inputs.device_memory(conn, node_window).items():
                 context = {"memory_total_bytes": total, "exhaustion_ratio": s.exhaustion_ratio}
                 key = (SubjectKind.DEVICE, f"{node_id}/{device}", "gpu_memory_used_bytes")
-                subjects[key] = Subject(history, s.exhaustion_ratio * total, context)
+                subjects[key] = Subject(history, s.exhaustion_ratio * total, context=context)
             for (node_id, pool), history in inputs.replica_kv_cache(conn, node_window).items():
                 key = (SubjectKind.REPLICAS, f"{node_id}/{pool}", "kv_cache_utilization_ratio")
-                subjects[key] = Subject(history, s.exhaustion_ratio, {"exhaustion_ratio": s.exhaustion_ratio})
+                subjects[key] = Subject(history, s.exhaustion_ratio, context={"exhaustion_ratio": s.exhaustion_ratio})
         return subjects
 
     def _pool_subject(
@@ -196,27 +199,21 @@ class ForecastJob:
         spec = pool.spec if pool is not None else PoolSpec()
         metric = spec.demand_metric.value
         history = inputs.pool_demand(conn, name, metric, window)
-        per_replica, source = self._per_replica(conn, pool, name, spec, now)
-        ready = replicas.get(name, 0)
-        capacity = ready * per_replica if per_replica is not None and ready > 0 else None
-        context = {"replicas": ready, "per_replica_capacity": per_replica, "capacity_source": source}
-        return (SubjectKind.POOL, name, metric), Subject(history, capacity, context)
+        per_replica = replica_capacity(spec.replica_capacity, lambda: self._learned(conn, name, spec, now))
+        capacity = PoolCapacity(replicas.get(name, 0), per_replica)
+        return (SubjectKind.POOL, name, metric), Subject(history, capacity.total, pool=capacity)
 
-    def _per_replica(
-        self, conn: Any, pool: Pool | None, name: str, spec: PoolSpec, now: float
-    ) -> tuple[float | None, str | None]:
-        """The configured per-replica capacity, else the learned one (cached), else (None, None): not measured."""
-        if spec.replica_capacity is not None:
-            return spec.replica_capacity, "configured"
+    def _learned(self, conn: Any, name: str, spec: PoolSpec, now: float) -> ReplicaCapacity | None:
+        """The per-replica capacity learned from the pool's raw samples (cached), or None: not measured."""
         cached = self._capacity.learned.get(name)
         if cached is None or now - cached[0] >= self.settings.capacity_refresh_seconds:
             observations = inputs.replica_observations(
                 conn, name, spec.demand_metric.value, start=now - self.settings.capacity_window_seconds, end=now
             )
-            cached = (now, learn_capacity(observations, spec.slo_p99_seconds))
+            learned = learn_capacity(observations, spec.slo_p99_seconds)
+            cached = (now, None if learned is None else ReplicaCapacity(learned.per_replica, learned.source))
             self._capacity.learned[name] = cached
-        learned = cached[1]
-        return (None, None) if learned is None else (learned.per_replica, learned.source)
+        return cached[1]
 
     def _good(self, key: Key, subject: Subject, forecast: Forecast, now: float) -> GoodForecast:
         history, step = subject.history, subject.history.step_seconds
@@ -231,7 +228,7 @@ class ForecastJob:
             "probability": None,
             "eta_seconds": None,
             "capacity": None,
-            **subject.saturation_context,
+            **(subject.pool.as_json() if subject.pool is not None else subject.context),
         }
         if subject.capacity is not None and math.isfinite(subject.capacity) and subject.capacity > 0:
             estimate = saturation(forecast, subject.capacity, step)

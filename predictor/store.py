@@ -19,8 +19,7 @@ from sqlalchemy import JSON, Boolean, Column, Connection, Double, Engine, String
 from collector.database import insert_for
 from collector.tables import metadata
 from predictor.accuracy import WindowAccuracy
-
-LEARNED_SOURCES = frozenset({"measured", "lower_bound"})  # predictor.capacity's sources (not "configured")
+from predictor.capacity import PoolCapacity, ReplicaCapacity
 
 
 class SubjectKind(StrEnum):
@@ -85,7 +84,14 @@ class GoodForecast:
     input_start: float
     input_end: float
     points: Sequence[ForecastPoint]
-    saturation: dict[str, Any] | None
+    saturation: dict[str, Any] | None  # as stored and answered: the estimate and what it was measured against
+
+    @property
+    def pool_capacity(self) -> PoolCapacity | None:
+        """A pool forecast's ready replicas and per-replica capacity (the pool part of ``saturation``)."""
+        if self.kind is not SubjectKind.POOL or not self.saturation:
+            return None
+        return PoolCapacity.from_json(self.saturation)
 
 
 @dataclass(frozen=True)
@@ -109,13 +115,11 @@ class StoredForecast:
         return warming_up(self.error, self.short_history, None if self.good is None else self.good.generated_at)
 
     @property
-    def learned_capacity(self) -> float | None:
+    def learned_capacity(self) -> ReplicaCapacity | None:
         """The per-replica capacity the loop learned from the metrics for a pool, when it measured one."""
-        context = self.good.saturation if self.good is not None else None
-        if not context or context.get("capacity_source") not in LEARNED_SOURCES:
-            return None
-        value = context.get("per_replica_capacity")
-        return float(value) if isinstance(value, int | float) else None
+        capacity = self.good.pool_capacity if self.good is not None else None
+        per_replica = capacity.per_replica if capacity is not None else None
+        return per_replica if per_replica is not None and per_replica.learned else None
 
 
 def _good_columns(forecast: GoodForecast) -> dict[str, Any]:

@@ -83,7 +83,8 @@ def test_a_node_four_seconds_silent_with_node_down_after_five_is_up_for_every_lo
         assert told is not None and told.tenants["bulk"].quotas["chat"].rate_rps == 4.0
         # the forecast loop counts node-a's ready replica in the pool's capacity
         subjects = loops.forecasts.gather(clock())
-        assert subjects[(SubjectKind.POOL, "chat", "request_rate_per_second")].saturation_context["replicas"] == 2
+        capacity = subjects[(SubjectKind.POOL, "chat", "request_rate_per_second")].pool
+        assert capacity is not None and capacity.replicas == 2
         # alert evaluation: node-a is an up node none of whose readings carries the GPU metric
         fired = loops.evaluator.run(clock())
         assert sorted(t.alert.labels["node"] for t in fired) == ["node-a", "node-b"]

@@ -61,8 +61,9 @@ def test_a_pool_seen_only_through_remote_write_gets_alerts_forecast_inputs_and_d
         assert [(t.alert.labels["node"], t.alert.labels["pool"]) for t in fired] == [("gpu-1", "llama-8b")]
         RollupJob(engine, lookback_seconds=settings.rollup_lookback_seconds).run(clock())
         subjects = loops.forecasts.gather(clock())
-        context = subjects[(SubjectKind.POOL, "llama-8b", "request_rate_per_second")].saturation_context
-        assert context["replicas"] == 1  # the node's vLLM is one ready replica, as an external engine an agent reads
+        capacity = subjects[(SubjectKind.POOL, "llama-8b", "request_rate_per_second")].pool
+        assert capacity is not None
+        assert capacity.replicas == 1  # the node's vLLM is one ready replica, as an external engine an agent reads
         loops.controller.run(clock())
         clock.advance(loops.controller.settings.settle_seconds)
         assert "llama-8b" in loops.controller.run(clock())

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
 
-from predictor.capacity import LearnedCapacity, ReplicaObservation, learn_capacity
+from predictor.capacity import (
+    LearnedCapacity,
+    PoolCapacity,
+    ReplicaCapacity,
+    ReplicaObservation,
+    learn_capacity,
+    replica_capacity,
+)
 
 SLO = 1.0
 
@@ -134,3 +142,46 @@ def test_bad_min_observations_names_the_field() -> None:
 def test_bad_observation_names_the_field(rate: float, latency: float, field: str) -> None:
     with pytest.raises(ValueError, match=field):
         ReplicaObservation(rate, latency)
+
+
+LEARNED = ReplicaCapacity(38.5, "measured")
+
+
+@pytest.mark.parametrize(
+    ("configured", "learned", "expected"),
+    [
+        (40.0, LEARNED, ReplicaCapacity(40.0, "configured")),  # configured wins, and learning is not even asked
+        (None, LEARNED, LEARNED),
+        (None, ReplicaCapacity(20.0, "lower_bound"), ReplicaCapacity(20.0, "lower_bound")),
+        (None, None, None),  # neither: nothing to size by
+    ],
+)
+def test_configured_capacity_else_the_learned_one(
+    configured: float | None, learned: ReplicaCapacity | None, expected: ReplicaCapacity | None
+) -> None:
+    asked: list[bool] = []
+
+    def learn() -> ReplicaCapacity | None:
+        asked.append(True)
+        return learned
+
+    assert replica_capacity(configured, learn) == expected
+    assert asked == ([] if configured is not None else [True])
+
+
+@pytest.mark.parametrize(
+    ("pool", "stored"),
+    [
+        (PoolCapacity(2, LEARNED), {"replicas": 2, "per_replica_capacity": 38.5, "capacity_source": "measured"}),
+        (PoolCapacity(0, None), {"replicas": 0, "per_replica_capacity": None, "capacity_source": None}),
+    ],
+)
+def test_pool_capacity_is_stored_under_its_three_keys_and_read_back(pool: PoolCapacity, stored: dict[str, Any]) -> None:
+    assert pool.as_json() == stored and list(pool.as_json()) == list(stored)
+    assert PoolCapacity.from_json({"probability": None, **stored}) == pool
+
+
+def test_a_device_saturation_has_no_pool_capacity_and_a_pool_without_replicas_none_in_all() -> None:
+    assert PoolCapacity.from_json({"memory_total_bytes": 8e10, "exhaustion_ratio": 0.95}) is None
+    assert PoolCapacity(0, LEARNED).total is None and PoolCapacity(2, None).total is None
+    assert PoolCapacity(2, LEARNED).total == 77.0

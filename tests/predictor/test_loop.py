@@ -24,6 +24,7 @@ from collector.tables import (
 from collector.tables import samples as raw_samples
 from fleet.pools import PoolSpec, PoolStore
 from predictor.base import Forecast, ForecastError, History
+from predictor.capacity import PoolCapacity, ReplicaCapacity
 from predictor.cycle import forecast_cycle
 from predictor.loop import ForecastJob, ForecastSettings
 from predictor.store import ForecastStore, SubjectKind
@@ -215,6 +216,8 @@ def test_per_replica_capacity_is_learned_from_raw_samples(engine: Engine, clock:
     assert context["capacity_source"] == "measured"
     assert 36.0 <= context["per_replica_capacity"] <= 40.0  # the knee, never above it
     assert context["capacity"] == pytest.approx(2 * context["per_replica_capacity"])
+    learned = ReplicaCapacity(context["per_replica_capacity"], "measured")
+    assert stored.good.pool_capacity == PoolCapacity(2, learned) and stored.learned_capacity == learned
 
 
 def test_a_subject_failing_for_too_little_history_before_its_first_forecast_is_warming_up(

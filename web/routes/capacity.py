@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from fleet.pools import DemandMetric, Pool, PoolSpec
 from predictor import inputs
+from predictor.capacity import replica_capacity
 from predictor.capacity_plan import PlanInputs, plan_capacity
 from predictor.store import SubjectKind
 from web.auth import ServicesDep, ViewerToken
@@ -56,18 +57,20 @@ def _plan(
     services: AppServices, name: str, spec: PoolSpec, growth: float | None, cost: float, headroom: float
 ) -> PoolPlanOut:
     stored = services.forecasts.get(SubjectKind.POOL, name, spec.demand_metric.value)
-    capacity = spec.replica_capacity or (stored.learned_capacity if stored else None)
+    capacity = replica_capacity(spec.replica_capacity, lambda: stored.learned_capacity if stored else None)
     if capacity is None and spec.demand_metric is not DemandMetric.REQUESTS:
         raise ValueError("no per-replica capacity measured or configured, and the rule of thumb is in requests/s")
-    with services.engine.connect() as conn:
-        window = inputs.rollup_window(conn, now=services.clock(), history_seconds=PLAN_HISTORY_DAYS * 86_400)
-        if window is None:
-            raise ValueError("no rolled-up demand yet")
-        demand = inputs.pool_demand(conn, name, spec.demand_metric.value, window)
+    history_seconds = PLAN_HISTORY_DAYS * 86_400
+    demand = inputs.recent_pool_demand(
+        services.engine, name, spec.demand_metric.value, now=services.clock(), history_seconds=history_seconds
+    )
+    if demand is None:
+        raise ValueError("no rolled-up demand yet")
+    configured = capacity is not None and capacity.source == "configured"
     plan = plan_capacity(
         demand,
         PlanInputs(
-            per_replica_capacity=capacity,
+            per_replica_capacity=None if capacity is None else capacity.per_replica,
             gpus_per_replica=spec.gpus_per_replica,
             gpus_per_node=services.settings.gpus_per_node,
             gpu_hour_cost=cost,
@@ -82,7 +85,7 @@ def _plan(
         growth_per_month=plan.growth_per_month,
         growth_source=plan.growth_source,
         per_replica_capacity=plan.per_replica_capacity,
-        capacity_source="configured" if spec.replica_capacity else plan.capacity_source,
+        capacity_source="configured" if configured else plan.capacity_source,
         gpus_per_replica=spec.gpus_per_replica,
         gpu_hour_cost=cost,
         horizons=[HorizonOut(**vars(h)) for h in plan.horizons],

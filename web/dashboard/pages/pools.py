@@ -18,6 +18,7 @@ from collector.series import Point, SeriesQuery, Source, pool_replica_history, q
 from collector.tables import ROLLUP_BUCKET_SECONDS
 from fleet.pools import Pool
 from predictor.accuracy import distrusted
+from predictor.capacity import replica_capacity
 from predictor.store import StoredForecast, SubjectKind
 from web.audit import AuditorDep
 from web.auth import ServicesDep
@@ -139,9 +140,8 @@ def _distrusted(forecast: StoredForecast | None) -> str | None:
 
 def per_replica_capacity(pool: Pool, forecast: StoredForecast | None) -> float | None:
     """The configured capacity, else the one the forecast loop learned; None when neither is known."""
-    if pool.spec.replica_capacity is not None:
-        return pool.spec.replica_capacity
-    return forecast.learned_capacity if forecast is not None else None
+    capacity = replica_capacity(pool.spec.replica_capacity, lambda: forecast.learned_capacity if forecast else None)
+    return None if capacity is None else capacity.per_replica
 
 
 def _pool_page(
