@@ -34,7 +34,7 @@ from collector.remote.mapping import load_mapping
 from collector.remote.receiver import ReceiverLimits, RemoteWriter
 from collector.remote.staging import Dropped
 from collector.telemetry import IngestTelemetry, RemoteTelemetry
-from fleet.desired import DesiredBoard
+from fleet.desired.board import DesiredBoard
 from fleet.pools import PoolStore
 from fleet.view import FleetReader
 from fleetpilot.logs import configure_logging

@@ -2,7 +2,7 @@
 as that node's share of the pool's quota and multiplied by the tenant's throttle level there, each pool's device
 limits, and every tenant key's digest.
 
-It is a :class:`fleet.desired.DesiredPart` of :class:`wire.control.DesiredState`: ``common`` is what every
+It is a :class:`fleet.desired.board.DesiredPart` of :class:`wire.control.DesiredState`: ``common`` is what every
 node is told (every tenant's class and whole quotas, the pool limits of a CPU node running none of the pools, the
 keys), ``nodes`` only what differs on a node (its shares, its throttles, its pools' limits), so the snapshot grows
 with the replicas and throttles, not with nodes × tenants × pools. :class:`TenantsAnswer` builds it, pure;
@@ -57,7 +57,7 @@ from functools import cached_property
 from sqlalchemy import Connection
 
 from collector.registry import node_gpus
-from fleet.desired import DesiredBoard, DesiredPart, Part
+from fleet.desired.board import DesiredBoard, DesiredPart, Part
 from fleet.view import FleetReader, FleetView
 from isolation.events import EnforcementStore, ThrottleLevel
 from isolation.planning import (

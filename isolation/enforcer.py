@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from collector.registry import PoolOnNode
 from collector.skipped_rows import Job, SkippedRows
-from fleet.desired import DesiredBoard
+from fleet.desired.board import DesiredBoard
 from fleet.lease import Lease
 from fleet.pools import PoolStore
 from fleet.view import FleetReader, FleetView

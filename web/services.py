@@ -17,7 +17,7 @@ from autoscaler.scaling_events import EventStore
 from collector.ingest import SampleWriter
 from collector.remote.receiver import RemoteWriter
 from collector.telemetry import IngestTelemetry, RemoteTelemetry
-from fleet.desired import DesiredBoard
+from fleet.desired.board import DesiredBoard
 from fleet.pools import PoolStore
 from fleet.view import FleetReader
 from isolation.enforcer import EnforcerTelemetry

@@ -13,13 +13,14 @@ import pytest
 from sqlalchemy import Engine, insert
 
 from autoscaler.actuators.base import ActuationError, Actuator
-from autoscaler.actuators.local import Layout, LocalActuator, pools_part
+from autoscaler.actuators.local import LocalActuator
 from autoscaler.controller import Controller, ControllerSettings
 from autoscaler.policy import PolicySettings, initial_band_scale
 from autoscaler.scaling_events import EventStore, ReasonCode
 from collector.registry import NodeStatus, PoolOnNode
 from collector.tables import NO_DEVICE, node_reports, nodes, series_latest
-from fleet.desired import DesiredBoard, DesiredPart, Part
+from fleet.desired.board import DesiredBoard, DesiredPart, Part
+from fleet.desired.pools import Layout, pools_part
 from fleet.pools import Mode, Policy, Pool, PoolSpec, PoolStore
 from fleet.view import FleetReader, FleetView
 from predictor.accuracy import WindowAccuracy

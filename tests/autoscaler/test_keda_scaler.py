@@ -22,7 +22,7 @@ from autoscaler.keda.scaler import KedaScaler, KedaServer, metric_name
 from autoscaler.policy import Predictive
 from autoscaler.scaling_events import EventStore, ReasonCode
 from collector.tables import NO_DEVICE, series_latest
-from fleet.desired import DesiredBoard
+from fleet.desired.board import DesiredBoard
 from fleet.pools import Mode, Policy, PoolSpec, PoolStore
 from fleet.view import FleetReader
 from predictor.store import ForecastPoint, ForecastStore, GoodForecast, SubjectKind

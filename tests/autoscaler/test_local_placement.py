@@ -4,17 +4,18 @@ run, a node that goes down is failed over with its detection-to-ready recorded, 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event
 
 from autoscaler.actuators.base import NoPlacement
 from autoscaler.actuators.local import LocalActuator
 from autoscaler.controller import Controller, ControllerSettings
 from autoscaler.failover import Failover, FailoverStore
 from autoscaler.scaling_events import EventStore, ReasonCode
-from fleet.desired import DesiredBoard
+from fleet.desired.board import DesiredBoard
 from fleet.pools import Policy, Pool, PoolSpec, PoolStore
 from fleet.view import FleetReader
 from tests.autoscaler.stored_nodes import offers, push
@@ -23,6 +24,7 @@ from wire.control import DesiredRefusal, PoolDesired
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 VLLM = {"engine": "vllm", "model": LLAMA}
+TABLES = ("placements", "pools")  # what a tick of the local actuator reads once
 
 
 def fleet(engine: Engine) -> FleetReader:
@@ -121,6 +123,30 @@ def test_the_other_pools_on_a_node_hold_their_gpus(engine: Engine, clock: FakeCl
         .apply(chat, 2, fleet(engine).read(clock()))
         .startswith("placed 1 of 2 on a: 1; no room for 1 on a (0 of 4 GPUs free)")
     )
+
+
+def test_a_tick_reads_the_placements_and_the_registry_once_for_all_its_pools(engine: Engine, clock: FakeClock) -> None:
+    """Three pools at 3 on two nodes of 4 CPU slots, vision already running 1 on a: each placement sees the ones the
+    tick made before it (in memory, as stored), and the tick reads each table once, not once per pool."""
+    push(engine, clock, "a", {"vision": 1}, capabilities=offers())
+    push(engine, clock, "b", capabilities=offers())
+    pools = [pool(engine, clock, name) for name in ("chat", "embed", "vision")]
+    actuator = local(engine)
+    view = fleet(engine).read(clock())
+    reads: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda *args: reads.append(args[2]))
+    notes = [actuator.apply(p, 3, view) for p in pools]
+    actuator.publish(pools, view)
+    assert notes == [
+        "placed 3 on a: 2, b: 1",
+        "placed 3 on a: 1, b: 2",
+        "placed 2 of 3 on a: 1, b: 1; no room for 1 on a (0 of 4 CPU slots free), b (0 of 4 CPU slots free)",
+    ]
+    assert [sum(bool(re.match(rf"SELECT .*\bFROM {table}\b", s, re.S)) for s in reads) for table in TABLES] == [1, 1]
+    assert actuator.store.layout() == {"chat": {"a": 2, "b": 1}, "embed": {"a": 1, "b": 2}, "vision": {"a": 1, "b": 1}}
+    told = actuator.board.for_node("b")
+    assert told is not None and told.pools is not None
+    assert {name: p.replicas for name, p in told.pools.items()} == {"chat": 1, "embed": 2, "vision": 1}
 
 
 def tick_controller(engine: Engine, actuator: LocalActuator) -> Controller:

@@ -9,9 +9,9 @@ from sqlalchemy import Engine, select
 
 from alerting.rule_store import RuleStore
 from alerting.rules import Op, RuleKind, RuleSpec
-from autoscaler.actuators.local import placements
 from autoscaler.scaling_events import scaling_events
 from collector.rollups import RollupJob
+from fleet.desired.pools import placements
 from fleet.pools import Mode, PoolSpec, PoolStore
 from fleetpilot.jobs import build_loops
 from fleetpilot.server import build_services

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Engine, insert
 
 from collector.tables import node_reports, nodes
-from fleet.desired import DesiredBoard, Part
+from fleet.desired.board import DesiredBoard, Part
 from inference_agent.serving.frontend.admission import DEFAULT_MAX_CONCURRENCY, PRIORITY, Quota, QuotaBook
 from inference_agent.serving.frontend.server import TenantDirectory
 from inference_agent.torch_runtime.api import Priority

@@ -11,7 +11,7 @@ from sqlalchemy import Engine, insert
 
 from collector.registry import PoolOnNode
 from collector.tables import NO_DEVICE, node_reports, nodes, series_latest
-from fleet.desired import DesiredBoard, Part
+from fleet.desired.board import DesiredBoard, Part
 from fleet.pools import PoolSpec, PoolStore
 from inference_agent.serving.frontend.admission import Quota, QuotaBook
 from isolation.enforcer import Enforcer, EnforcerLoopSettings, observe

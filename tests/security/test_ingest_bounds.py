@@ -17,7 +17,7 @@ import wire.samples
 from collector.ingest import SampleWriter
 from collector.pool_bound import PoolBound
 from collector.tables import devices, node_reports, replica_reports, samples
-from fleet.desired import DesiredBoard
+from fleet.desired.board import DesiredBoard
 from fleet.pools import PoolSpec, PoolStore
 from tests.conftest import gpu_sample, pool_sample
 from tests.support.clock import FakeClock

@@ -10,9 +10,9 @@ from typing import Any
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, event, func, select
 
-from autoscaler.actuators.local import placements, retired_pools
 from autoscaler.controller import Controller, ControllerSettings
-from fleet.desired import DesiredPart, Part
+from fleet.desired.board import DesiredPart, Part
+from fleet.desired.pools import placements, retired_pools
 from fleetpilot.server import build_services
 from fleetpilot.settings import ServerSettings
 from isolation.events import EnforcementEvent, throttle_levels

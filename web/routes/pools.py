@@ -26,8 +26,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Response, status
 from pydantic import BaseModel, Field
 
-from autoscaler.actuators.local import PlacementStore
 from autoscaler.policy import PolicySettings
+from fleet.desired.pools import PlacementStore
 from fleet.pools import DemandMetric, Mode, Policy, Pool, PoolSpec, PoolStore, Provisioning
 from fleet.scale_targets import MAX_SCALE_TARGET_LENGTH
 from fleet.view import FleetView

@@ -1,12 +1,12 @@
 """The desired-state board: what every node should run and enforce, computed when the control loops decide and
 looked up by the ingest answer without a database read (but one, at a process's first answer).
 
-The table holds one snapshot per part (``pools`` from the autoscaler, ``tenants`` from the isolation enforcer),
-each with a version that only grows. The leader of a part publishes it (one row write, and this process's memory at
-once); every server refreshes its board every second, reading the parts' versions and a body only when its version
-moved, and once before its first answer (a restarted server answers what is stored, never "nothing" until its
-first refresh); the ingest route asks :meth:`DesiredBoard.for_node`, a dictionary lookup once a node's answer is
-cached.
+The table holds one snapshot per part (``pools`` from the autoscaler's local actuator, :mod:`fleet.desired.pools`;
+``tenants`` from the isolation enforcer, :mod:`isolation.desired`), each with a version that only grows. The leader of a
+part publishes it (one row write, and this process's memory at once; nothing when it did not change); every server
+refreshes its board every second, reading the parts' versions and a body only when its version moved, and once before
+its first answer (a restarted server answers what is stored, never "nothing" until its first refresh); the ingest route
+asks :meth:`DesiredBoard.for_node`, a dictionary lookup once a node's answer is cached.
 
 **Merging.** A part is what every node is told (``common``) and, per node, what overrides it (``nodes``): a node's
 ``pools``, when it says any, replace common's whole pool set; its ``pool_limits[p]``, ``tenants[t].quotas[p]`` and
@@ -167,6 +167,14 @@ class DesiredBoard:
             raise RuntimeError(f"desired board: part {part} is neither insertable nor updatable")
         self._install({part: _Snapshot(version, now, body)})
         return version
+
+    def publish_changed(self, part: Part, body: DesiredPart, *, now: float) -> int:
+        """:meth:`publish` unless ``body`` is what this board holds for the part already: then no write, and no
+        server reloads or re-merges anything (a loop publishes every tick; its part seldom moves). The version."""
+        snapshot = self._snapshots.get(part)
+        if snapshot is not None and snapshot.part == body:
+            return snapshot.version
+        return self.publish(part, body, now=now)
 
     def refresh(self) -> None:
         """Reload every part whose stored version is past this board's: one small query for the versions, and the

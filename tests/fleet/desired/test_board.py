@@ -1,5 +1,6 @@
 """The desired-state board: a part published by one server reaches another at its refresh, versions only grow,
-a part never published says nothing, and the parts merge field by field."""
+a part published unchanged is not written again, a part never published says nothing, and the parts merge
+field by field."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import threading
 
 from sqlalchemy import Engine, event, select
 
-from fleet.desired import DesiredBoard, DesiredPart, Part, desired_snapshots, overlay
+from fleet.desired.board import DesiredBoard, DesiredPart, Part, desired_snapshots, overlay
 from wire.control import DesiredState, PoolDesired, PoolLimits, QuotaDesired, SloClass, TenantDesired
 
 DIGEST = "a" * 64
@@ -65,6 +66,13 @@ def test_the_version_only_grows_and_a_refresh_reads_a_body_only_when_it_moved(en
     bodies = [s for s in statements if "body" in s]
     assert len(statements) == 3 and len(bodies) == 1
     assert follower.version(Part.TENANTS) == 4
+
+
+def test_a_part_published_unchanged_is_written_once(engine: Engine) -> None:
+    board = DesiredBoard(engine)
+    assert board.publish_changed(Part.POOLS, DesiredPart(), now=1.0) == 1  # never published: written, even empty
+    assert board.publish_changed(Part.POOLS, DesiredPart(), now=2.0) == 1  # the same: no write, no new version
+    assert board.publish_changed(Part.POOLS, DesiredPart(nodes={"node-a": pools(chat=1)}), now=3.0) == 2
 
 
 def test_a_refresh_that_read_before_a_publish_never_takes_the_board_back(engine: Engine) -> None:
