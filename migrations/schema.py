@@ -13,7 +13,6 @@ from isolation import events as _enforcement  # noqa: F401  (enforcement_events,
 from isolation import tenants as _tenants  # noqa: F401  (tenants, tenant_quotas)
 from predictor import accuracy_store as _forecast_scores  # noqa: F401  (forecast_scores)
 from predictor import store as _forecast_store  # noqa: F401  (forecasts)
-from web import audit as _audit  # noqa: F401  (audit_log)
-from web import tables as _web_tables  # noqa: F401  (api_tokens)
+from web import tables as _web_tables  # noqa: F401  (api_tokens, dashboard_sessions, audit_log)
 
 target_metadata = metadata

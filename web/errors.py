@@ -11,7 +11,8 @@ failure is logged with its context and answered 500 without a stack trace.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -111,6 +112,15 @@ def refused(exc: Exception) -> ApiError:
     if isinstance(exc, CONFLICTS):
         return ApiError(409, str(exc))
     return ApiError(422, str(exc), field=exc.field if isinstance(exc, FieldError) else None)
+
+
+@contextmanager
+def refusals() -> Iterator[None]:
+    """A store's refusal (a ValueError) raised in the block leaves it as its answer (``refused``)."""
+    try:
+        yield
+    except ValueError as exc:
+        raise refused(exc) from None
 
 
 def not_found(message: str) -> ApiError:

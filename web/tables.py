@@ -1,9 +1,9 @@
 """Tables the web layer owns: API tokens and dashboard sessions (both stored as SHA-256 digests, never in the
-clear, so a read of the database gives no usable credential)."""
+clear, so a read of the database gives no usable credential), and the audit log of every change (``web.changes``)."""
 
 from __future__ import annotations
 
-from sqlalchemy import JSON, Column, Double, String, Table
+from sqlalchemy import JSON, BigInteger, Column, Double, Index, Integer, String, Table
 
 from collector.tables import metadata
 
@@ -31,4 +31,25 @@ dashboard_sessions = Table(
     Column("nonce", String(64), nullable=False),
     Column("created_at", Double, nullable=False),
     Column("expires_at", Double, nullable=False, index=True),
+)
+
+# One row per change made through the API or the dashboard (web.changes.audit writes and reads them).
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("ts", Double, nullable=False),
+    Column("request_id", String(64), nullable=False),
+    Column("actor_id", String(32), nullable=False),
+    Column("actor_name", String(255), nullable=False),
+    Column("actor_role", String(16), nullable=False),
+    # pool | tenant | tenant_key | quota | token | alert_rule | silence | webhook
+    Column("resource", String(32), nullable=False),
+    Column("resource_id", String(255), nullable=False),
+    Column("action", String(32), nullable=False),  # create | update | delete | scale | expire
+    Column("before", JSON, nullable=True),
+    Column("after", JSON, nullable=True),
+    Index(None, "resource", "id"),
+    Index(None, "actor_id", "id"),
+    Index(None, "ts"),
 )

@@ -12,8 +12,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
 
 from tests.support.clock import FakeClock
-from web.audit import AuditEntry, AuditLog, JoinedEngine, audit_log, redacted
+from web.changes.audit import AuditEntry, AuditLog, JoinedEngine, redacted
 from web.services import AppServices
+from web.tables import audit_log
 from web.tokens import Role
 
 Auth = Callable[..., dict[str, str]]

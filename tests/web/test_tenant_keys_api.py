@@ -11,7 +11,7 @@ from sqlalchemy import Engine, func, insert, select
 
 from inference_agent.pusher import MalformedDesired, parse_ack
 from isolation.tenants import tenant_api_keys, tenants
-from web.audit import audit_log
+from web.tables import audit_log
 from wire.control import MAX_KEYS_PER_TENANT, MAX_TENANT_KEYS, DesiredState, key_digest
 
 Auth = Callable[..., dict[str, str]]

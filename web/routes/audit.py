@@ -7,8 +7,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from web.audit import AuditEntry, AuditLog
 from web.auth import AdminToken, ServicesDep
+from web.changes.audit import AuditEntry, AuditLog
 from web.errors import ERROR_RESPONSES
 from web.pagination import Cursor, PageLimit, before_id, next_cursor
 from web.timeparam import parse_time

@@ -16,7 +16,7 @@ from sqlalchemy import Engine
 from tests.conftest import gpu_sample, pool_sample
 from tests.support.clock import FakeClock
 from web.app import create_app
-from web.audit import AuditEntry, AuditLog
+from web.changes.audit import AuditEntry, AuditLog
 from web.services import AppServices
 from web.tokens import Role, TokenInfo
 

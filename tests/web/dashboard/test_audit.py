@@ -20,8 +20,8 @@ from isolation.tenant_keys import TenantKeyStore
 from isolation.tenants import QuotaSpec, TenantStore
 from tests.support.clock import FakeClock
 from tests.web.dashboard.conftest import HOOK_URL, SECRET, User, rows
-from web.audit import audit_log
 from web.services import AppServices
+from web.tables import audit_log
 from web.tokens import Role
 from wire.control import SloClass
 

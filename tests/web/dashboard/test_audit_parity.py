@@ -18,7 +18,7 @@ from isolation.tenant_keys import TenantKeyStore
 from isolation.tenants import QuotaSpec, TenantStore
 from tests.support.clock import FakeClock
 from tests.web.dashboard.conftest import HOOK_URL, SECRET, User, rows
-from web.audit import AuditEntry
+from web.changes.audit import AuditEntry
 from web.services import AppServices
 from web.tokens import Role
 from wire.control import SloClass

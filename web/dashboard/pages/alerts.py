@@ -28,15 +28,16 @@ from alerting.rules import Op, RuleKind, RuleSpec
 from alerting.silences import Silence, silenced
 from alerting.webhooks import WebhookStore
 from collector.registry import pools_on_nodes
-from web.audit import AuditorDep
 from web.auth import ServicesDep
+from web.changes.audit import AuditorDep
+from web.changes.silences import apply_silence_create, apply_silence_expire
 from web.dashboard import units
 from web.dashboard.deps import CsrfForm, DashboardUser, Operator, Viewer, field, validation_problem
 from web.dashboard.render import page
 from web.dashboard.security import DashboardRoute
 from web.dashboard.tiles import concerned_nodes
 from web.errors import ApiError
-from web.routes.alerts import SilenceIn, apply_silence_create, apply_silence_expire
+from web.schemas.alerts import SilenceIn
 from web.services import AppServices
 from wire.catalog import BY_NAME
 from wire.errors import FieldError

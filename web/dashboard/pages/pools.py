@@ -20,8 +20,9 @@ from fleet.pools import Pool
 from predictor.accuracy import distrusted
 from predictor.capacity import replica_capacity
 from predictor.store import StoredForecast, SubjectKind
-from web.audit import AuditorDep
 from web.auth import ServicesDep
+from web.changes.audit import AuditorDep
+from web.changes.pools import apply_pool_patch, apply_pool_scale
 from web.dashboard.charts import CHART_TITLES, DEFAULT_RANGE, RANGES, Line, RangeKey, TimeRange, chart, table, window
 from web.dashboard.deps import (
     CsrfForm,
@@ -37,7 +38,7 @@ from web.dashboard.live_stream import event_stream
 from web.dashboard.render import page, script_json
 from web.dashboard.security import DashboardRoute
 from web.errors import ApiError
-from web.routes.pools import PoolPatch, ScaleIn, apply_pool_patch, apply_pool_scale
+from web.schemas.pools import PoolPatch, ScaleIn
 from web.services import AppServices
 from wire.catalog import BY_NAME
 

@@ -14,14 +14,16 @@ from starlette.datastructures import FormData
 from alerting.webhooks import TargetKind, WebhookStore
 from autoscaler.routing import routing_weights
 from fleet.pools import Coefficients
-from web.audit import AuditorDep
 from web.auth import ServicesDep
+from web.changes.audit import AuditorDep
+from web.changes.tokens import apply_token_create, apply_token_delete
+from web.changes.webhooks import apply_webhook_create, apply_webhook_delete
 from web.dashboard.deps import Admin, CsrfForm, DashboardUser, Viewer, field, validation_problem
 from web.dashboard.render import page
 from web.dashboard.security import DashboardRoute
 from web.errors import ApiError
-from web.routes.tokens import TokenIn, apply_token_create, apply_token_delete
-from web.routes.webhooks import WebhookIn, apply_webhook_create, apply_webhook_delete
+from web.schemas.tokens import TokenIn
+from web.schemas.webhooks import WebhookIn
 from web.services import AppServices
 from web.tokens import Role
 

@@ -18,8 +18,10 @@ from starlette.datastructures import FormData
 from collector.registry import PoolOnNode
 from isolation.tenant_keys import TenantKey, TenantKeyStore
 from isolation.tenants import QUOTA_FIELDS, Tenant, TenantNotFound, TenantStore
-from web.audit import AuditorDep
 from web.auth import ServicesDep
+from web.changes.audit import AuditorDep
+from web.changes.tenant_keys import apply_tenant_key_create, apply_tenant_key_delete
+from web.changes.tenants import apply_quota_put, apply_tenant_create, apply_tenant_patch
 from web.dashboard.deps import (
     Admin,
     CsrfForm,
@@ -33,15 +35,8 @@ from web.dashboard.deps import (
 from web.dashboard.render import page
 from web.dashboard.security import DashboardRoute
 from web.errors import ApiError
-from web.routes.tenant_keys import TenantKeyIn, apply_tenant_key_create, apply_tenant_key_delete
-from web.routes.tenants import (
-    QuotaPut,
-    TenantIn,
-    TenantPatch,
-    apply_quota_put,
-    apply_tenant_create,
-    apply_tenant_patch,
-)
+from web.schemas.tenant_keys import TenantKeyIn
+from web.schemas.tenants import QuotaPut, TenantIn, TenantPatch
 from web.services import AppServices
 from web.tokens import Role
 from wire.control import NAME_PATTERN, SloClass

@@ -1,11 +1,12 @@
-"""The audit log: one row for every change made through the API or the dashboard — who (token id, name, role),
-what (resource, id, action), the resource before and after as the API shows it (secrets redacted), when, and the
-request id.
+"""The audit log and the one frame every change is made in: one row for every change made through the API or the
+dashboard — who (token id, name, role), what (resource, id, action), the resource before and after as the API shows
+it (secrets redacted), when, and the request id.
 
 A change is made inside ``Auditor.change(...)``: the store calls run on the connection of one transaction and the
 audit row is written in that same transaction at the end, so a change is never without its row, nor a row without
-its change. Stores written against an ``Engine`` join that transaction through ``JoinedEngine``. Each change has one
-function in its route module (``web.routes.pools.apply_pool_scale``, ...) that the API route and the dashboard's
+its change. Stores written against an ``Engine`` join that transaction through ``JoinedEngine``. A store's refusal
+is answered as the API answers it, and the tenants part is published once the change is committed. Each change is
+one function of ``web.changes`` (``web.changes.pools.apply_pool_scale``, ...) that the API route and the dashboard's
 form action both call, so the row, the validation and the refusals cannot drift apart.
 """
 
@@ -14,55 +15,24 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, Protocol, TypeVar, cast
 
 from fastapi import Depends, Request
 from fastapi.encoders import jsonable_encoder
-from sqlalchemy import (
-    JSON,
-    BigInteger,
-    Column,
-    Connection,
-    Dialect,
-    Double,
-    Engine,
-    Index,
-    Integer,
-    String,
-    Table,
-    insert,
-    or_,
-    select,
-)
+from sqlalchemy import Connection, Dialect, Engine, insert, or_, select
 
-from collector.tables import metadata
+from web.errors import not_found, refusals
+from web.etags import require_match
 from web.request_id import request_id
 from web.services import AppServices
+from web.tables import audit_log
 from web.tokens import TokenInfo
 
 REDACTED = "***"
 # Keys whose values never reach the log: webhook secrets, clear tokens and tenant keys, their digests.
 SECRET_KEYS = frozenset({"secret", "token", "token_hash", "key", "key_hash", "password", "authorization"})
-
-audit_log = Table(
-    "audit_log",
-    metadata,
-    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
-    Column("ts", Double, nullable=False),
-    Column("request_id", String(64), nullable=False),
-    Column("actor_id", String(32), nullable=False),
-    Column("actor_name", String(255), nullable=False),
-    Column("actor_role", String(16), nullable=False),
-    # pool | tenant | tenant_key | quota | token | alert_rule | silence | webhook
-    Column("resource", String(32), nullable=False),
-    Column("resource_id", String(255), nullable=False),
-    Column("action", String(32), nullable=False),  # create | update | delete | scale | expire
-    Column("before", JSON, nullable=True),
-    Column("after", JSON, nullable=True),
-    Index(None, "resource", "id"),
-    Index(None, "actor_id", "id"),
-    Index(None, "ts"),
-)
+# Publishes the tenants part after a change (AppServices.publish_tenants), so the nodes hear of it at their next push.
+Publish = Callable[[], object]
 
 
 @dataclass(frozen=True)
@@ -146,6 +116,23 @@ class JoinedEngine:
         yield self._conn
 
 
+class Versioned(Protocol):
+    @property
+    def version(self) -> int: ...
+
+
+V = TypeVar("V", bound=Versioned)
+
+
+def existing(found: V | None, what: str, if_match: frozenset[int] | None = None) -> V:
+    """The versioned resource a request names (a pool, a tenant, an alert rule): 404 ``no <what>`` when there is
+    none, 412 when ``If-Match`` names another version than the one it is at."""
+    if found is None:
+        raise not_found(f"no {what}")
+    require_match(if_match, found.version, what)
+    return found
+
+
 @dataclass
 class Change:
     """What one audited change did: the route fills ``before``/``after`` (and ``resource_id`` once known)."""
@@ -170,10 +157,14 @@ class Auditor:
         return self._caller()
 
     @contextmanager
-    def change(self, resource: str, action: str, resource_id: str = "") -> Iterator[Change]:
-        """One transaction for the change and its audit row; an exception rolls back both and writes nothing."""
+    def change(
+        self, resource: str, action: str, resource_id: str = "", *, publish: Publish | None = None
+    ) -> Iterator[Change]:
+        """One transaction for the change and its audit row; an exception rolls back both and writes nothing. A
+        store's refusal is answered as the API answers it (``web.errors.refused``); once the change is committed,
+        ``publish`` (``AppServices.publish_tenants``) tells the nodes at their next push."""
         caller = self._caller()
-        with self._engine.begin() as conn:
+        with refusals(), self._engine.begin() as conn:
             change = Change(cast(Engine, JoinedEngine(conn)), resource_id)
             yield change
             entry = AuditEntry(
@@ -189,6 +180,8 @@ class Auditor:
                 after=change.after,
             )
             AuditLog.record(conn, entry)
+        if publish is not None:
+            publish()
 
     def _caller(self) -> TokenInfo:
         caller = getattr(self._request.state, "caller", None)
