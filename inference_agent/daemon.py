@@ -165,16 +165,14 @@ class Agent:
 
     def _on_desired(self, desired: DesiredState | MalformedDesired) -> None:
         """Take the ingest answer's desired state, unless it is malformed or asks more than this node runs: then it
-        is refused as a whole and the node keeps its last good one (``pools.py`` says why refusing beats trimming)."""
+        is refused as a whole and the node keeps its last good one (``pools.py`` says why refusing beats trimming).
+        It was parsed once, where the answer came in (``pusher.parse_ack``), and is checked against the node once:
+        by the workload as it takes it, else here."""
         if isinstance(desired, MalformedDesired):
             self._refuse(desired, RefusalReason.MALFORMED, desired.detail)
             return
         try:
-            refusal = desired_refusal(desired, self.settings.max_replicas)
-            if refusal is not None:
-                raise refusal
-            if self.workload is not None:
-                self.workload.check(desired)
+            self._take(desired)
         except DesiredRefused as exc:
             self._refuse(desired, exc.reason, str(exc))
             return
@@ -182,8 +180,15 @@ class Agent:
         if desired != self.desired:
             log.info("desired state from the control plane: %.2000s", desired)
         self.desired = desired
+
+    def _take(self, desired: DesiredState) -> None:
+        """Hand ``desired`` to the workload, or check it here without one; DesiredRefused leaves all as it was."""
         if self.workload is not None:
             self.workload.on_desired(desired)
+            return
+        refusal = desired_refusal(desired, self.settings.max_replicas)
+        if refusal is not None:
+            raise refusal
 
     def _refuse(self, desired: DesiredState | MalformedDesired, reason: RefusalReason, detail: str) -> None:
         if desired != self._refused:  # one line and one count per state, not one per push (1 a second)
