@@ -14,7 +14,7 @@ pools were read through the adapter.
 
 Why the profile's environment and not the tenants API (which the fleet part uses, on ``--pools`` replicas): on a
 one-GPU node a placed pool's replica cannot get a tenant's share. The server plans a node's MPS shares only once the
-node runs a replica (``isolation.desired.read_answer`` reads the GPUs of nodes running a pool), so the first replica
+node runs a replica (``isolation.desired.read_inputs`` reads the GPUs of nodes running a pool), so the first replica
 starts with none, and its replacement with the share waits for a free GPU, which the replica it replaces holds
 (a placed replica takes whole GPUs). One pool after the other, for the same reason; MPS caps a client's SMs whether
 or not another client runs, so this measures the share itself. The built-in model is small (4.3 M parameters):

@@ -5,7 +5,7 @@ limits, and every tenant key's digest.
 It is a :class:`fleet.desired.board.DesiredPart` of :class:`wire.control.DesiredState`: ``common`` is what every
 node is told (every tenant's class and whole quotas, the pool limits of a CPU node running none of the pools, the
 keys), ``nodes`` only what differs on a node (its shares, its throttles, its pools' limits), so the snapshot grows
-with the replicas and throttles, not with nodes × tenants × pools. :class:`TenantsAnswer` builds it, pure;
+with the replicas and throttles, not with nodes × tenants × pools. :class:`TenantsInputs` builds it, pure;
 :class:`TenantsPublisher` reads its inputs and publishes it on the board: every enforcer tick
 (:mod:`isolation.enforcer`) and at once after an API change of tenants, quotas or keys. The merged answer of a node
 reads (``DesiredState.model_dump(exclude_none=True)``)::
@@ -94,7 +94,7 @@ class AdmissionLimits:
 
 
 @dataclass(frozen=True)
-class TenantsAnswer:
+class TenantsInputs:
     """Everything the tenants part is made of, read once for all nodes: tenants and standing levels, what each up
     node runs and has, and the keys; :meth:`part` builds it."""
 
@@ -218,11 +218,7 @@ class TenantsPublisher:
 
     def publish(self, now: float, *, view: FleetView | None = None, tenants: Sequence[Tenant] | None = None) -> int:
         """Build the part at ``now`` and publish it when it is not what the board holds; the board's version."""
-        part = self.build(now, view=view, tenants=tenants)
-        version = self.board.version(Part.TENANTS)
-        if version is not None and self.board.part(Part.TENANTS) == part:
-            return version  # unchanged: no write, and no server reloads or re-merges anything
-        return self.board.publish(Part.TENANTS, part, now=now)
+        return self.board.publish_changed(Part.TENANTS, self.build(now, view=view, tenants=tenants), now=now)
 
     def build(
         self, now: float, *, view: FleetView | None = None, tenants: Sequence[Tenant] | None = None
@@ -233,25 +229,25 @@ class TenantsPublisher:
         levels = EnforcementStore(self.engine).levels()
         with self.engine.connect() as conn:
             view = self.fleet.read_with(conn, now) if view is None else view
-            answer = read_answer(conn, view, tenants, levels, TenantKeyStore(self.engine).digests())
-        return answer.part()
+            inputs = read_inputs(conn, view, tenants, levels, TenantKeyStore(self.engine).digests())
+        return inputs.part()
 
 
-def read_answer(
+def read_inputs(
     conn: Connection,
     view: FleetView,
     tenants: Sequence[Tenant],
     levels: Sequence[ThrottleLevel],
     keys: Mapping[str, str],
-) -> TenantsAnswer:
-    """The answer's inputs from the fleet view: what each up node runs, and the GPUs of those running a pool."""
+) -> TenantsInputs:
+    """The part's inputs from the fleet view: what each up node runs, and the GPUs of those running a pool."""
     replicas = {(p.node_id, p.pool): p.current for p in view.pools_on_nodes if p.current > 0}
     gpus = node_gpus(conn, sorted({node for node, _ in replicas}))
     devices = {
         node: tuple(GpuDevice(g.index, (g.memory_total_bytes or 0) // 2**20) for g in found)
         for node, found in gpus.items()
     }
-    return TenantsAnswer(tenants, levels, replicas, devices, keys)
+    return TenantsInputs(tenants, levels, replicas, devices, keys)
 
 
 def node_shares(tenants: Sequence[Tenant], replicas: Mapping[NodePool, int]) -> dict[NodePoolTenant, AdmissionLimits]:

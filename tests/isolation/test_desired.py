@@ -13,7 +13,7 @@ from fleet.desired.board import DesiredBoard, Part
 from inference_agent.serving.frontend.admission import DEFAULT_MAX_CONCURRENCY, PRIORITY, Quota, QuotaBook
 from inference_agent.serving.frontend.server import TenantDirectory
 from inference_agent.torch_runtime.api import Priority
-from isolation.desired import AGENT_DEFAULT_MAX_CONCURRENCY, TenantsAnswer, TenantsPublisher
+from isolation.desired import AGENT_DEFAULT_MAX_CONCURRENCY, TenantsInputs, TenantsPublisher
 from isolation.events import ThrottleLevel
 from isolation.planning import GpuDevice
 from isolation.tenant_keys import TenantKeyStore
@@ -46,12 +46,12 @@ def _tenant(name: str, slo_class: SloClass, **quotas: QuotaSpec) -> Tenant:
     return Tenant(name, slo_class, 1, 0.0, 0.0, quotas)
 
 
-def _answer(tenants: list[Tenant], replicas: dict[tuple[str, str], int], *levels: ThrottleLevel) -> TenantsAnswer:
-    return TenantsAnswer(tenants, levels, replicas)
+def _inputs(tenants: list[Tenant], replicas: dict[tuple[str, str], int], *levels: ThrottleLevel) -> TenantsInputs:
+    return TenantsInputs(tenants, levels, replicas)
 
 
-def _for(answer: TenantsAnswer, node: str) -> DesiredState:
-    return answer.part().for_node(node)
+def _for(inputs: TenantsInputs, node: str) -> DesiredState:
+    return inputs.part().for_node(node)
 
 
 def _quota(desired: DesiredState, tenant: str, pool: str) -> Quota:
@@ -96,11 +96,11 @@ def test_the_agents_quota_book_reads_what_was_stored(engine: Engine, clock: Fake
 
 def test_each_node_is_told_its_replicas_share_of_the_pool_quota() -> None:
     acme = _tenant("acme", SloClass.STANDARD, chat=QuotaSpec(rate_rps=10.0, max_concurrency=10))
-    answer = _answer([acme], {("node-a", "chat"): 2, ("node-b", "chat"): 1})
-    c = _quota(_for(answer, "node-c"), "acme", "chat")
+    inputs = _inputs([acme], {("node-a", "chat"): 2, ("node-b", "chat"): 1})
+    c = _quota(_for(inputs, "node-c"), "acme", "chat")
     assert c == Quota(rate_rps=10.0, burst=10.0, max_concurrency=10)  # no replica there: the whole quota
-    a = _quota(_for(answer, "node-a"), "acme", "chat")
-    b = _quota(_for(answer, "node-b"), "acme", "chat")
+    a = _quota(_for(inputs, "node-a"), "acme", "chat")
+    b = _quota(_for(inputs, "node-b"), "acme", "chat")
     assert (a.rate_rps, a.max_concurrency) == (6.666, 7)  # 3.333 + 3.333; 4 + 3 of 10 split 4, 3, 3
     assert (b.rate_rps, b.max_concurrency) == (3.333, 3)
 
@@ -113,8 +113,8 @@ def test_a_throttled_tenant_gets_its_limits_times_its_level_on_that_node_only() 
         ThrottleLevel("node-a", "embed", "batch", 0.25, 1.0),
         ThrottleLevel("node-a", "chat", "stranger", 0.5, 1.0),
     )
-    answer = _answer([batch], replicas, *levels)
-    tenants = _for(answer, "node-a").tenants
+    inputs = _inputs([batch], replicas, *levels)
+    tenants = _for(inputs, "node-a").tenants
     assert tenants["batch"].quotas == {
         "chat": QuotaDesired(rate_rps=2.0, burst=2.0, max_concurrency=1),  # 8 / 2 replicas × ½; never below 1
         "embed": QuotaDesired(max_concurrency=16),  # unlimited: the agent's 64 × ¼
@@ -122,8 +122,8 @@ def test_a_throttled_tenant_gets_its_limits_times_its_level_on_that_node_only() 
     assert tenants["stranger"] == TenantDesired(
         slo_class=SloClass.STANDARD, quotas={"chat": QuotaDesired(max_concurrency=32)}
     )
-    QuotaBook.from_desired(_for(answer, "node-a"))  # the agent reads it
-    other = _for(answer, "node-b").tenants
+    QuotaBook.from_desired(_for(inputs, "node-a"))  # the agent reads it
+    other = _for(inputs, "node-b").tenants
     assert other["batch"].quotas["chat"] == QuotaDesired(rate_rps=4.0, burst=4.0, max_concurrency=1)
     assert "stranger" not in other
 
@@ -132,32 +132,32 @@ def test_a_limited_pool_is_capped_on_each_node_and_a_throttle_lowers_the_cap() -
     fast = _tenant("fast", SloClass.LATENCY_CRITICAL, vision=QuotaSpec())
     noisy = _tenant("noisy", SloClass.BATCH, chat=QuotaSpec(active_thread_percentage=20))
     replicas = {("node-a", "chat"): 1, ("node-a", "vision"): 1, ("node-b", "chat"): 2}
-    answer = _answer([fast, noisy], replicas)
-    assert _for(answer, "node-a").pool_limits == {"chat": PoolLimits(cpu_share=0.2)}  # vision: the whole node
-    assert _for(answer, "node-b").pool_limits == {"chat": PoolLimits(cpu_share=0.1)}  # two replicas split it
-    throttled = _answer([fast, noisy], replicas, ThrottleLevel("node-a", "chat", "noisy", 0.5, 1.0))
+    inputs = _inputs([fast, noisy], replicas)
+    assert _for(inputs, "node-a").pool_limits == {"chat": PoolLimits(cpu_share=0.2)}  # vision: the whole node
+    assert _for(inputs, "node-b").pool_limits == {"chat": PoolLimits(cpu_share=0.1)}  # two replicas split it
+    throttled = _inputs([fast, noisy], replicas, ThrottleLevel("node-a", "chat", "noisy", 0.5, 1.0))
     assert _for(throttled, "node-a").pool_limits == {"chat": PoolLimits(cpu_share=0.1)}
     assert _for(throttled, "node-b").pool_limits == {"chat": PoolLimits(cpu_share=0.1)}  # only node-a
 
 
 def test_gpu_replicas_get_their_mps_limits_and_a_pool_not_running_yet_is_planned_as_one_replica() -> None:
     noisy = _tenant("noisy", SloClass.BATCH, chat=QuotaSpec(active_thread_percentage=30, gpu_memory_mib=8192))
-    answer = TenantsAnswer(
+    inputs = TenantsInputs(
         [noisy], (), {("node-a", "chat"): 2}, {"node-a": (GpuDevice(0, 81_920), GpuDevice(1, 81_920))}
     )
-    assert _for(answer, "node-a").pool_limits == {
+    assert _for(inputs, "node-a").pool_limits == {
         "chat": PoolLimits(active_thread_percentage=30, gpu_memory_mib=8192)  # one replica on each GPU
     }
-    assert _for(answer, "node-z").pool_limits == {"chat": PoolLimits(cpu_share=0.3)}  # a CPU node
+    assert _for(inputs, "node-z").pool_limits == {"chat": PoolLimits(cpu_share=0.3)}  # a CPU node
 
 
 def test_tokens_per_second_is_shared_and_throttled_like_the_rate() -> None:
     acme = _tenant("acme", SloClass.STANDARD, chat=QuotaSpec(tokens_per_second=1000.0))
-    answer = _answer(
+    inputs = _inputs(
         [acme], {("node-a", "chat"): 1, ("node-b", "chat"): 1}, ThrottleLevel("node-a", "chat", "acme", 0.5, 1.0)
     )
-    a = _for(answer, "node-a").tenants["acme"].quotas["chat"]
-    b = _for(answer, "node-b").tenants["acme"].quotas["chat"]
+    a = _for(inputs, "node-a").tenants["acme"].quotas["chat"]
+    b = _for(inputs, "node-b").tenants["acme"].quotas["chat"]
     assert (a.tokens_per_second, a.token_burst) == (250.0, 250.0)  # 500 on its replica × ½
     assert b.tokens_per_second == 500.0
 
@@ -167,7 +167,7 @@ def test_the_part_names_per_node_only_what_differs_so_it_grows_with_replicas_not
         _tenant(f"t{i}", SloClass.STANDARD, **{f"p{j}": QuotaSpec(rate_rps=10.0) for j in range(5)}) for i in range(10)
     ]
     replicas = {(f"node-{n}", "p0"): 1 for n in range(4)}  # 100 nodes up, 4 of them run pool p0
-    part = _answer(tenants, replicas).part()
+    part = _inputs(tenants, replicas).part()
     assert set(part.nodes) == {f"node-{n}" for n in range(4)}
     assert all(set(t.quotas) == {"p0"} for own in part.nodes.values() for t in own.tenants.values())
     assert part.for_node("node-99") == part.common  # the other 96 are told common alone
