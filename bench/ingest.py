@@ -34,7 +34,7 @@ from sqlalchemy.engine import make_url
 from bench.managed_fleet import POOLS, TENANTS, create_managed_fleet, pools_by_node
 from bench.simulated_agents import POOL, LoadPlan, LoadResult, PushShape, SimulatedNode, run_in_process
 from collector.database import make_engine
-from collector.ingest import sample_inserter, sample_row
+from collector.sample_insert import sample_inserter, sample_row
 from collector.tables import NO_DEVICE, samples
 from fleetpilot.launch import ServerProcess
 from migrations import runner
@@ -292,7 +292,7 @@ def baseline_rows(node_ids: list[str], pools: dict[str, str], shape: PushShape, 
 
 
 def bulk_insert_rate(engine: Engine, rows: list[dict[str, Any]]) -> float:
-    """Rows per second of the server's own sample insert (``collector.ingest.sample_inserter``), 10,000 rows a
+    """Rows per second of the server's own sample insert (``collector.sample_insert.sample_inserter``), 10,000 rows a
     transaction."""
     insert = sample_inserter(engine.dialect.name)
     inserted = 0

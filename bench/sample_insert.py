@@ -3,8 +3,8 @@
 For groups of 20, 200 and 2,000 rows (one request's batch, a few, a heavy group commit), the same fresh rows go
 through ``INSERT … SELECT FROM unnest(...)`` (the baseline) and through ``COPY`` into the staging table and one
 ``INSERT … SELECT``, alternately, each its own transaction on a migrated (time-partitioned) database; the median of
-the timed rounds after a warm-up. The product picks unnest below ``collector.ingest.COPY_FROM_ROWS`` rows and COPY
-from there. Progress goes to stderr; the last line of stdout is one JSON object.
+the timed rounds after a warm-up. The product picks unnest below ``collector.sample_insert.COPY_FROM_ROWS`` rows and
+COPY from there. Progress goes to stderr; the last line of stdout is one JSON object.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 from bench.ingest import fresh_database
 from collector.database import make_engine
-from collector.ingest import COPY_FROM_ROWS, SAMPLE_COLUMNS, SampleInserter, postgresql_inserter
+from collector.sample_insert import COPY_FROM_ROWS, SAMPLE_COLUMNS, SampleInserter, postgresql_inserter
 from wire.catalog import METRIC_NAMES
 
 SIZES = (20, 200, 2000)

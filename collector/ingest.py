@@ -1,8 +1,9 @@
 """The hot ingest path: validated batches become transactions of Core bulk statements, several batches a commit.
 
-Per batch: insert the samples ignoring ``(node_id, seq)`` conflicts (a resend counts as duplicate), upsert the node
-(registration and liveness), upsert the latest value of each series touched, note rollup buckets the rollup job
-has already passed, and store the node's report (the latest per node, and one replica row per pool of it).
+Per batch: insert the samples ignoring ``(node_id, seq)`` conflicts (a resend counts as duplicate;
+:mod:`collector.sample_insert`), upsert the node (registration and liveness), upsert the latest value of each series
+touched, note rollup buckets the rollup job has already passed, and store the node's report (the latest per node,
+and one replica row per pool of it; :mod:`collector.node_reports`).
 
 Group commit: what costs is the work per request and per transaction, not per row, so the batches of concurrent
 requests share one. Each request queues its batch and takes the process's write turn; whoever holds the turn writes
@@ -21,35 +22,29 @@ the wait into duplicates, which is how a backlogged server used to spiral (docs/
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Engine, Insert, case, func, text
+from sqlalchemy import ColumnElement, Connection, Engine, Insert, case, func
 from sqlalchemy.exc import DBAPIError
 
 from collector.database import insert_for, storage_errors
 from collector.errors import Overloaded
+from collector.node_reports import ReportStatements
 from collector.pool_bound import PoolBound, PoolsSeen, within_pool_bound
 from collector.rollups import bucket_start
+from collector.sample_insert import sample_inserter, sample_row
 from collector.tables import (
-    NO_DEVICE,
-    NO_POOL,
     devices,
-    node_reports,
     nodes,
-    replica_reports,
     rollup_backlog,
-    samples,
     series_latest,
 )
 from wire.catalog import METRIC_NAMES
-from wire.control import NodeReport
 from wire.refusals import Refusal
-from wire.samples import IngestBatch, WireInventory, WireSample, node_report
+from wire.samples import IngestBatch, WireInventory, node_report
 
 
 @dataclass(frozen=True)
@@ -57,93 +52,6 @@ class IngestResult:
     accepted: int
     duplicates: int
     refused: tuple[Refusal, ...] = ()  # samples of the batch left out alone (wire.refusals)
-
-
-def sample_row(node_id: str, sample: WireSample) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "node_id": node_id,
-        "seq": sample.seq,
-        "ts": sample.ts,
-        "device": NO_DEVICE if sample.device is None else sample.device,
-        "pool": NO_POOL if sample.pool is None else sample.pool,
-        "extra": sample.extra or None,
-    }
-    values = sample.metrics
-    for name in METRIC_NAMES:
-        row[name] = getattr(values, name)
-    return row
-
-
-SampleInserter = Callable[[Connection, list[dict[str, Any]]], set[tuple[str, int]]]
-SAMPLE_COLUMNS: tuple[str, ...] = ("node_id", "seq", "ts", "device", "pool", *METRIC_NAMES, "extra")
-STAGING = "samples_staging"  # PostgreSQL: each connection's temporary table a group is copied into
-COPY_FROM_ROWS = 100  # PostgreSQL: groups of this many rows and more are copied, smaller ones go through unnest
-_POSTGRES_ARRAY_TYPES = {
-    "node_id": "varchar[]",
-    "seq": "bigint[]",
-    "device": "int[]",
-    "pool": "varchar[]",
-    "extra": "json[]",
-}
-
-
-def sample_inserter(dialect: str) -> SampleInserter:
-    """How this database takes samples, ignoring ``(node_id, seq)`` it already has; answers the keys that were new.
-
-    PostgreSQL, by the group's size (``python -m bench.sample_insert`` measures both side by side):
-    - up to ``COPY_FROM_ROWS`` rows, one ``INSERT … SELECT FROM unnest(<one array per column>)``: the same short
-      statement every time, prepared once (a multi-row VALUES list is a new query to parse on every request);
-    - from there, ``COPY`` into a temporary staging table (this connection's, emptied at each commit) moved with one
-      ``INSERT … SELECT … ON CONFLICT DO NOTHING RETURNING``: 0.8 of unnest's time for 200 rows, 0.65 for 2,000, but
-      1.1× for 20, where its second statement costs more than the arrays. A ``COPY`` straight into ``samples``
-      cannot skip a resend.
-    SQLite takes an executemany with RETURNING.
-    """
-    if dialect == "postgresql":
-        return postgresql_inserter()
-    statement_many = insert_for(dialect, samples).on_conflict_do_nothing().returning(samples.c.node_id, samples.c.seq)
-
-    def insert_many(conn: Connection, rows: list[dict[str, Any]]) -> set[tuple[str, int]]:
-        return {(node, seq) for node, seq in conn.execute(statement_many, rows)}
-
-    return insert_many
-
-
-def postgresql_inserter(copy_from_rows: int = COPY_FROM_ROWS) -> SampleInserter:
-    """PostgreSQL's inserter (:func:`sample_inserter`); a benchmark or a test picks the path by ``copy_from_rows``."""
-    import psycopg  # the PostgreSQL driver, only where it is the database
-
-    columns = ", ".join(f'"{c}"' for c in SAMPLE_COLUMNS)
-    arrays = ", ".join(f"CAST(:{c} AS {_POSTGRES_ARRAY_TYPES.get(c, 'float8[]')})" for c in SAMPLE_COLUMNS)
-    unnest = text(
-        f"INSERT INTO samples ({columns}) SELECT * FROM unnest({arrays}) ON CONFLICT DO NOTHING RETURNING node_id, seq"
-    )
-    create = f"CREATE TEMPORARY TABLE IF NOT EXISTS {STAGING} (LIKE samples) ON COMMIT DELETE ROWS"
-    copy = f"COPY {STAGING} ({columns}) FROM STDIN"
-    move = (
-        f"INSERT INTO samples ({columns}) SELECT {columns} FROM {STAGING} ON CONFLICT DO NOTHING RETURNING node_id, seq"
-    )
-    extra = SAMPLE_COLUMNS.index("extra")
-
-    def insert(conn: Connection, rows: list[dict[str, Any]]) -> set[tuple[str, int]]:
-        if len(rows) < copy_from_rows:
-            params: dict[str, list[Any]] = {c: [r[c] for r in rows] for c in SAMPLE_COLUMNS}
-            params["extra"] = [None if e is None else json.dumps(e) for e in params["extra"]]
-            return {(node, seq) for node, seq in conn.execute(unnest, params)}
-        # in the connection's own transaction: the rows reach samples, or nothing does, at the group's commit
-        conn.exec_driver_sql(create)  # a no-op after the connection's first copy (a rollback undoes it)
-        try:
-            with conn.connection.dbapi_connection.cursor() as cursor, cursor.copy(copy) as feed:  # type: ignore[union-attr]
-                for row in rows:
-                    values = [row[c] for c in SAMPLE_COLUMNS]
-                    if values[extra] is not None:
-                        values[extra] = json.dumps(values[extra])
-                    feed.write_row(values)
-        except psycopg.Error as exc:  # raised as SQLAlchemy raises its own statements' (OperationalError, …)
-            raise DBAPIError.instance(copy, None, exc, psycopg.Error) from exc
-        return {(node, seq) for node, seq in conn.exec_driver_sql(move)}
-
-    return insert
 
 
 @dataclass(eq=False)
@@ -352,44 +260,6 @@ def backlog_upsert(dialect: str) -> Insert:
 def later_of(stored: ColumnElement[Any], incoming: ColumnElement[Any]) -> ColumnElement[Any]:
     """In an upsert, the larger of the stored and the incoming value, the incoming one where none is stored."""
     return func.coalesce(case((incoming > stored, incoming), else_=stored), incoming)
-
-
-class ReportStatements:
-    """Stores a node's report: the latest per node, kept only while no newer one is stored (a spool replayed after an
-    outage never overwrites the fresher state), and one ``replica_reports`` row per pool, a resent one ignored."""
-
-    def __init__(self, dialect: str) -> None:
-        latest = insert_for(dialect, node_reports)
-        self._upsert_latest = latest.on_conflict_do_update(
-            index_elements=["node_id"],
-            set_={name: latest.excluded[name] for name in ("ts", "received_at", "report")},
-            where=node_reports.c.ts < latest.excluded.ts,
-        )
-        self._insert_replicas = insert_for(dialect, replica_reports).on_conflict_do_nothing(
-            index_elements=["node_id", "pool", "ts"]
-        )
-
-    def __call__(self, conn: Connection, node_id: str, report: NodeReport, *, received_at: float) -> None:
-        body = report.model_dump(mode="json", exclude_defaults=True)
-        conn.execute(
-            self._upsert_latest, [{"node_id": node_id, "ts": report.ts, "received_at": received_at, "report": body}]
-        )
-        if report.pools:
-            conn.execute(
-                self._insert_replicas,
-                [
-                    {"node_id": node_id, "pool": name, "ts": report.ts, **pool.model_dump(include=_REPLICA_COUNTS)}
-                    for name, pool in sorted(report.pools.items())
-                ],
-            )
-
-
-_REPLICA_COUNTS = {"ready", "starting", "draining"}
-
-
-def store_report(conn: Connection, node_id: str, report: NodeReport, *, received_at: float) -> None:
-    """Store one report as ingest does, in the caller's transaction (a job or a test that stands in for an agent)."""
-    ReportStatements(conn.dialect.name)(conn, node_id, report, received_at=received_at)
 
 
 def _node_rows(group: list[_Queued], rows_of: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:

@@ -1,5 +1,5 @@
 """Nodes as ingest stores them: the node row (its last push now), its GPUs and its latest report, through
-:func:`collector.ingest.store_report` — what the fleet view and the local actuator read."""
+:func:`collector.node_reports.store_report` — what the fleet view and the local actuator read."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from sqlalchemy import Engine, delete, insert, update
 
-from collector.ingest import store_report
+from collector.node_reports import store_report
 from collector.tables import NO_POOL, devices, nodes, series_latest
 from tests.support.clock import FakeClock
 from wire.control import DesiredRefusal, EngineOffer, NodeCapabilities, NodeReport, PoolReport

@@ -13,7 +13,7 @@ from sqlalchemy.exc import OperationalError
 
 from bench.ingest import POSTGRES_ADMIN_URL
 from bench.soak import SoakConfig, SoakNode, lost_by_seq, run, slope_per_hour
-from collector.ingest import sample_inserter, sample_row
+from collector.sample_insert import sample_inserter, sample_row
 from inference_agent.probes.replay import load_recording
 from tests.support.availability import unavailable
 from wire.samples import WireSample

@@ -16,8 +16,9 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from collector import ingest
 from collector.database import make_engine
 from collector.errors import Overloaded, StorageUnavailable
-from collector.ingest import IngestResult, SampleWriter, postgresql_inserter
+from collector.ingest import IngestResult, SampleWriter
 from collector.pool_bound import PoolBound
+from collector.sample_insert import postgresql_inserter, sample_row
 from collector.tables import metadata, nodes, samples, series_latest
 from tests.conftest import empty_schema
 from wire.samples import IngestBatch
@@ -212,7 +213,7 @@ def test_postgresql_takes_a_group_by_copy_or_unnest_with_the_same_exact_counts(
         assert outcomes == [IngestResult(100, 50), IngestResult(120, 0)]
         assert (stored(postgres_engine, "a"), stored(postgres_engine, "b")) == (250, 120)
 
-        real_row = ingest.sample_row
+        real_row = sample_row
 
         def refused_row(node_id: str, sample: Any) -> dict[str, Any]:
             row = real_row(node_id, sample)

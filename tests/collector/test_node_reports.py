@@ -9,7 +9,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, insert, select
 
-from collector.ingest import store_report
+from collector.node_reports import store_report
 from collector.registry import PoolOnNode, pools_on_up_nodes
 from collector.series import pool_replica_history
 from collector.tables import NO_DEVICE, node_reports, nodes, replica_reports, series_latest

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, insert, select
 
-from collector.ingest import SampleWriter, store_report
+from collector.ingest import SampleWriter
+from collector.node_reports import store_report
 from collector.retention import RetentionJob
 from collector.tables import NO_POOL, node_reports, replica_reports, rollup_backlog, rollups_1m, samples, series_latest
 from tests.conftest import gpu_sample

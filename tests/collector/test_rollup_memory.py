@@ -12,8 +12,8 @@ from typing import Any, ClassVar
 
 from sqlalchemy import Engine, delete, func, select
 
-from collector.ingest import SAMPLE_COLUMNS, sample_inserter
 from collector.rollups import RollupJob, rollup_rows
+from collector.sample_insert import SAMPLE_COLUMNS, sample_inserter
 from collector.tables import NO_DEVICE, NO_POOL, job_state, rollups_1m
 from wire.catalog import METRIC_NAMES
 

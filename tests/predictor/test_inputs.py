@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Engine
 
-from collector.ingest import SampleWriter, store_report
+from collector.ingest import SampleWriter
+from collector.node_reports import store_report
 from predictor.capacity import ReplicaObservation
 from predictor.inputs import CAPACITY_SAMPLE_EVERY, replica_observations
 from tests.conftest import pool_sample
