@@ -10,7 +10,7 @@ A tick (``Controller.run(now)``, every ``interval_seconds`` from the server's sc
    per-replica capacity (configured, else learned by the forecast loop), the latest demand forecast (stale when its
    last attempt failed or it is older than ``forecast_stale_after_seconds``) and the pool's recent recommendations
    for the stabilization window, and the band scale of the pool's predictive bound (adapted after every tick to
-   whether the ready replicas carried the demand: :func:`autoscaler.policy.adapted_band_scale`);
+   whether the ready replicas carried the demand: :func:`autoscaler.policy.band_scale.adapted_band_scale`);
 3. decides: a manual scale still in force wins; otherwise the pool's policy through the safety rails;
 4. stores the desired replicas, applies them through the actuator with the tick's fleet view (every tick, so a
    node that went down has its replicas placed elsewhere), and records a scaling event whenever the desired count
@@ -31,17 +31,11 @@ from sqlalchemy import Engine
 
 from autoscaler.actuators.base import ActuationError, Actuator, NoPlacement, ScaledElsewhere
 from autoscaler.hpa import KUBERNETES_SCALE_DOWN_WINDOW_S
-from autoscaler.policy import (
-    Decision,
-    ForecastView,
-    PolicySettings,
-    PoolContext,
-    adapted_band_scale,
-    guarded,
-    make_policy,
-    rules_per_interval,
-    scale_down_window_seconds,
-)
+from autoscaler.policy.band_scale import adapted_band_scale
+from autoscaler.policy.decision import Decision, ForecastView, PoolContext
+from autoscaler.policy.rails import guarded, rules_per_interval, scale_down_window_seconds
+from autoscaler.policy.registry import FORECAST_POLICIES, make_policy
+from autoscaler.policy.settings import PolicySettings
 from autoscaler.refusals import RefusalEvents
 from autoscaler.scaling_events import EventStore, ReasonCode, ScalingEvent
 from autoscaler.startup import StartupLearner
@@ -59,7 +53,6 @@ LEASE_NAME = "autoscaler"
 # Outcomes whose note is recorded once per distinct note: a failure, or a target another autoscaler scales
 # ("external": an HPA or KEDA ScaledObject owns it; decided and recorded, not patched).
 NOTED_OUTCOMES = frozenset({"failed", "external"})
-FORECAST_POLICIES = frozenset({"predictive", "hybrid"})  # the policies whose bound's band scale is adapted
 
 
 @dataclass(frozen=True)
@@ -222,7 +215,7 @@ class Controller:
     def _adapt_band_scale(self, pool: Pool, ctx: PoolContext) -> None:
         """After a tick of a predictive or hybrid pool: the band scale one interval on, from whether the ready
         replicas carried the fresh demand (no fresh demand or no capacity: nothing was measured, nothing moves)."""
-        if pool.spec.policy.value not in FORECAST_POLICIES:
+        if pool.spec.policy not in FORECAST_POLICIES:
             self._band_scale.pop(pool.name, None)
             return
         if not ctx.demand_is_fresh or ctx.demand is None or ctx.per_replica_capacity is None:
@@ -238,9 +231,9 @@ class Controller:
         digits, the startup and its measurements, what its bounds hold back): a write every few minutes, not every
         tick."""
         learner = self.startup(pool)
-        scale = self.band_scale(pool) if pool.spec.policy.value in FORECAST_POLICIES else None
+        scale = self.band_scale(pool) if pool.spec.policy in FORECAST_POLICIES else None
         shown = None if scale is None else float(f"{scale:.3g}")
-        wanted = decision.recommendation
+        wanted = decision.recommended
         held = wanted if not pool.spec.min_replicas <= wanted <= pool.spec.max_replicas else None
         now_by = Provisioning(shown, learner.seconds, learner.measurements, now, held)
         stored = pool.provisioning
@@ -256,13 +249,14 @@ class Controller:
                 "manual",
                 f"manual scale to {manual.replicas} ({manual.reason or 'no reason given'}) for another "
                 f"{manual.until - now:.0f} s",
-                {"recommended": manual.replicas, "manual_until": manual.until},
+                {"manual_until": manual.until},
                 code=ReasonCode.MANUAL_OVERRIDE,
+                recommended=manual.replicas,
             )
         else:
-            decision = guarded(make_policy(pool.spec.policy.value), ctx)
+            decision = guarded(make_policy(pool.spec.policy), ctx)
         self._adapt_band_scale(pool, ctx)
-        self._recent[pool.name].append((decision.recommendation, now))
+        self._recent[pool.name].append((decision.recommended, now))
         before = pool.desired_replicas if pool.desired_replicas is not None else self._running(pool, ctx, fleet)
         outcome, note, code = self._actuate(pool, decision, fleet)
         if outcome == "applied":  # a scale-up only times a startup when it was made (not dry-run, not another's)
@@ -331,7 +325,7 @@ class Controller:
                 to_replicas=decision.replicas,
                 policy=decision.policy,
                 reason=decision.reason,
-                inputs=dict(decision.inputs),
+                inputs=decision.recorded_inputs(),
                 outcome=outcome,
                 actuator=self.actuator.name,
                 note=note,

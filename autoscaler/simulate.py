@@ -21,25 +21,23 @@ from pathlib import Path
 
 import numpy as np
 
-from autoscaler.policy import (
-    Decision,
-    ForecastView,
-    PolicySettings,
-    PoolContext,
-    ScalingPolicy,
-    adapted_band_scale,
+from autoscaler.policy.band_scale import adapted_band_scale
+from autoscaler.policy.decision import Decision, ForecastView, PoolContext, ScalingPolicy
+from autoscaler.policy.rails import (
     deciding_target,
     guarded,
-    make_policy,
     replicas_within_target,
     rules_per_interval,
     scale_down_window_seconds,
 )
+from autoscaler.policy.registry import FORECAST_POLICIES, POLICIES, make_policy
+from autoscaler.policy.settings import PolicySettings
+from fleet.pools import Policy
 from predictor.base import FloatArray, Forecast, ForecastError, History
 from predictor.series_csv import value_text
 
 ORACLE = "oracle"
-SIMULATED_POLICIES: tuple[str, ...] = ("static", "reactive", "predictive", "hybrid", ORACLE)
+SIMULATED_POLICIES: tuple[str, ...] = (*(p.value for p in POLICIES), ORACLE)
 EPSILON = 1e-9
 
 ForecastFn = Callable[[History, int], Forecast]
@@ -147,17 +145,9 @@ def simulate(
     if policy_name == ORACLE:
         return _oracle(history, settings)
     policy = make_policy(policy_name)
-    policy_settings = settings.policy
-    if policy_name == "static" and policy_settings.static_replicas is None:  # static-peak: hindsight's peak
-        peak = float(np.nanmax(values)) if np.any(np.isfinite(values)) else 0.0
-        policy_settings = replace(policy_settings, static_replicas=needed(peak, settings.capacity_per_replica))
-    policy_settings = replace(
-        policy_settings,
-        scale_up_rules=rules_per_interval(policy_settings.scale_up_rules, step_s),
-        scale_down_rules=rules_per_interval(policy_settings.scale_down_rules, step_s),
-    )
+    policy_settings = _policy_settings(history, policy_name, settings)
     window_s = scale_down_window_seconds(policy_settings, settings.startup_seconds)
-    wants_forecast = policy_name in {"predictive", "hybrid"}
+    wants_forecast = policy_name in FORECAST_POLICIES
     horizon = max(1, math.ceil((settings.startup_seconds + policy_settings.margin_seconds) / step_s - EPSILON) + 1)
     fleet: _Fleet | None = None
     recent: list[tuple[int, float]] = []
@@ -192,12 +182,27 @@ def simulate(
         else:
             fleet.resize(decision.replicas, t, delay)
         recent = [(r, at) for r, at in recent if ts - at <= window_s]
-        recent.append((decision.recommendation, ts))
+        recent.append((decision.recommended, ts))
         steps.append(Step(ts, float(values[t]), decision.replicas, fleet.ready, decision.reason))
         if wants_forecast and math.isfinite(values[t]):
             missed = values[t] > fleet.ready * settings.capacity_per_replica + EPSILON
             band_scale = adapted_band_scale(ctx.provisioning_scale, missed, policy_settings, step_s)
     return SimulationResult(policy_name, step_s, tuple(steps))
+
+
+def _policy_settings(history: History, policy_name: str, settings: SimulationSettings) -> PolicySettings:
+    """The policy's settings for this trace: the step limits restated for one decision per step and, for static
+    without a count of its own, the count the trace's peak needs."""
+    policy_settings = settings.policy
+    if policy_name == Policy.STATIC and policy_settings.static_replicas is None:  # static-peak: hindsight's peak
+        values = history.values
+        peak = float(np.nanmax(values)) if np.any(np.isfinite(values)) else 0.0
+        policy_settings = replace(policy_settings, static_replicas=needed(peak, settings.capacity_per_replica))
+    return replace(
+        policy_settings,
+        scale_up_rules=rules_per_interval(policy_settings.scale_up_rules, history.step_seconds),
+        scale_down_rules=rules_per_interval(policy_settings.scale_down_rules, history.step_seconds),
+    )
 
 
 def _decide(policy: ScalingPolicy, ctx: PoolContext, *, first: bool) -> Decision:
@@ -208,13 +213,13 @@ def _decide(policy: ScalingPolicy, ctx: PoolContext, *, first: bool) -> Decision
         return guarded(policy, ctx)
     decision = policy.decide(replace(ctx, ready_replicas=max(ctx.ready_replicas, 1)))
     wanted, reason = decision.replicas, decision.reason
-    if policy.name != "static":
+    if policy.name != Policy.STATIC:
         present = replicas_within_target(ctx, deciding_target(decision, ctx.settings))
         if present > wanted:
             wanted, reason = present, f"{reason}; the first fleet serves this step's demand too → {present}"
     replicas = min(max(wanted, ctx.min_replicas), ctx.max_replicas)
     # What the fleet was sized to is this decision's recommendation for the stabilization window that follows.
-    return replace(decision, replicas=replicas, reason=reason, inputs={**decision.inputs, "recommended": replicas})
+    return replace(decision, replicas=replicas, reason=reason, recommended=replicas)
 
 
 def _timestamps(history: History) -> Iterator[tuple[int, float]]:

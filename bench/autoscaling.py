@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autoscaler.policy import PolicySettings
+from autoscaler.policy.settings import PolicySettings
 from autoscaler.simulate import ORACLE, SimulationResult, SimulationSettings, simulate, startup_steps
 from bench.front_plot import Panel, fronts_svg
 from bench.minute_series import SERVEGEN, minute_demand

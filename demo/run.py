@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from autoscaler.policy import PolicySettings
+from autoscaler.policy.settings import PolicySettings
 from collector.database import make_engine
 from demo.history import SeededHistory, seed_history
 from demo.load import NOISY_EPISODE, CompressedDay, compressed_day, day_plan
@@ -76,7 +76,7 @@ CLASSIFY_INTERVAL_S = 0.2
 DEMO_KEY_NAME = "demo"  # each run revokes the keys the last one made and creates its own
 # Server settings the demo shortens, so five minutes show what production takes longer to: setting → (what the
 # banner calls it, the demo's value in seconds). The scale-down window stays above chat's startup_seconds, which
-# would otherwise stretch it (autoscaler.policy.scale_down_window_seconds).
+# would otherwise stretch it (autoscaler.policy.rails.scale_down_window_seconds).
 DEMO_SETTINGS = {
     "rollup_interval_seconds": ("rollups every", 10.0),
     "forecast_interval_seconds": ("forecasts every", 20.0),

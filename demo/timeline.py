@@ -8,7 +8,8 @@ from collections.abc import Mapping
 
 from alerting.defaults import DEFAULT_RULES
 from alerting.rules import RuleSpec
-from autoscaler.policy import PolicySettings, scale_down_window_seconds
+from autoscaler.policy.rails import scale_down_window_seconds
+from autoscaler.policy.settings import PolicySettings
 from demo.history import SeededHistory
 from demo.load import CompressedDay, NoisyEpisode
 from fleet.pools import PoolSpec

@@ -156,7 +156,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from autoscaler.policy import PolicySettings
+    from autoscaler.policy.settings import PolicySettings
     from autoscaler.simulate import SIMULATED_POLICIES, SimulationSettings, simulate, summary, write_outputs
     from autoscaler.simulate_report import render_report
     from predictor.backtest import BacktestError, parse_duration

@@ -1,12 +1,12 @@
 """What the KEDA external scaler serves for a pool, pure: the demand the pool must be ready for and what one replica
 takes of it, so that KEDA's HPA, computing ceil(value / target), asks for the replicas the predictive policy would.
 
-- value: the forecast's bound over [now + startup, + margin) (:func:`autoscaler.policy.forecast_peak`, the
+- value: the forecast's bound over [now + startup, + margin) (:func:`autoscaler.policy.predictive.forecast_peak`, the
   predictive policy's number at the band scale it starts from: the scaler keeps no state between KEDA's calls);
   with the forecast stale, failing or missing, the live demand the nodes report scaled to the reactive policy's
   headroom (demand × predictive / reactive utilization, so KEDA asks what reactive would), said so in ``source``
   and ``forecast_problem``; with neither, no value (a metric not measured is absent, not 0).
-- target: the per-replica target of the predictive policy (:func:`autoscaler.policy.per_replica_target`).
+- target: the per-replica target of the predictive policy (:func:`autoscaler.policy.predictive.per_replica_target`).
 - dry-run pools: the value that keeps the current replicas (current × target), the wanted one kept for the record.
 """
 
@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from autoscaler.policy import PoolContext, forecast_peak, forecast_problem, per_replica_target, replicas_for
+from autoscaler.policy.decision import PoolContext
+from autoscaler.policy.predictive import forecast_peak, forecast_problem, per_replica_target, replicas_for
 
 
 class Source(StrEnum):

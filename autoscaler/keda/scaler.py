@@ -39,7 +39,7 @@ from autoscaler.keda.demand_signal import (
     pool_target,
 )
 from autoscaler.keda.tls import KedaTls
-from autoscaler.policy import PoolContext
+from autoscaler.policy.decision import PoolContext
 from autoscaler.scaling_events import EventStore, ReasonCode, ScalingEvent
 from fleet.pools import Mode, Pool, PoolStore
 from fleet.view import FleetReader

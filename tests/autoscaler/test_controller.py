@@ -15,7 +15,8 @@ from sqlalchemy import Engine, insert
 from autoscaler.actuators.base import ActuationError, Actuator
 from autoscaler.actuators.local import LocalActuator
 from autoscaler.controller import Controller, ControllerSettings
-from autoscaler.policy import PolicySettings, initial_band_scale
+from autoscaler.policy.band_scale import initial_band_scale
+from autoscaler.policy.settings import PolicySettings
 from autoscaler.scaling_events import EventStore, ReasonCode
 from collector.registry import NodeStatus, PoolOnNode
 from collector.tables import NO_DEVICE, node_reports, nodes, series_latest

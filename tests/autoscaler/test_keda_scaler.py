@@ -19,7 +19,7 @@ from autoscaler.controller import Controller, ControllerSettings
 from autoscaler.keda import externalscaler_pb2 as pb
 from autoscaler.keda.externalscaler_pb2_grpc import ExternalScalerStub
 from autoscaler.keda.scaler import KedaScaler, KedaServer, metric_name
-from autoscaler.policy import Predictive
+from autoscaler.policy.predictive import Predictive
 from autoscaler.scaling_events import EventStore, ReasonCode
 from collector.tables import NO_DEVICE, series_latest
 from fleet.desired.board import DesiredBoard

@@ -7,20 +7,17 @@ from dataclasses import replace
 
 import pytest
 
-from autoscaler.policy import (
-    ForecastView,
-    Hybrid,
-    PolicySettings,
-    PoolContext,
-    Predictive,
-    Reactive,
-    ScalingPolicy,
-    Static,
-    adapted_band_scale,
-    guarded,
-    initial_band_scale,
-)
+from autoscaler.policy.band_scale import adapted_band_scale, initial_band_scale
+from autoscaler.policy.decision import ForecastView, PoolContext, ScalingPolicy
+from autoscaler.policy.hybrid import Hybrid
+from autoscaler.policy.predictive import Predictive
+from autoscaler.policy.rails import guarded
+from autoscaler.policy.reactive import Reactive
+from autoscaler.policy.registry import POLICIES, make_policy
+from autoscaler.policy.settings import PolicySettings
+from autoscaler.policy.static import Static
 from autoscaler.scaling_events import ReasonCode, reason_family
+from fleet.pools import Policy
 
 NOW = 10_000.0
 # The worked numbers below size on the forecast band's own upper bound at 0.9 per replica; the adapted bound (the
@@ -282,3 +279,28 @@ def test_a_measured_startup_is_the_horizon_and_the_reason_says_so() -> None:
     assert "between +180 s (the startup measured over 3 scale-ups) and +240 s" in decision.reason
     assert (decision.inputs["startup_seconds"], decision.inputs["startup_measurements"]) == (180.0, 3)
     assert "measured" not in Predictive().decide(ctx(forecast=forecast(100.0))).reason
+
+
+def test_every_policy_a_pool_can_name_is_registered_under_that_name() -> None:
+    assert list(POLICIES) == list(Policy)
+    assert [make_policy(name).name for name in Policy] == list(Policy)
+    with pytest.raises(ValueError, match="unknown policy 'manual'; known: static, reactive, predictive, hybrid"):
+        make_policy("manual")
+
+
+@pytest.mark.parametrize(
+    ("policy", "context"),
+    [
+        (Static(), ctx()),
+        (Reactive(), ctx(demand=35.0, recent_recommendations=((10, 60.0),))),  # 5 recommended, the window holds 10
+        (Predictive(), ctx(forecast=forecast(180.0, stale=True))),
+        (Hybrid(), ctx(ready_replicas=20, demand=126.0, forecast=forecast(150.0))),
+    ],
+)
+def test_a_recorded_decision_carries_its_recommendation_first_among_its_inputs(
+    policy: ScalingPolicy, context: PoolContext
+) -> None:
+    decision = guarded(policy, context)
+    recorded = decision.recorded_inputs()
+    assert next(iter(recorded)) == "recommended" and recorded["recommended"] == decision.recommended
+    assert {k: v for k, v in recorded.items() if k != "recommended"} == dict(decision.inputs)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autoscaler.policy import PolicySettings
+from autoscaler.policy.settings import PolicySettings
 from autoscaler.simulate import SimulationSettings, _Fleet, simulate, startup_steps
 from fleetpilot.cli import main
 from predictor.base import Forecast, History

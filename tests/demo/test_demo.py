@@ -17,7 +17,8 @@ import httpx
 import pytest
 from sqlalchemy import Engine, func, select
 
-from autoscaler.policy import PolicySettings, scale_down_window_seconds
+from autoscaler.policy.rails import scale_down_window_seconds
+from autoscaler.policy.settings import PolicySettings
 from collector.rollups import WATERMARK_NAME
 from collector.tables import ROLLUP_BUCKET_SECONDS, job_state, rollups_1m, samples
 from demo.history import SeededHistory, seed_history

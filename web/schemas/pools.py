@@ -22,7 +22,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
-from autoscaler.policy import PolicySettings
+from autoscaler.policy.settings import PolicySettings
 from fleet.pools import DemandMetric, Mode, Policy, Pool, Provisioning
 from fleet.scale_targets import MAX_SCALE_TARGET_LENGTH
 from fleet.view import FleetView

@@ -13,7 +13,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response, Streamin
 from pydantic import ValidationError
 from starlette.datastructures import FormData
 
-from autoscaler.policy import PolicySettings
+from autoscaler.policy.settings import PolicySettings
 from collector.series import Point, SeriesQuery, Source, pool_replica_history, query_series
 from collector.tables import ROLLUP_BUCKET_SECONDS
 from fleet.pools import Pool
