@@ -33,7 +33,6 @@ import argparse
 import itertools
 import json
 import math
-import sys
 import tempfile
 import threading
 import time
@@ -45,9 +44,10 @@ from typing import Any
 
 import httpx
 
-from bench.agent_snapshot import Snapshot, cpu_share, replicas_cpu_share, snapshot
-from bench.isolation import wait_for_replicas
-from bench.soak import lost_by_seq
+from bench.lib.agent_snapshot import Snapshot, cpu_share, replicas_cpu_share, snapshot
+from bench.lib.lost_samples import lost_by_seq
+from bench.lib.progress import progress_line
+from bench.lib.replicas import wait_for_replicas
 from collector.database import make_engine
 from fleetpilot.launch import AgentProcess, ServerProcess, free_port
 from inference_agent.probes.base import ProbeUnavailable
@@ -71,8 +71,7 @@ REPLICA_READY_TIMEOUT_S = 30.0  # with ~10 s of starts and stops and a 22 s wind
 SAMPLES_SPOOL = "samples"  # the daemon's samples spool inside its --spool-dir
 
 
-def progress(message: str) -> None:
-    print(f"[bench.agent_e2e] {message}", file=sys.stderr, flush=True)
+progress = progress_line("agent_e2e")
 
 
 def nvml_missing() -> str | None:
@@ -220,7 +219,7 @@ def push_round_trip_p99_le_ms(agent: Snapshot) -> float | None:
 
 @dataclass(frozen=True)
 class Ledger:
-    """The agent's spool after it stopped, beside the rows the database holds (``bench.soak.lost_by_seq``)."""
+    """The agent's spool after it stopped, beside the rows the database holds (``lost_samples.lost_by_seq``)."""
 
     acknowledged: int
     pending: int

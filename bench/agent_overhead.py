@@ -29,7 +29,8 @@ import psutil
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine, and_, func, select
 
-from bench.agent_snapshot import Snapshot, cpu_share, snapshot
+from bench.lib.agent_snapshot import Snapshot, cpu_share, snapshot
+from bench.lib.progress import progress_line
 from collector.database import make_engine
 from collector.tables import samples
 from fleetpilot.launch import AgentProcess, ServerProcess
@@ -55,8 +56,7 @@ AGENT_READY_TIMEOUT_S = 30.0
 JITTER_P99_GAUGE = "fleetpilot_agent_tick_jitter_p99_seconds"
 
 
-def progress(message: str) -> None:
-    print(f"[bench.agent_overhead] {message}", file=sys.stderr, flush=True)
+progress = progress_line("agent_overhead")
 
 
 @dataclass(frozen=True)

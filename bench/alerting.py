@@ -33,6 +33,7 @@ from typing import Any
 import httpx
 
 from alerting.receiver import LOOPBACK_NETWORKS, Received, WebhookReceiver
+from bench.lib.progress import progress_line
 from fleetpilot.launch import ServerProcess
 from migrations import runner
 from wire.percentile import percentile
@@ -47,8 +48,7 @@ TARGET_P99_SECONDS = 2.0
 RECEIVER_ON_LOOPBACK = {"FLEETPILOT_WEBHOOK_ALLOWED_NETWORKS": json.dumps(LOOPBACK_NETWORKS)}
 
 
-def progress(message: str) -> None:
-    print(f"[bench.alerting] {message}", file=sys.stderr, flush=True)
+progress = progress_line("alerting")
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ is the better of the two's default replica-hours over that, where it reaches at 
 geometric mean over series. Scale events are counted, and flaps: scale-downs undone at the next decision. The
 forecaster is ``auto``, refitted at every step on the rows up to that step only (its fit is one O(n) pass, 1–3 ms),
 cached across the sweep since a forecast does not depend on the policy. With the default trace directory, the two
-ServeGen series are also run minute-level (``bench.minute_series``: two days derived from their 10-minute counts)
+ServeGen series are also run minute-level (``bench.lib.minute_series``: two days derived from their 10-minute counts)
 with cold starts of 2, 5 and 10 minutes. Progress and the tables go to stderr; the last stdout line is JSON.
 """
 
@@ -31,8 +31,9 @@ import numpy as np
 
 from autoscaler.policy.settings import PolicySettings
 from autoscaler.simulate import ORACLE, SimulationResult, SimulationSettings, simulate, startup_steps
-from bench.front_plot import Panel, fronts_svg
-from bench.minute_series import SERVEGEN, minute_demand
+from bench.lib.front_plot import Panel, fronts_svg
+from bench.lib.minute_series import SERVEGEN, minute_demand
+from bench.lib.progress import progress_line
 from predictor.base import Forecast, ForecastError, History
 from predictor.registry import make_forecaster
 from predictor.series_csv import read_series_csv
@@ -55,8 +56,7 @@ FORECAST_POLICIES = ("predictive", "hybrid")
 Knob = Callable[[PolicySettings, float], PolicySettings]
 
 
-def progress(message: str) -> None:
-    print(f"[bench.autoscaling] {message}", file=sys.stderr, flush=True)
+progress = progress_line("autoscaling")
 
 
 @dataclass(frozen=True)
@@ -313,7 +313,7 @@ def load_series(directory: Path) -> dict[str, History]:
 
 
 def derived_series(quick: bool) -> dict[str, tuple[History, float]]:
-    """The ServeGen series made minute-level (``bench.minute_series``: two days, one with ``--quick``), each with
+    """The ServeGen series made minute-level (``bench.lib.minute_series``: two days, one with ``--quick``), each with
     the cold starts of real replicas — 2, 5 and 10 minutes (2 and 10 with ``--quick``)."""
     minutes = DERIVED_QUICK_MINUTES if quick else DERIVED_MINUTES
     startups = (120.0, 600.0) if quick else DERIVED_STARTUPS_SECONDS

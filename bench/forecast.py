@@ -14,12 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from bench.lib.progress import progress_line
 from predictor.base import FloatArray, History
 from predictor.cycle import DEFAULT_MODEL, forecast_cycle
 from predictor.series_csv import read_series_csv
@@ -33,8 +33,7 @@ HORIZON = 15
 TARGET_S = 10.0
 
 
-def progress(message: str) -> None:
-    print(f"[bench.forecast] {message}", file=sys.stderr, flush=True)
+progress = progress_line("forecast")
 
 
 def synthesise(count: int, seed: int = 0) -> dict[str, History]:

@@ -2,7 +2,7 @@
 
 The forecast loop (``predictor.loop.ForecastJob``, the server's own, on SQLite) runs once a simulated minute for 24
 hours (``--quick``: 6) through the injected clock, over a pool whose demand is a ServeGen trace
-(``data/traces/series/servegen_m-large_requests_per_10min.csv``) made minute-level by ``bench.minute_series``
+(``data/traces/series/servegen_m-large_requests_per_10min.csv``) made minute-level by ``bench.lib.minute_series``
 (each 10-minute window's rate interpolated between window midpoints, Poisson arrivals per minute). Twelve hours of
 history come first. The pool's capacity is two replicas of 0.55× the trace's median rate, so it saturates at the
 daily peaks.
@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 from sqlalchemy import insert
 
-from bench.minute_series import minute_demand
+from bench.lib.minute_series import minute_demand
+from bench.lib.progress import progress_line
 from collector.database import make_engine
 from collector.rollups import WATERMARK_NAME
 from collector.tables import (
@@ -53,8 +54,7 @@ MINUTE = 60.0
 HISTORY_HOURS = 12
 
 
-def progress(message: str) -> None:
-    print(f"[bench.forecast_accuracy] {message}", file=sys.stderr, flush=True)
+progress = progress_line("forecast_accuracy")
 
 
 def rollup_rows(start: float, demand: list[float]) -> list[dict[str, Any]]:

@@ -31,7 +31,6 @@ import bisect
 import json
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -40,7 +39,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.isolation import cuda_device_count
+from bench.lib.cuda import cuda_device_count
+from bench.lib.progress import progress_line
 from inference_agent.probes.base import ProbeUnavailable
 from inference_agent.probes.nvml import METRIC_CONVERSIONS, NvmlProbe, RawGpuSample
 from inference_agent.probes.replay import recording_lines
@@ -53,8 +53,7 @@ READ_P99_TARGET_MS = 0.1  # one read of every GPU at 2 reads a second: 100 µs i
 MIB = 2**20
 
 
-def progress(message: str) -> None:
-    print(f"[bench.gpu_nvml] {message}", file=sys.stderr, flush=True)
+progress = progress_line("gpu_nvml")
 
 
 @dataclass(frozen=True)

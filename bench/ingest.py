@@ -5,7 +5,7 @@ A real ``fleetpilot server`` on loopback takes closed-loop pushes from simulated
 rows it acknowledges are counted back from the database (nothing lost or stored twice), and the same number of
 same-shaped rows is then bulk-inserted straight into the emptied table with the server's own sample insert, in big
 transactions, as the baseline (and, for context, with a bare DBAPI ``executemany``). With ``--managed`` the server
-first gets pools and tenants (``bench.managed_fleet``), so each answer also carries a desired state. Progress goes
+first gets pools and tenants (``bench.lib.managed_fleet``), so each answer also carries a desired state. Progress goes
 to stderr; the last line of stdout is one JSON object.
 """
 
@@ -14,43 +14,44 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import secrets
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psutil
-from sqlalchemy import Engine, create_engine, func, select, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import Engine, func, select, text
 
-from bench.managed_fleet import POOLS, TENANTS, create_managed_fleet, pools_by_node
-from bench.simulated_agents import POOL, LoadPlan, LoadResult, PushShape, SimulatedNode, run_in_process
+from bench.lib.databases import fresh_database
+from bench.lib.figures import figure, percentile_or_nan
+from bench.lib.managed_fleet import POOLS, TENANTS, create_managed_fleet, pools_by_node
+from bench.lib.profiling import profiled
+from bench.lib.progress import progress_line
+from bench.lib.server_cpu import CpuSnapshot, CpuUse, cpu_snapshot, cpu_use
+from bench.lib.simulated_agents import (
+    POOL,
+    LoadPlan,
+    LoadResult,
+    PushShape,
+    SimulatedNode,
+    create_agent_tokens,
+    run_in_process,
+)
 from collector.database import make_engine
 from collector.sample_insert import sample_inserter, sample_row
 from collector.tables import NO_DEVICE, samples
 from fleetpilot.launch import ServerProcess
-from migrations import runner
 from wire.samples import WireSample
 
-POSTGRES_ADMIN_URL = os.environ.get(
-    "FLEETPILOT_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
 BASELINE_CHUNK_ROWS = 10_000
 TARGET_DEVICE_ROWS_PER_SECOND = 16_000
 TARGET_P99_MS = 100.0
 TARGET_RATIO = 0.5
 
 
-def progress(message: str) -> None:
-    print(f"[bench.ingest] {message}", file=sys.stderr, flush=True)
+progress = progress_line("ingest")
 
 
 @dataclass(frozen=True)
@@ -108,144 +109,6 @@ def parse_config(argv: list[str] | None) -> BenchConfig:
     )
 
 
-@contextmanager
-def fresh_database(backend: str, folder: Path) -> Iterator[str]:
-    """A migrated, empty database: an SQLite file in ``folder``, or a new PostgreSQL database dropped afterwards."""
-    if backend == "sqlite":
-        url = f"sqlite:///{folder}/bench.db"
-        runner.upgrade(url)
-        yield url
-        return
-    admin = create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    name = f"fleetpilot_bench_{secrets.token_hex(4)}"
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        url = make_url(POSTGRES_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-        runner.upgrade(url)
-        yield url
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-
-def create_agent_tokens(server: ServerProcess, node_ids: list[str]) -> dict[str, str]:
-    """One agent token per node through the REST API, as an operator would."""
-    return {node_id: server.create_agent_token(node_id) for node_id in node_ids}
-
-
-@dataclass(frozen=True)
-class CpuUse:
-    """Cores kept busy during the load: the machine, and its share by server, generator, database and the rest."""
-
-    machine_cores: float
-    server_cores: float
-    generator_cores: float
-    database_cores: float
-
-    @property
-    def other_cores(self) -> float:
-        """Whatever else ran on the machine meanwhile (other jobs); near 0 for a clean measurement."""
-        return self.machine_cores - self.server_cores - self.generator_cores - self.database_cores
-
-
-@dataclass(frozen=True)
-class CpuSnapshot:
-    at: float
-    machine_busy_s: float
-    server_s: float
-    database_s: dict[int, float]
-
-
-def _busy_seconds() -> float:
-    times = psutil.cpu_times()
-    return sum(times) - times.idle - getattr(times, "iowait", 0.0)
-
-
-def _tree(process: psutil.Process) -> list[psutil.Process]:
-    """The server and its worker processes (``--workers``), those alive now."""
-    try:
-        return [process, *process.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return []
-
-
-def _process_seconds(process: psutil.Process) -> float:
-    """CPU seconds of the server's processes (a worker that exited in between drops out: a restart, not a run)."""
-    seconds = 0.0
-    for member in _tree(process):
-        try:
-            times = member.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        seconds += times.user + times.system
-    return seconds
-
-
-def tree_rss_bytes(process: psutil.Process) -> int:
-    """Resident memory of the server and its workers together."""
-    total = 0
-    for member in _tree(process):
-        try:
-            total += member.memory_info().rss
-        except psutil.NoSuchProcess:
-            continue
-    return total
-
-
-def _database_seconds() -> dict[int, float]:
-    """CPU seconds of each PostgreSQL process here, plus, on the postmaster, those of its backends that have
-    exited (a pool's overflow connections come and go); none for SQLite, which runs inside the server."""
-    seconds: dict[int, float] = {}
-    for process in psutil.process_iter(["name"]):
-        if process.info["name"] in ("postgres", "postmaster"):
-            with suppress(psutil.Error):
-                times = process.cpu_times()
-                seconds[process.pid] = times.user + times.system + times.children_user + times.children_system
-    return seconds
-
-
-def cpu_snapshot(server: psutil.Process) -> CpuSnapshot:
-    return CpuSnapshot(time.perf_counter(), _busy_seconds(), _process_seconds(server), _database_seconds())
-
-
-def cpu_use(before: CpuSnapshot, after: CpuSnapshot, generator_s: float) -> CpuUse:
-    wall = after.at - before.at
-    database_s = sum(s - before.database_s.get(pid, 0.0) for pid, s in after.database_s.items())
-    return CpuUse(
-        machine_cores=(after.machine_busy_s - before.machine_busy_s) / wall,
-        server_cores=(after.server_s - before.server_s) / wall,
-        generator_cores=generator_s / wall,
-        database_cores=database_s / wall,
-    )
-
-
-@contextmanager
-def profiled(pid: int, target: Path | None, seconds: float) -> Iterator[None]:
-    """Sample the server with py-spy for ``seconds`` while the block runs (nothing when ``target`` is None)."""
-    if target is None:
-        yield
-        return
-    py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-    formats = {".svg": "flamegraph", ".txt": "raw", ".json": "speedscope"}
-    command = [py_spy, "record", "--pid", str(pid), "--duration", str(math.ceil(seconds)), "--rate", "100"]
-    command += ["--subprocesses", "--nonblocking", "--output", str(target)]
-    command += ["--format", formats.get(target.suffix, "flamegraph")]
-    try:
-        spy = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    except FileNotFoundError:
-        raise SystemExit(f"--profile needs py-spy ({py_spy} not found): .venv/bin/pip install py-spy") from None
-    try:
-        yield
-    finally:
-        _out, err = spy.communicate(timeout=seconds + 30.0)
-        if spy.returncode == 0:
-            progress(f"profile of the server written to {target}")
-        else:
-            progress(f"py-spy failed ({spy.returncode}): {err.decode(errors='replace').strip()[-300:]}")
-
-
 def drive_load(
     server: ServerProcess, config: BenchConfig, tokens: dict[str, str], pools: dict[str, str]
 ) -> tuple[LoadResult, CpuUse]:
@@ -264,7 +127,7 @@ def drive_load(
         pools=pools,
     )
     snapshots: list[CpuSnapshot] = []
-    with profiled(server.process.pid, config.profile, config.warmup_s + config.duration_s):
+    with profiled(server.process.pid, config.profile, config.warmup_s + config.duration_s, progress):
         result = run_in_process(plan, on_start=lambda: snapshots.append(cpu_snapshot(server_ps)))
     return result, cpu_use(snapshots[0], cpu_snapshot(server_ps), result.cpu_s)
 
@@ -343,19 +206,6 @@ def empty_samples(engine: Engine) -> None:
             conn.execute(samples.delete())
 
 
-def figure(value: float, digits: int) -> float | None:
-    """A rounded number for the JSON line; None where there is none (NaN is not JSON)."""
-    return None if math.isnan(value) else round(value, digits)
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (``q`` in 0..1); NaN for no values."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
-
-
 @dataclass(frozen=True)
 class Baselines:
     """Rows per second bulk-inserted straight into the emptied table: the server's statement, and bare DBAPI."""
@@ -371,7 +221,7 @@ def summarize(
     baseline = baselines.server_statement
     rows_per_second = load.accepted / load.window_s
     device_rows_per_second = rows_per_second * shape.device_rows / shape.rows
-    p99 = percentile(load.latencies_ms, 0.99)
+    p99 = percentile_or_nan(load.latencies_ms, 99)
     ratio = rows_per_second / baseline if baseline else math.nan
     return {
         "bench": "ingest",
@@ -380,7 +230,7 @@ def summarize(
         "rows_per_second": round(rows_per_second, 1),
         "device_rows_per_second": round(device_rows_per_second, 1),
         "samples_per_second": round(rows_per_second * shape.values / shape.rows, 1),
-        "p50_ms": figure(percentile(load.latencies_ms, 0.50), 2),
+        "p50_ms": figure(percentile_or_nan(load.latencies_ms, 50), 2),
         "p99_ms": figure(p99, 2),
         "baseline_rows_per_second": round(baseline, 1),
         "baseline": round(baseline, 1),

@@ -14,7 +14,7 @@ A real ``fleetpilot server`` (SQLite) and one real agent running the built-in wo
 
 ``--device cuda`` (``auto``: cuda where torch sees a GPU) runs the replicas on the GPU, the agent with the NVML probe
 so that the server plans the ``chat`` replica's share as an MPS thread percentage; ``--mps auto`` starts a private
-MPS daemon for it (``bench/mps_daemon.py``), and where none can start the output's ``gpu_share`` says so and only
+MPS daemon for it (``bench/lib/mps_daemon.py``), and where none can start the output's ``gpu_share`` says so and only
 admission isolates. Under MPS a new share means a new replica, so each switch waits until the pools have replaced
 theirs. Without a GPU, ``--device cuda`` answers ``{"bench": "isolation", "skipped": REASON}``.
 
@@ -29,24 +29,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
-import sys
 import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass, field
-from multiprocessing.synchronize import Event
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from bench.mps_daemon import MpsUnavailable, private_mps_daemon
+from bench.lib.cuda import cuda_device_count
+from bench.lib.mps_daemon import MpsUnavailable, private_mps_daemon
+from bench.lib.noisy_flood import Flood, noisy_flood
+from bench.lib.progress import progress_line
+from bench.lib.replicas import wait_for_replicas
 from fleetpilot.launch import AgentProcess, ServerProcess, free_port
 from wire.percentile import percentile
 
@@ -54,15 +55,12 @@ NODE_ID = "bench-isolation"
 POOLS = "chat=text:1,vision=classify:1"
 FAST, NOISY = "fast", "noisy"
 IMAGE = [[[0.5] * 64 for _ in range(64)] for _ in range(3)]  # one 3×64×64 input: the smallest classify request
-NOISY_PROMPT = "Tell me a long story about a fleet of GPUs. " * 4
 TARGET_INFLATION_ISOLATED = 0.10
 TARGET_INFLATION_UNISOLATED = 0.50
-REPLICAS_READY_TIMEOUT_S = 120.0
 AGENT_APPLY_S = 2.5  # the agent pushes once a second and takes the tenants from the ingest answer
 
 
-def progress(message: str) -> None:
-    print(f"[bench.isolation] {message}", file=sys.stderr, flush=True)
+progress = progress_line("isolation")
 
 
 @dataclass(frozen=True)
@@ -124,84 +122,6 @@ def fast_load(client: httpx.Client, serve_url: str, rate_rps: float, window_s: f
     return result
 
 
-class NoisyCounters:
-    """Counts shared with the flood's process: tokens received, requests admitted, requests refused (429, other)."""
-
-    FIELDS = ("tokens", "admitted", "refused_429", "refused_other")
-
-    def __init__(self) -> None:
-        self._values = multiprocessing.get_context("fork").Array("q", len(self.FIELDS))
-
-    def add(self, name: str) -> None:
-        with self._values.get_lock():
-            self._values[self.FIELDS.index(name)] += 1
-
-    def read(self) -> dict[str, int]:
-        with self._values.get_lock():
-            return dict(zip(self.FIELDS, self._values[:], strict=True))
-
-
-def noisy_client(
-    client: httpx.Client, serve_url: str, pool: str, max_tokens: int, stop: Event, n: NoisyCounters
-) -> None:
-    """Closed loop: one streamed long generation after another until ``stop``; counts every token as it arrives."""
-    body = {"model": pool, "prompt": NOISY_PROMPT, "max_tokens": max_tokens, "stream": True}
-    while not stop.is_set():
-        try:
-            with client.stream("POST", f"{serve_url}/v1/completions", json=body) as r:
-                if r.status_code != 200:
-                    r.read()
-                    n.add("refused_429" if r.status_code == 429 else "refused_other")
-                    stop.wait(float(r.headers.get("retry-after", "1")))
-                    continue
-                n.add("admitted")
-                for line in r.iter_lines():
-                    if stop.is_set():
-                        break  # leaving the block closes the stream, which aborts the generation
-                    if line.startswith("data: {"):
-                        n.add("tokens")
-        except httpx.HTTPError:
-            n.add("refused_other")
-            stop.wait(0.5)
-
-
-def flood_process(
-    serve_url: str, pool: str, config: BenchConfig, key: Mapping[str, str], stop: Event, counters: NoisyCounters
-) -> None:
-    """The noisy tenant's clients (sending its ``key`` headers), in their own process so that parsing their streams
-    does not hold this process's GIL while it times the fast tenant."""
-    timeout, limits = httpx.Timeout(120.0, connect=2.0), httpx.Limits(max_connections=256)
-    client = httpx.Client(timeout=timeout, limits=limits, headers=dict(key))
-    arguments = (client, serve_url, pool, config.noisy_max_tokens, stop, counters)
-    threads = [threading.Thread(target=noisy_client, args=arguments) for _ in range(config.noisy_clients)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    client.close()
-
-
-@contextmanager
-def noisy_flood(
-    serve_url: str, config: BenchConfig, key: Mapping[str, str], pool: str = "chat"
-) -> Iterator[NoisyCounters]:
-    """``config.noisy_clients`` closed-loop clients of the noisy tenant on ``pool``, stopped (their streams closed)
-    on exit."""
-    context = multiprocessing.get_context("fork")
-    counters, stop = NoisyCounters(), context.Event()
-    arguments = (serve_url, pool, config, key, stop, counters)
-    process = context.Process(target=flood_process, args=arguments, name=f"flood-{pool}")
-    process.start()
-    try:
-        yield counters
-    finally:
-        stop.set()
-        process.join(timeout=30)
-        if process.is_alive():
-            process.kill()
-            process.join()
-
-
 @dataclass
 class Window:
     """What one condition gathered over its rounds."""
@@ -223,7 +143,7 @@ def measure(
         if not flood:
             fast = fast_load(client, serve_url, config.fast_rps, config.window_s)
         else:
-            with noisy_flood(serve_url, config, keys[NOISY]) as counters:
+            with noisy_flood(serve_url, Flood(config.noisy_clients, config.noisy_max_tokens), keys[NOISY]) as counters:
                 time.sleep(config.ramp_s)
                 before, started = counters.read(), time.perf_counter()
                 fast = fast_load(client, serve_url, config.fast_rps, config.window_s)
@@ -304,20 +224,6 @@ class Tenants:
         answer = httpx.request(method, f"{self.url}{path}", json=body, headers=self.headers, timeout=10.0)
         answer.raise_for_status()
         return answer.json() if answer.content else None
-
-
-def wait_for_replicas(agent: AgentProcess, timeout_s: float = REPLICAS_READY_TIMEOUT_S) -> None:
-    """Until the agent's serving API says every pool has a warm replica and none starting (a replacement done)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            pools = httpx.get(f"{agent.serve_url}/healthz", timeout=2.0).json()["pools"]
-            if pools and all(p["ready"] >= 1 and p["starting"] == 0 for p in pools.values()):
-                return
-        except (httpx.HTTPError, ValueError, KeyError):
-            pass
-        time.sleep(0.2)
-    raise TimeoutError(f"replicas not warm within {timeout_s:.0f} s:\n{agent.log_tail()}")
 
 
 @dataclass(frozen=True)
@@ -408,13 +314,6 @@ def figures(config: BenchConfig, phases: list[Phase], load_average: list[float],
         "target_met": inflation_isolated <= TARGET_INFLATION_ISOLATED
         and inflation_unisolated >= TARGET_INFLATION_UNISOLATED,
     }
-
-
-def cuda_device_count() -> int:
-    """The CUDA devices torch sees here (0 without a GPU or driver): what the GPU benchmarks run on or skip."""
-    import torch
-
-    return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,9 +9,9 @@ left alone; quit at the end, its logs appended to ``DIR/mps-logs.txt``), then on
   512 MiB (must succeed) and 2048 MiB (must fail with CUDA's out-of-memory error).
 - **profile**: the built-in engine declared as an engine profile, placed by the control plane and run by the agent
   as an external process on CUDA, at 25 % then 75 %: tokens/s by the clients and through the engine adapter, the
-  ratio against 3 (``bench.mps_profile``).
+  ratio against 3 (``bench.lib.mps_profile``).
 - **fleet**: two pools of built-in replicas sharing the GPU at 25/75 % through the tenants API, a 25 → 50 change
-  under load, a 128-MiB quota (``bench.mps_fleet``).
+  under load, a 128-MiB quota (``bench.lib.mps_fleet``).
 
 Without CUDA or ``nvidia-cuda-mps-control`` the last line is ``{"bench": "mps", "skipped": REASON}``; a daemon that
 does not start is skipped with its exact error and logs. ``target_met`` holds when every part run held. Progress goes
@@ -30,10 +30,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.isolation import cuda_device_count
-from bench.mps_daemon import MpsUnavailable, PrivateMpsDaemon, private_mps_daemon
-from bench.mps_fleet import fleet_part, progress, ratio_held
-from bench.mps_profile import profile_part
+from bench.lib.cuda import cuda_device_count
+from bench.lib.mps_daemon import MpsUnavailable, PrivateMpsDaemon, private_mps_daemon
+from bench.lib.mps_fleet import fleet_part, ratio_held
+from bench.lib.mps_profile import profile_part
+from bench.lib.progress import progress_line
 from inference_agent.serving.supervision.quota import MPS_MEMORY_ENV, MPS_THREADS_ENV
 
 PINNED_LIMIT_MIB = 1024
@@ -41,6 +42,8 @@ PINNED_TRIES_MIB = (512, 2048)
 RAW_BASELINE = "the same two matmul clients without limits (about 1:1)"
 TARGET_BASELINE = "the 75/25 shares' ratio, 3"
 BASELINES = {"raw": RAW_BASELINE, "all": RAW_BASELINE, "profile": TARGET_BASELINE, "fleet": TARGET_BASELINE}
+
+progress = progress_line("mps")
 
 
 # ---- the raw clients: this module run as ``--client matmul|alloc`` in a process of its own, one per MPS client

@@ -16,7 +16,6 @@ import argparse
 import json
 import math
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 import httpx
 from sqlalchemy import insert
 
+from bench.lib.progress import progress_line
 from collector.database import make_engine
 from collector.tables import NO_DEVICE, NO_POOL, ROLLUP_STATS, rollup_column, rollups_1m, samples
 from fleetpilot.launch import AgentProcess, ServerProcess
@@ -42,8 +42,7 @@ CHROMIUM = "/usr/bin/chromium"
 TARGET_LOAD_MS = 1000.0
 
 
-def progress(message: str) -> None:
-    print(f"[bench.page_weight] {message}", file=sys.stderr, flush=True)
+progress = progress_line("page_weight")
 
 
 def _series() -> list[tuple[int, str, tuple[str, ...]]]:

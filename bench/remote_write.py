@@ -36,6 +36,7 @@ import httpx
 import psutil
 from sqlalchemy import func, select
 
+from bench.lib.progress import progress_line
 from collector.database import make_engine
 from collector.remote.prompb.remote_pb2 import WriteRequest
 from collector.tables import samples
@@ -53,8 +54,7 @@ POOL = "llama-8b"
 Labels = tuple[tuple[str, str], ...]
 
 
-def progress(message: str) -> None:
-    print(f"[bench.remote_write] {message}", file=sys.stderr, flush=True)
+progress = progress_line("remote_write")
 
 
 @dataclass(frozen=True)

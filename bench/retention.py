@@ -25,7 +25,9 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, func, select, text
 from sqlalchemy.engine import make_url
 
-from bench.ingest import POSTGRES_ADMIN_URL, figure, percentile
+from bench.lib.databases import POSTGRES_ADMIN_URL
+from bench.lib.figures import figure, percentile_or_nan
+from bench.lib.progress import progress_line
 from collector.database import make_engine
 from collector.ingest import SampleWriter
 from collector.partitions import SAMPLES
@@ -39,8 +41,7 @@ WRITER_BATCH = 20
 WRITER_INTERVAL_S = 0.02  # 50 batches, 1,000 samples a second: a steady fleet, not a flood
 
 
-def progress(message: str) -> None:
-    print(f"[bench.retention] {message}", file=sys.stderr, flush=True)
+progress = progress_line("retention")
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,7 @@ class PacedWriter:
     def p99_ms(self, start: float, end: float) -> tuple[float, int]:
         """The p99 of the batches started in [start, end), in ms, and how many there were."""
         during = [latency * 1000 for at, latency in self.latencies if start <= at < end]
-        return percentile(during, 0.99), len(during)
+        return percentile_or_nan(during, 99), len(during)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.ingest import fresh_database
+from bench.lib.databases import fresh_database
 from collector.database import make_engine
 from collector.sample_insert import COPY_FROM_ROWS, SAMPLE_COLUMNS, SampleInserter, postgresql_inserter
 from wire.catalog import METRIC_NAMES

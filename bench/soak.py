@@ -3,13 +3,14 @@
 
 One real ``fleetpilot server`` on a fresh PostgreSQL database takes pushes from N simulated nodes (default 1,000),
 all in one asyncio process beside it: each samples every 500 ms (GPU rows from the agent's replay probe, through the
-NVML probe's own conversion; node and pool rows as ``bench.simulated_agents`` makes them) and, like the agent's
+NVML probe's own conversion; node and pool rows as ``bench.lib.simulated_agents`` makes them) and, like the agent's
 pusher, sends what its spool holds every ``--push-interval`` seconds, at most 2,000 samples a push, again at once
 when a push was full, and the same body again (same ``seq``) after a failure, waiting as the pusher does (full
 jitter backoff, at least the ``Retry-After`` a 503 asks for). The spool is lazy: ticks not yet sent
 are a count, built into rows when they are sent, so a node that falls behind costs no memory. Open loop: a slow
 server makes the nodes fall behind, it does not slow their sampling. With ``--managed`` the server first gets pools
-and tenants (``bench.managed_fleet``) and each node reports one of the pools, so every answer carries a desired state.
+and tenants (``bench.lib.managed_fleet``) and each node reports one of the pools, so every answer carries a desired
+state.
 
 Measured: samples acknowledged vs offered (the baseline: N × (G + 2) rows × 2 Hz), the backlog left in the spools,
 samples lost (acknowledged ``seq`` missing from the database, counted there per node), ingest request p50/p99 of
@@ -41,25 +42,28 @@ from typing import Any
 
 import httpx
 import psutil
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, select
 
-from bench.ingest import (
-    CpuUse,
-    cpu_snapshot,
-    cpu_use,
+from bench.lib.databases import fresh_database
+from bench.lib.figures import figure, percentile_or_nan
+from bench.lib.lost_samples import lost_by_seq
+from bench.lib.managed_fleet import POOLS, TENANTS, create_managed_fleet, pools_by_node
+from bench.lib.profiling import profiled
+from bench.lib.progress import progress_line
+from bench.lib.server_cpu import CpuUse, cpu_snapshot, cpu_use, tree_rss_bytes
+from bench.lib.simulated_agents import (
+    POOL,
+    TICK_SECONDS,
+    SimulatedNode,
+    _event_loop,
+    _receive,
+    _remember_missing_sniffio,
     create_agent_tokens,
-    figure,
-    fresh_database,
-    percentile,
-    profiled,
-    tree_rss_bytes,
 )
-from bench.managed_fleet import POOLS, TENANTS, create_managed_fleet, pools_by_node
-from bench.simulated_agents import POOL, TICK_SECONDS, SimulatedNode, _event_loop, _receive, _remember_missing_sniffio
 from collector.database import make_engine
 from collector.retention import RetentionJob
 from collector.rollups import WATERMARK_NAME
-from collector.tables import job_state, samples
+from collector.tables import job_state
 from fleetpilot.launch import ServerProcess
 from inference_agent.probes.replay import Recording, ReplayProbe, load_recording
 from inference_agent.pusher import backoff_delay, retry_after_s
@@ -71,8 +75,7 @@ MAX_RETRY_AFTER_S = 60.0  # the agent's push_max_retry_after_seconds
 MONITOR_EVERY_S = 5.0
 
 
-def progress(message: str) -> None:
-    print(f"[bench.soak] {message}", file=sys.stderr, flush=True)
+progress = progress_line("soak")
 
 
 @dataclass(frozen=True)
@@ -361,22 +364,6 @@ def slope_per_hour(points: list[tuple[float, float]]) -> float | None:
     return 3600.0 * sum((t - mean_t) * (v - mean_v) for t, v in points) / var_t if var_t else None
 
 
-def lost_by_seq(engine: Engine, acknowledged: dict[str, int]) -> tuple[int, int]:
-    """(rows stored, acknowledged samples missing): per node, every ``seq`` from 1 to the last acknowledged one must
-    be in the database (a node sends in order and moves on only after an acknowledgement)."""
-    with engine.connect() as conn:
-        query = select(samples.c.node_id, func.count(), func.max(samples.c.seq)).group_by(samples.c.node_id)
-        per_node = {node: (int(count), int(highest)) for node, count, highest in conn.execute(query)}
-        lost = 0
-        for node_id, last_seq in acknowledged.items():
-            count, highest = per_node.get(node_id, (0, 0))
-            if highest > last_seq:  # a push stored whose answer never came back: it would be resent, not counted
-                where = (samples.c.node_id == node_id) & (samples.c.seq <= last_seq)
-                count = int(conn.scalar(select(func.count()).where(where)) or 0)
-            lost += last_seq - count
-    return sum(count for count, _ in per_node.values()), lost
-
-
 def retention_rate(engine: Engine, now: float, keep_s: float) -> tuple[int, float | None]:
     """Run the server's retention job over the soak's rows, keeping the last ``keep_s``: (rows deleted, rows/s).
     The rate is None when nothing was removed: on PostgreSQL retention drops whole hourly partitions, and a
@@ -454,7 +441,7 @@ def run(config: SoakConfig) -> dict[str, Any]:
                     f"{config.nodes} nodes × {config.gpus} GPUs at 2 Hz, a push every {config.push_interval_s:g} s,"
                     f" for {config.duration_s:g} s"
                 )
-                with profiled(server.process.pid, config.profile, config.duration_s):
+                with profiled(server.process.pid, config.profile, config.duration_s, progress):
                     tally, watch, cpu = _drive(server, plan, engine, config.max_server_rss_mb)
                 lag_end_s = rollup_lag(engine, time.time())
                 watch.server_p99_ms = server_p99_bound_ms(server.url)
@@ -524,11 +511,11 @@ def summarize(
         "answers_with_desired": tally.desired,
         "errors": sum(tally.errors.values()),
         "error_kinds": dict(tally.errors),
-        "p50_ms": figure(percentile(tally.latencies_ms, 0.50), 1),
-        "p99_ms": figure(percentile(tally.latencies_ms, 0.99), 1),
-        "p99_all_answers_ms": figure(percentile(tally.answers_ms, 0.99), 1),  # 503s and timeouts too
+        "p50_ms": figure(percentile_or_nan(tally.latencies_ms, 50), 1),
+        "p99_ms": figure(percentile_or_nan(tally.latencies_ms, 99), 1),
+        "p99_all_answers_ms": figure(percentile_or_nan(tally.answers_ms, 99), 1),  # 503s and timeouts too
         "server_p99_ms": watch.server_p99_ms,  # the server's own ingest duration (its histogram), no client wait in it
-        "generator_loop_lag_p99_ms": figure(percentile(tally.loop_lag_ms, 0.99), 1),
+        "generator_loop_lag_p99_ms": figure(percentile_or_nan(tally.loop_lag_ms, 99), 1),
         "answers_503": tally.errors.get("503", 0),
         "samples_per_second": round(acknowledged_per_s, 1),
         "baseline": round(offered_per_s, 1),

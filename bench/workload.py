@@ -8,7 +8,7 @@ small model (context / 8 capped at 512, generated / 8 capped at 128, at least 1)
 scaled count (end-of-text is ignored), so both engines produce the same tokens. Progress goes to stderr; the last
 stdout line is JSON.
 
-Then the serving part (``bench/serving_hop.py``): the same arrivals through a real agent's front end to the same
+Then the serving part (``bench/lib/serving_hop.py``): the same arrivals through a real agent's front end to the same
 engine run as an engine profile's replica process, against that engine called in-process; the time from ``POST
 /pools`` to the first ready replica; and a failover's detection → ready. ``--part engine`` or ``--part serving``
 runs one part.
@@ -18,16 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import sys
-import threading
-import time
-from dataclasses import dataclass
 
 import torch
 
-from fleetpilot.trace_load import AZURE_CONV_SLICE, TOKEN_SCALE, TraceRequest, load_trace
-from inference_agent.torch_runtime.api import CompletionRequest
+from bench.lib.engine_replay import ReplayResult, replay
+from bench.lib.progress import progress_line
 from inference_agent.torch_runtime.config import ModelConfig
 from inference_agent.torch_runtime.engine import (
     BatchingEngine,
@@ -35,6 +30,8 @@ from inference_agent.torch_runtime.engine import (
     EngineConfig,
     StaticBatchingEngine,
 )
+from replay.trace_load import AZURE_CONV_SLICE, TOKEN_SCALE, TraceRequest, load_trace
+from wire.percentile import percentile
 
 MAX_CONTEXT = 1024  # the benchmark model's context: 512 + 128 fit, and the static baseline reserves this much
 MAX_BATCH_SIZE = 16
@@ -42,8 +39,7 @@ TARGET_RATIO = 2.0
 TARGET_KV_EFFICIENCY = 0.9
 
 
-def progress(message: str) -> None:
-    print(f"[bench.workload] {message}", file=sys.stderr, flush=True)
+progress = progress_line("workload")
 
 
 def engine_config() -> EngineConfig:
@@ -59,49 +55,6 @@ def engine_config() -> EngineConfig:
     )
 
 
-@dataclass
-class ReplayResult:
-    latencies_s: list[float]
-    generated_tokens: int
-    makespan_s: float
-    kv_memory_efficiency: float | None
-
-
-def replay(engine: BatchingEngine, trace: list[TraceRequest]) -> ReplayResult:
-    """Submit each request at its arrival time from its own thread and read its stream to the end."""
-    latencies: list[float] = []
-    tokens = [0]
-    lock = threading.Lock()
-    t0 = time.perf_counter() + 0.2
-
-    def client(index: int, request: TraceRequest) -> None:
-        prompt = request.prompt
-        stream = engine.submit(CompletionRequest(f"req-{index}", prompt, request.generated_tokens))
-        count = sum(1 for _ in stream)
-        done = time.perf_counter()
-        with lock:
-            latencies.append(done - (t0 + request.arrival_s))
-            tokens[0] += count
-
-    threads = []
-    for index, request in enumerate(trace):
-        time.sleep(max(0.0, t0 + request.arrival_s - time.perf_counter()))
-        thread = threading.Thread(target=client, args=(index, request), daemon=True)
-        thread.start()
-        threads.append(thread)
-    for number, thread in enumerate(threads):
-        thread.join()
-        if number % 100 == 99:
-            progress(f"  {number + 1}/{len(threads)} requests done, {time.perf_counter() - t0:.1f} s")
-    makespan = time.perf_counter() - t0
-    return ReplayResult(latencies, tokens[0], makespan, engine.kv_memory_efficiency())
-
-
-def p99(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
-
-
 def run_engine(name: str, engine: BatchingEngine, trace: list[TraceRequest]) -> ReplayResult:
     engine.warm_up()
     engine.start()
@@ -110,7 +63,7 @@ def run_engine(name: str, engine: BatchingEngine, trace: list[TraceRequest]) -> 
         result = replay(engine, trace)
     finally:
         engine.stop()
-    rate, latency_ms = result.generated_tokens / result.makespan_s, p99(result.latencies_s) * 1000
+    rate, latency_ms = result.generated_tokens / result.makespan_s, percentile(result.latencies_s, 99) * 1000
     progress(
         f"{name}: {rate:.0f} tokens/s, p99 {latency_ms:.0f} ms, "
         f"makespan {result.makespan_s:.1f} s, KV efficiency {result.kv_memory_efficiency or 0:.3f}"
@@ -132,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.part in ("all", "engine"):
         figures.update(engine_part(trace, offered))
     if args.part in ("all", "serving"):
-        from bench import serving_hop
+        from bench.lib import serving_hop
 
         figures.update(serving_hop.run(trace))
     print(json.dumps(figures))
@@ -150,9 +103,9 @@ def engine_part(trace: list[TraceRequest], offered: float) -> dict[str, object]:
         "token_scale": TOKEN_SCALE,
         "offered_tokens_per_second": round(offered, 1),
         "tokens_per_second": round(tokens_per_second, 1),
-        "p99_ms": round(p99(continuous.latencies_s) * 1000, 1),
+        "p99_ms": round(percentile(continuous.latencies_s, 99) * 1000, 1),
         "baseline_tokens_per_second": round(baseline_tokens_per_second, 1),
-        "baseline_p99_ms": round(p99(static.latencies_s) * 1000, 1),
+        "baseline_p99_ms": round(percentile(static.latencies_s, 99) * 1000, 1),
         "baseline": "static batching, same model and KV memory, full-context reservation",
         "ratio": round(tokens_per_second / baseline_tokens_per_second, 2),
         "kv_memory_efficiency": round(continuous.kv_memory_efficiency or 0.0, 3),
@@ -163,7 +116,7 @@ def engine_part(trace: list[TraceRequest], offered: float) -> dict[str, object]:
     }
     figures["target_met"] = (
         tokens_per_second >= TARGET_RATIO * baseline_tokens_per_second
-        and p99(continuous.latencies_s) <= p99(static.latencies_s)
+        and percentile(continuous.latencies_s, 99) <= percentile(static.latencies_s, 99)
         and (continuous.kv_memory_efficiency or 0.0) >= TARGET_KV_EFFICIENCY
     )
     return figures

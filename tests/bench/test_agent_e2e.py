@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from bench.agent_e2e import agent_cpu, main, nvml_missing, spacings_ms
-from bench.agent_snapshot import Snapshot
+from bench.lib.agent_snapshot import Snapshot
 from wire.catalog import METRICS
 
 RECORDING = Path(__file__).resolve().parents[2] / "inference_agent/probes/fixtures/nvml_h100_recording.jsonl"

@@ -8,7 +8,7 @@ from xml.etree import ElementTree
 import pytest
 
 from bench.autoscaling import Point, SeriesFigures, attainment_at, plotted, replica_hours_at
-from bench.front_plot import fronts_svg
+from bench.lib.front_plot import fronts_svg
 
 
 def point(attainment: float, replica_hours: float, knob: float = 0.0) -> Point:

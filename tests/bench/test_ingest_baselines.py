@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlalchemy import Engine, func, select
 
 from bench.ingest import baseline_rows, bulk_insert_rate, empty_samples, raw_insert_rate
-from bench.simulated_agents import PushShape
+from bench.lib.simulated_agents import PushShape
 from collector.tables import samples
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench.mps_daemon import MpsUnavailable, private_mps_daemon
+from bench.lib.mps_daemon import MpsUnavailable, private_mps_daemon
 from inference_agent.serving.supervision.quota import mps_daemon_running
 
 FAKE = str(Path(__file__).resolve().parents[2] / "scripts" / "fake-nvidia-cuda-mps-control")

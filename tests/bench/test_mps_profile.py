@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.mps_daemon import PrivateMpsDaemon, private_mps_daemon
-from bench.mps_profile import GPU_SETUP, MODEL, ProfileSetup, profile_part
+from bench.lib.mps_daemon import PrivateMpsDaemon, private_mps_daemon
+from bench.lib.mps_profile import GPU_SETUP, MODEL, ProfileSetup, profile_part
 from inference_agent.config import AgentConfig
 from inference_agent.serving.supervision.quota import MPS_THREADS_ENV
 

@@ -11,8 +11,9 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.exc import OperationalError
 
-from bench.ingest import POSTGRES_ADMIN_URL
-from bench.soak import SoakConfig, SoakNode, lost_by_seq, run, slope_per_hour
+from bench.lib.databases import POSTGRES_ADMIN_URL
+from bench.lib.lost_samples import lost_by_seq
+from bench.soak import SoakConfig, SoakNode, run, slope_per_hour
 from collector.sample_insert import sample_inserter, sample_row
 from inference_agent.probes.replay import load_recording
 from tests.support.availability import unavailable

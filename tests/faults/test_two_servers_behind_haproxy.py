@@ -18,7 +18,7 @@ from sqlalchemy import func, select, text
 
 from alerting.evaluator import LEASE_NAME as ALERTING_LEASE
 from autoscaler.controller import LEASE_NAME as AUTOSCALER_LEASE
-from bench.simulated_agents import PushShape, SimulatedNode
+from bench.lib.simulated_agents import PushShape, SimulatedNode
 from collector.database import make_engine
 from collector.tables import samples
 from fleetpilot.launch import ServerProcess

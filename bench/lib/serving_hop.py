@@ -25,15 +25,17 @@ from typing import Any
 
 import httpx
 import psutil
-from fleetpilot.trace_load import TraceRequest
-from inference_agent.serving.replica.key import REPLICA_KEY_ENV
 
 from autoscaler.failover import FailoverStore
-from bench.workload import ReplayResult, p99, progress, replay
+from bench.lib.engine_replay import ReplayResult, replay
+from bench.lib.progress import progress_line
 from collector.database import make_engine
 from fleetpilot.launch import AgentProcess, ServerProcess, free_port
+from inference_agent.serving.replica.key import REPLICA_KEY_ENV
 from inference_agent.torch_runtime.config import ModelConfig
 from inference_agent.torch_runtime.engine import ContinuousBatchingEngine, EngineConfig
+from replay.trace_load import TraceRequest
+from wire.percentile import percentile
 
 # The built-in replica as a node declares it: the torch engine a replica builds by default, generating exactly
 # max_tokens as the engine part does.
@@ -58,6 +60,8 @@ POOL = {
 TARGET_TOKENS_LOSS = 0.05
 TARGET_P50_ADDED_MS = 10.0
 
+progress = progress_line("workload")  # the serving part of bench.workload
+
 
 def replica_engine_config() -> EngineConfig:
     """What ``python -m inference_agent.serving.replica --engine torch --ignore-eos`` builds."""
@@ -65,6 +69,7 @@ def replica_engine_config() -> EngineConfig:
 
 
 def p50(values: list[float]) -> float:
+    """The upper median: the higher of the two middle values of an even count (nearest rank takes the lower one)."""
     ordered = sorted(values)
     return ordered[len(ordered) // 2]
 
@@ -239,8 +244,8 @@ def run(trace: list[TraceRequest]) -> dict[str, Any]:
         "serving_p50_ms": round(p50(proxied.latencies_s) * 1000, 1),
         "serving_baseline_p50_ms": round(p50(direct.latencies_s) * 1000, 1),
         "serving_p50_added_ms": round(p50_added_ms, 1),
-        "serving_p99_ms": round(p99(proxied.latencies_s) * 1000, 1),
-        "serving_baseline_p99_ms": round(p99(direct.latencies_s) * 1000, 1),
+        "serving_p99_ms": round(percentile(proxied.latencies_s, 99) * 1000, 1),
+        "serving_baseline_p99_ms": round(percentile(direct.latencies_s, 99) * 1000, 1),
         "hop_alone_direct_ms": round(direct_ms, 2),
         "hop_alone_frontend_ms": round(hop_ms, 2),
         "hop_alone_added_ms": round(hop_ms - direct_ms, 2),

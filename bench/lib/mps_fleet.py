@@ -16,28 +16,29 @@ an MPS client with its pool's share (the supervisor's log says what holds). Then
 3. **A pinned-memory limit.** A 128-MiB memory quota: what the agent reported of the replica started under it.
 
 The server, the tenants, the saturating clients and the log reading are shared with the profile part
-(``bench.mps_profile``).
+(``bench.lib.mps_profile``).
 """
 
 from __future__ import annotations
 
 import re
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import httpx
-from inference_agent.serving.supervision.quota import MPS_MEMORY_ENV, MPS_THREADS_ENV
 
-from bench.isolation import QUICK, noisy_flood, wait_for_replicas
-from bench.mps_daemon import PrivateMpsDaemon
+from bench.lib.mps_daemon import PrivateMpsDaemon
+from bench.lib.noisy_flood import Flood, noisy_flood
+from bench.lib.progress import progress_line
+from bench.lib.replicas import wait_for_replicas
 from fleetpilot.launch import AgentProcess, ServerProcess, free_port
+from inference_agent.serving.supervision.quota import MPS_MEMORY_ENV, MPS_THREADS_ENV
 
 NODE_ID = "bench-mps"
 SHARES = {"small": ("a", 25), "large": ("b", 75)}  # pool → (tenant, active thread percentage)
@@ -45,12 +46,11 @@ TARGET_RATIO = 3.0
 RATIO_TOLERANCE = 0.2  # of the target: 2.4 to 3.6 holds
 CHANGED_PERCENT = 50
 FLEET_PINNED_MIB = 128
-SATURATING = replace(QUICK, noisy_clients=16, noisy_max_tokens=256)  # closed-loop streams per pool
+SATURATING = Flood(clients=16, max_tokens=256)  # closed-loop streams per pool
 GPU_LIMITS = re.compile(r"replica (\S+) of pool (\S+) GPU limits: (.*)")
 
 
-def progress(message: str) -> None:
-    print(f"[bench.mps] {message}", file=sys.stderr, flush=True)
+progress = progress_line("mps")
 
 
 def ratio_held(ratio: float) -> bool:

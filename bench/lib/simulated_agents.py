@@ -1,4 +1,4 @@
-"""Simulated agents for the ingest benchmark: nodes of G GPUs pushing the wire format (CONTRACT section 5).
+"""Simulated agents for the ingest and soak benchmarks: nodes of G GPUs pushing the wire format (CONTRACT section 5).
 
 Each node samples every 500 ms like the real agent and pushes ``batch_ticks`` ticks per request: per tick one
 sample per GPU (the five GPU metrics), one node sample (the two node metrics) and one pool sample (the five pool
@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+
+from fleetpilot.launch import ServerProcess
 
 POOL = "llama-8b"
 TICK_SECONDS = 0.5
@@ -284,3 +286,8 @@ def _receive(receiver: Any, deadline: float) -> Any:
     if not receiver.poll(max(0.0, deadline - time.monotonic())):
         raise TimeoutError("load generator gave no answer in time")
     return receiver.recv()
+
+
+def create_agent_tokens(server: ServerProcess, node_ids: list[str]) -> dict[str, str]:
+    """One agent token per node through the REST API, as an operator would."""
+    return {node_id: server.create_agent_token(node_id) for node_id in node_ids}

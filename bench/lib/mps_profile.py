@@ -35,10 +35,9 @@ from typing import Any
 
 import httpx
 import psutil
-from inference_agent.serving.supervision.quota import MPS_THREADS_ENV
 
-from bench.mps_daemon import PrivateMpsDaemon
-from bench.mps_fleet import (
+from bench.lib.mps_daemon import PrivateMpsDaemon
+from bench.lib.mps_fleet import (
     NODE_ID,
     SHARES,
     Fleet,
@@ -51,6 +50,7 @@ from bench.mps_fleet import (
     wait_until,
 )
 from fleetpilot.launch import AgentProcess, free_port
+from inference_agent.serving.supervision.quota import MPS_THREADS_ENV
 
 PROFILE = "builtin-cuda"
 MODEL = "builtin-text"
