@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -23,9 +24,9 @@ from inference_agent.isolation.cpu import CpuLimits
 from inference_agent.isolation.mps import MpsControl
 from inference_agent.probes.base import GpuInfo
 from inference_agent.probes.builtin import BuiltinEngineProbe
-from inference_agent.serving.frontend.server import Frontend, FrontendLimits
+from inference_agent.serving.frontend.server import Frontend, FrontendLimits, dispatcher_for
 from inference_agent.serving.frontend.tenant_identity import GatewayTrust
-from inference_agent.serving.reporting.engine_replicas import EngineReplicasProbe, EngineWatch
+from inference_agent.serving.reporting.engine_replicas import EngineQueues, EngineReplicasProbe, EngineWatch
 from inference_agent.serving.reporting.report import node_report
 from inference_agent.serving.reporting.telemetry import ServingTelemetry
 from inference_agent.serving.routing import PoolRoutes
@@ -44,14 +45,14 @@ class ServingWorkload:
         self,
         supervisor: Supervisor,
         frontend: Frontend,
+        engine_probe: EngineReplicasProbe,
         *,
         usage_fresh_for_s: float = 5.0,
-        engine_probe: EngineReplicasProbe | None = None,
     ) -> None:
         self.supervisor = supervisor
         self.frontend = frontend
-        self._probe = BuiltinEngineProbe(self._builtin_routes, queued=frontend.queued)
-        self.engine_probe = engine_probe or EngineReplicasProbe(supervisor.routes, queued=frontend.queued)
+        self._probe = BuiltinEngineProbe(self._builtin_routes, queued=frontend.dispatcher.queued)
+        self.engine_probe = engine_probe
         self._usage_fresh_for_s = usage_fresh_for_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=supervisor.run, args=(self._stop,), name="supervisor", daemon=True)
@@ -68,51 +69,24 @@ class ServingWorkload:
         launcher: Launcher | None = None,
         watch: EngineWatch | None = None,
     ) -> ServingWorkload:
+        """The parts in the order each needs the last: the engines' queues (as the engine probe reads them) and the
+        front end's replica slots (``dispatch.py``, which rank replicas by those queues) first, then the supervisor
+        (which counts a replica's requests in flight from those slots), the engine probe over the supervisor's
+        routes (which counts the slots' queue as waiting), and the front end over both."""
         telemetry = ServingTelemetry(registry)
-        device = settings.replica_device if settings.replica_device != "auto" else ("cuda" if gpus else "cpu")
-        builtin = settings.workload_spec.kind == "builtin"
+        device = _replica_device(settings.replica_device, gpus)
         http = replace(settings.http_limits, max_body_bytes=settings.serve_max_body_bytes)
+        limits = _frontend_limits(settings)
+        queues = EngineQueues()
+        dispatcher = dispatcher_for(limits, waiting=queues.waiting)
         launcher = launcher or ProcessLauncher(
-            settings.spool_dir / "replica-logs",
-            engine=settings.replica_engine,
-            device=device,
-            http=http,
+            settings.spool_dir / "replica-logs", engine=settings.replica_engine, device=device, http=http
         )
-        timing = Timing(
-            drain_deadline_s=settings.replica_drain_seconds,
-            startup_timeout_s=settings.replica_startup_timeout_seconds,
-        )
-        frontend_box: list[Frontend] = []
-        mps = device.startswith("cuda") and mps_daemon_running(dict(os.environ), os.path.exists)
-        supervisor = Supervisor(
-            settings.pool_specs if builtin else {},
-            launcher,
-            telemetry,
-            timing,
-            device=device,
-            mps=mps,
-            load=lambda replica_id: frontend_box[0].dispatcher.in_flight(replica_id) if frontend_box else 0,
-            cpu_limits=CpuLimits(settings.replica_cgroup_root, settings.replica_cgroup_v1_root),
-            gpu_limits=MpsControl() if mps else None,
-            max_replicas=settings.max_replicas,
-            builtin=builtin,
-            profiles=config.profiles if config is not None else {},
-            gpu_memory_mib={g.index: _mib(g.memory_total_bytes) for g in gpus},
-        )
-        limits = FrontendLimits(
-            settings.replica_max_in_flight,
-            settings.serve_queue_limit,
-            settings.serve_queue_timeout_seconds,
-            settings.serve_max_body_bytes_in_flight,
-        )
-        # the front end ranks replicas by their engines' own queues, which the engine probe reads (and it counts
-        # the front end's queue as waiting): each needs the other, hence the box
-        engine_probe = EngineReplicasProbe(
-            supervisor.routes, queued=lambda pool: frontend_box[0].queued(pool) if frontend_box else 0, watch=watch
-        )
+        supervisor = _supervisor(settings, launcher, telemetry, device, dispatcher.in_flight, config, gpus)
+        engine_probe = EngineReplicasProbe(supervisor.routes, queued=dispatcher.queued, queues=queues, watch=watch)
         frontend = Frontend(
             supervisor.routes,
-            waiting=engine_probe.waiting,
+            dispatcher=dispatcher,
             host=settings.serve_host,
             port=settings.serve_port,
             limits=limits,
@@ -120,29 +94,10 @@ class ServingWorkload:
             telemetry=telemetry,
             connections=http,
         )
-        frontend_box.append(frontend)
-        for name, profile in supervisor.profiles.items():
-            if not profile.takes_replica_key:
-                log.warning(
-                    "profile %s gives its engine no {replica_key}: any process on this host may call its "
-                    'replicas, as any tenant (vLLM: env VLLM_API_KEY = "{replica_key}")',
-                    name,
-                )
-        engines = ", ".join(supervisor.offer.engines) or "none"
-        log.info(
-            "serving engines %s: replicas on %s, serving API on %s:%d",
-            engines,
-            device,
-            settings.serve_host,
-            frontend.port,
-        )
+        _log_serving(supervisor, device, settings.serve_host, frontend.port)
         # the probe's figures are as stale as the sampler lets them be (BackgroundProbe's bound), no more
-        return cls(
-            supervisor,
-            frontend,
-            usage_fresh_for_s=max(3 * settings.sample_interval_seconds, 5.0),
-            engine_probe=engine_probe,
-        )
+        usage_fresh_for_s = max(3 * settings.sample_interval_seconds, 5.0)
+        return cls(supervisor, frontend, engine_probe, usage_fresh_for_s=usage_fresh_for_s)
 
     def probes(self) -> list[BuiltinEngineProbe | EngineReplicasProbe]:
         """What reads the replicas' serving metrics: the built-in ones' ``/stats``, the engine profiles' endpoints."""
@@ -161,13 +116,10 @@ class ServingWorkload:
         self.supervisor.step()
         self._thread.start()
 
-    def check(self, desired: DesiredState) -> None:
-        """DesiredRefused (``supervision/pools.py``) when the node cannot or may not run what ``desired`` asks."""
-        self.supervisor.check(desired)
-
     def on_desired(self, desired: DesiredState) -> None:
         """Take the control plane's answer: pools and their limits to the supervisor, tenants and their key digests to
-        the front end (an answer without ``tenants`` means none: every tenant gets the defaults)."""
+        the front end (an answer without ``tenants`` means none: every tenant gets the defaults). One the node cannot
+        or may not run is DesiredRefused (``supervision/pools.py``) before either changes."""
         self.supervisor.set_desired(desired)
         self.frontend.apply_desired(desired)
 
@@ -188,6 +140,68 @@ class ServingWorkload:
             self._thread.join(timeout=10)
         self.supervisor.shutdown(deadline_s)
         self.frontend.close()
+
+
+def _replica_device(setting: str, gpus: list[GpuInfo]) -> str:
+    """``--replica-device``, where ``auto`` is CUDA on a node with GPUs and the CPU on one without."""
+    if setting != "auto":
+        return setting
+    return "cuda" if gpus else "cpu"
+
+
+def _supervisor(
+    settings: AgentSettings,
+    launcher: Launcher,
+    telemetry: ServingTelemetry,
+    device: str,
+    load: Callable[[str], int],
+    config: AgentConfig | None,
+    gpus: list[GpuInfo],
+) -> Supervisor:
+    """The supervisor of the node's replicas; ``load``: a replica's requests in flight from the front end."""
+    builtin = settings.workload_spec.kind == "builtin"
+    mps = device.startswith("cuda") and mps_daemon_running(dict(os.environ), os.path.exists)
+    timing = Timing(
+        drain_deadline_s=settings.replica_drain_seconds,
+        startup_timeout_s=settings.replica_startup_timeout_seconds,
+    )
+    return Supervisor(
+        settings.pool_specs if builtin else {},
+        launcher,
+        telemetry,
+        timing,
+        device=device,
+        mps=mps,
+        load=load,
+        cpu_limits=CpuLimits(settings.replica_cgroup_root, settings.replica_cgroup_v1_root),
+        gpu_limits=MpsControl() if mps else None,
+        max_replicas=settings.max_replicas,
+        builtin=builtin,
+        profiles=config.profiles if config is not None else {},
+        gpu_memory_mib={g.index: _mib(g.memory_total_bytes) for g in gpus},
+    )
+
+
+def _frontend_limits(settings: AgentSettings) -> FrontendLimits:
+    return FrontendLimits(
+        settings.replica_max_in_flight,
+        settings.serve_queue_limit,
+        settings.serve_queue_timeout_seconds,
+        settings.serve_max_body_bytes_in_flight,
+    )
+
+
+def _log_serving(supervisor: Supervisor, device: str, host: str, port: int) -> None:
+    """What the node serves, where, and each profile whose replicas any process on the host may call."""
+    for name, profile in supervisor.profiles.items():
+        if not profile.takes_replica_key:
+            log.warning(
+                "profile %s gives its engine no {replica_key}: any process on this host may call its "
+                'replicas, as any tenant (vLLM: env VLLM_API_KEY = "{replica_key}")',
+                name,
+            )
+    engines = ", ".join(supervisor.offer.engines) or "none"
+    log.info("serving engines %s: replicas on %s, serving API on %s:%d", engines, device, host, port)
 
 
 def _mib(total_bytes: int | None) -> int | None:

@@ -18,8 +18,9 @@ import pytest
 from pydantic import ValidationError
 
 from inference_agent.http_server import Server
+from inference_agent.serving.frontend.handler import TEXT_BODY_BYTES
 from inference_agent.serving.frontend.schema import MAX_JSON_CONTAINERS, MAX_JSON_DEPTH, MAX_JSON_VALUES, parse_json
-from inference_agent.serving.frontend.server import TEXT_BODY_BYTES, Frontend
+from inference_agent.serving.frontend.server import Frontend
 from inference_agent.serving.replica.app import ReplicaApp
 from inference_agent.serving.replica.fake_engine import FakeTextEngine
 from inference_agent.serving.replica.handler import handler_for

@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -78,119 +78,128 @@ def _queued_s(text: str | None) -> float:
         return 0.0
 
 
-def handler_for(app: ReplicaApp) -> type[JsonHandler]:
-    class ReplicaHandler(JsonHandler):
-        def on_get(self, path: str) -> None:
-            if path in ("/healthz", "/health"):
-                ready = app.state.value == "ready"
-                self.answer_json(200 if ready else 503, {"state": app.state.value, "pool": app.pool})
-            elif path == "/metrics":
-                self.answer_bytes(200, app.metrics.exposition(), CONTENT_TYPE_LATEST)
-            elif path == "/v1/models":
-                model = {"id": app.model_name, "object": "model", "created": int(app.started_at)}
-                self.answer_json(200, {"object": "list", "data": [{**model, "owned_by": "fleetpilot"}]})
-            elif path == "/stats":
-                if self._keyed():
-                    self.answer_json(200, app.stats())
-            else:
-                self.answer_json(404, {"detail": f"not found: {path}"})
+class ReplicaHandler(JsonHandler):
+    app: ClassVar[ReplicaApp]  # the replica whose requests it answers (``handler_for``)
 
-        def _keyed(self, close: bool = False) -> bool:
-            """Whether the caller holds the replica's key (the front end and the agent do); answered 401 if not."""
-            if app.key is None or holds_key(self.headers.get("Authorization"), app.key):
-                return True
-            detail = "replica key required: only the agent's front end calls a replica; send your tenant key there"
-            self.answer_json(401, {"detail": detail}, close=close)
-            return False
+    def on_get(self, path: str) -> None:
+        if path in ("/healthz", "/health"):
+            ready = self.app.state.value == "ready"
+            self.answer_json(200 if ready else 503, {"state": self.app.state.value, "pool": self.app.pool})
+        elif path == "/metrics":
+            self.answer_bytes(200, self.app.metrics.exposition(), CONTENT_TYPE_LATEST)
+        elif path == "/v1/models":
+            model = {"id": self.app.model_name, "object": "model", "created": int(self.app.started_at)}
+            self.answer_json(200, {"object": "list", "data": [{**model, "owned_by": "fleetpilot"}]})
+        elif path == "/stats":
+            if self._keyed():
+                self.answer_json(200, self.app.stats())
+        else:
+            self.answer_json(404, {"detail": f"not found: {path}"})
 
-        def before_body(self, path: str, length: int) -> bool:
-            return self._keyed(close=True)
+    def _keyed(self, close: bool = False) -> bool:
+        """Whether the caller holds the replica's key (the front end and the agent do); answered 401 if not."""
+        if self.app.key is None or holds_key(self.headers.get("Authorization"), self.app.key):
+            return True
+        detail = "replica key required: only the agent's front end calls a replica; send your tenant key there"
+        self.answer_json(401, {"detail": detail}, close=close)
+        return False
 
-        def on_post(self, path: str, raw: bytes) -> None:
-            if path == "/drain":
-                app.drain()
-                self.answer_json(200, {"state": app.state.value, "in_flight": app.ledger.in_flight})
-                return
-            route = ROUTES.get(path)
-            if route is None:
-                self.answer_json(404, {"detail": f"not found: {path}"})
-                return
-            kind, id_prefix, parse = route
-            if kind != app.kind:
-                self.answer_json(404, {"detail": f"pool {app.pool} serves {app.kind}, not {path}"})
-                return
-            started = time.monotonic() - _queued_s(self.headers.get(QUEUED_HEADER))
-            request_id = f"{id_prefix}-{uuid.uuid4().hex[:24]}"
-            tenant = self.headers.get("X-Tenant") or "default"
-            try:
-                parsed = parse(parse_json(raw))
-                app.admit(request_id, tenant)
-            except BadRequest as exc:
-                self.answer_json(422, exc.body())
-                return
-            except Refused as exc:
-                self.answer_json(503, {"detail": f"replica {exc}"}, headers={"Retry-After": "1"})
-                return
-            finish: FinishReason | None = None
-            try:
-                finish = self._serve(request_id, tenant, parsed, started)
-            except BadRequest as exc:  # the engine refused it (longer than its context or KV pool)
-                self.answer_json(422, exc.body())
-            except Exception:
-                log.exception("request %s failed", request_id)
-                self.answer_json(500, {"detail": "the engine failed; see the replica's log"}, close=True)
-            finally:
-                app.done(request_id, time.monotonic() - started, finish)
+    def before_body(self, path: str, length: int) -> bool:
+        return self._keyed(close=True)
 
-        def _serve(self, request_id: str, tenant: str, parsed: Body, started: float) -> FinishReason:
-            if isinstance(parsed, ClassifyBody):
-                assert app.classifier is not None
-                results = app.classifier.classify(parsed.inputs)
-                labels = [{"label": r.label, "score": r.score} for r in results]
-                self.answer_json(200, {"model": parsed.model, "results": labels})
-                return FinishReason.STOP
-            assert app.text_engine is not None
-            request = CompletionRequest(
-                request_id,
-                parsed.prompt,
-                parsed.max_tokens,
-                _priority(self.headers.get(PRIORITY_HEADER)),
-                tenant,
-                _kv_share(self.headers.get(KV_SHARE_HEADER)),
-            )
-            try:
-                events = app.text_engine.submit(request)
-            except ValueError as exc:
-                raise BadRequest("prompt" if str(exc).startswith("prompt is") else "max_tokens", str(exc)) from None
-            events = app.usage.meter(tenant, request_id, count_prompt_tokens(request.prompt), events)
-            events = timed_first_token(events, started, app.metrics)
-            if parsed.stream:
-                return self._stream(request, _chunks(parsed, request_id), events)
-            result = collect(request, events)
-            answer = chat_answer if isinstance(parsed, ChatBody) else completion_answer
-            self.answer_json(200, answer(result, parsed.model))
-            return result.finish_reason
+    def on_post(self, path: str, raw: bytes) -> None:
+        if path == "/drain":
+            self.app.drain()
+            self.answer_json(200, {"state": self.app.state.value, "in_flight": self.app.ledger.in_flight})
+            return
+        route = ROUTES.get(path)
+        if route is None:
+            self.answer_json(404, {"detail": f"not found: {path}"})
+            return
+        kind, id_prefix, parse = route
+        if kind != self.app.kind:
+            self.answer_json(404, {"detail": f"pool {self.app.pool} serves {self.app.kind}, not {path}"})
+            return
+        started = time.monotonic() - _queued_s(self.headers.get(QUEUED_HEADER))
+        request_id = f"{id_prefix}-{uuid.uuid4().hex[:24]}"
+        tenant = self.headers.get("X-Tenant") or "default"
+        try:
+            parsed = parse(parse_json(raw))
+            self.app.admit(request_id, tenant)
+        except BadRequest as exc:
+            self.answer_json(422, exc.body())
+            return
+        except Refused as exc:
+            self.answer_json(503, {"detail": f"replica {exc}"}, headers={"Retry-After": "1"})
+            return
+        finish: FinishReason | None = None
+        try:
+            finish = self._serve(request_id, tenant, parsed, started)
+        except BadRequest as exc:  # the engine refused it (longer than its context or KV pool)
+            self.answer_json(422, exc.body())
+        except Exception:
+            log.exception("request %s failed", request_id)
+            self.answer_json(500, {"detail": "the engine failed; see the replica's log"}, close=True)
+        finally:
+            self.app.done(request_id, time.monotonic() - started, finish)
 
-        def _stream(self, request: CompletionRequest, chunks: Chunks, events: Iterator[TokenEvent]) -> FinishReason:
-            assert app.text_engine is not None
-            self.start_stream(200, "text/event-stream")
-            finish = FinishReason.ABORT
-            try:
-                for chunk in chunks.opening():
-                    self.write_chunk(chunk)
-                for event in events:
-                    finish = event.finish_reason or finish
-                    self.write_chunk(chunks.token(event.text, event.finish_reason))
-                self.write_chunk(SSE_DONE)
-            except ClientGone:
-                app.text_engine.abort(request.request_id)
-                for _ in events:  # let the engine release the sequence
-                    pass
-                return FinishReason.ABORT
-            self.end_stream()
-            return finish
+    def _serve(self, request_id: str, tenant: str, parsed: Body, started: float) -> FinishReason:
+        if isinstance(parsed, ClassifyBody):
+            assert self.app.classifier is not None
+            results = self.app.classifier.classify(parsed.inputs)
+            labels = [{"label": r.label, "score": r.score} for r in results]
+            self.answer_json(200, {"model": parsed.model, "results": labels})
+            return FinishReason.STOP
+        assert self.app.text_engine is not None
+        request = CompletionRequest(
+            request_id,
+            parsed.prompt,
+            parsed.max_tokens,
+            _priority(self.headers.get(PRIORITY_HEADER)),
+            tenant,
+            _kv_share(self.headers.get(KV_SHARE_HEADER)),
+        )
+        try:
+            events = self.app.text_engine.submit(request)
+        except ValueError as exc:
+            raise BadRequest("prompt" if str(exc).startswith("prompt is") else "max_tokens", str(exc)) from None
+        events = self.app.usage.meter(tenant, request_id, count_prompt_tokens(request.prompt), events)
+        events = timed_first_token(events, started, self.app.metrics)
+        if parsed.stream:
+            return self._stream(request, _chunks(parsed, request_id), events)
+        result = collect(request, events)
+        answer = chat_answer if isinstance(parsed, ChatBody) else completion_answer
+        self.answer_json(200, answer(result, parsed.model))
+        return result.finish_reason
 
-    return ReplicaHandler
+    def _stream(self, request: CompletionRequest, chunks: Chunks, events: Iterator[TokenEvent]) -> FinishReason:
+        assert self.app.text_engine is not None
+        self.start_stream(200, "text/event-stream")
+        finish = FinishReason.ABORT
+        try:
+            for chunk in chunks.opening():
+                self.write_chunk(chunk)
+            for event in events:
+                finish = event.finish_reason or finish
+                self.write_chunk(chunks.token(event.text, event.finish_reason))
+            self.write_chunk(SSE_DONE)
+        except ClientGone:
+            self.app.text_engine.abort(request.request_id)
+            for _ in events:  # let the engine release the sequence
+                pass
+            return FinishReason.ABORT
+        self.end_stream()
+        return finish
+
+
+def handler_for(app: ReplicaApp) -> type[ReplicaHandler]:
+    """The handler class of ``app``'s server (the server makes one handler per connection)."""
+
+    class BoundHandler(ReplicaHandler):
+        pass
+
+    BoundHandler.app = app
+    return BoundHandler
 
 
 @dataclass(frozen=True)

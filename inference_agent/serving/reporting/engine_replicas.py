@@ -56,6 +56,24 @@ class EngineWatch(Protocol):
     def unwatch_engine(self, probe: EngineScrapeProbe) -> None: ...
 
 
+class EngineQueues:
+    """Requests waiting in each engine-profile replica's own engine (replica id → count), as the engine probe last read
+    them: the probe records them, the front end's dispatcher reads them (``dispatch.Waiting``) and never scrapes."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[str, int] = {}
+
+    def waiting(self, replica_id: str) -> int:
+        """Requests waiting in the replica's own engine as last read (0 when unknown)."""
+        return self._waiting.get(replica_id, 0)
+
+    def record(self, replica_id: str, waiting: int) -> None:
+        self._waiting[replica_id] = waiting
+
+    def forget(self, replica_id: str) -> None:
+        self._waiting.pop(replica_id, None)
+
+
 class EngineReplicasProbe:
     """Reads every ready engine-profile replica whose profile names a metrics kind (a ``Probe``)."""
 
@@ -66,21 +84,20 @@ class EngineReplicasProbe:
         routes: Callable[[], Mapping[str, PoolRoutes]],
         *,
         queued: Callable[[str], int] = lambda _pool: 0,
+        queues: EngineQueues | None = None,
         fetch: Fetch | None = None,
         clock: Callable[[], float] = time.monotonic,
         watch: EngineWatch | None = None,
     ) -> None:
+        """``queued``: pool → requests waiting in the front end for it; ``queues``: where each replica's own queue
+        is recorded as read (by default a store of its own)."""
         self._routes = routes
         self._watch = watch
         self._queued = queued
+        self.queues = queues or EngineQueues()
         self._fetch = fetch
         self._clock = clock
         self._adapters: dict[str, EngineScrapeProbe] = {}  # by replica id
-        self._waiting: dict[str, int] = {}
-
-    def waiting(self, replica_id: str) -> int:
-        """Requests waiting in the replica's own engine as last read (0 when unknown)."""
-        return self._waiting.get(replica_id, 0)
 
     def read(self) -> list[Reading]:
         readings: list[Reading] = []
@@ -100,7 +117,7 @@ class EngineReplicasProbe:
                         self._watch.watch_engine(adapter)
                 reading = adapter.read()[0]
                 waiting = reading.metrics.get("queue_depth_requests")
-                self._waiting[endpoint.replica_id] = int(waiting) if waiting is not None else 0
+                self.queues.record(endpoint.replica_id, int(waiting) if waiting is not None else 0)
                 mine.append(reading)
             combined = combine(pool, mine, queued=self._queued(pool))
             crashes = {"replica_consecutive_crashes": routes.consecutive_crashes}
@@ -114,7 +131,7 @@ class EngineReplicasProbe:
         if self._watch is not None:
             self._watch.unwatch_engine(adapter)
         adapter.close()
-        self._waiting.pop(replica_id, None)
+        self.queues.forget(replica_id)
 
     def close(self) -> None:
         for replica_id in list(self._adapters):

@@ -157,10 +157,6 @@ class Supervisor:
     def target(self) -> dict[str, PoolSpec]:
         return dict(self._target)
 
-    def check(self, desired: DesiredState) -> None:
-        """Raise DesiredRefused when ``desired`` asks what this node cannot or may not run; the target is untouched."""
-        pools_from_desired(desired, self._pools, self.offer)
-
     def set_desired(self, desired: DesiredState) -> None:
         """Take the control plane's pools and limits; one the node cannot or may not run is refused as a whole:
         DesiredRefused, and the target kept."""
