@@ -33,6 +33,7 @@ from typing import Any
 import httpx
 
 from alerting.receiver import LOOPBACK_NETWORKS, Received, WebhookReceiver
+from bench.lib.figures import figure
 from bench.lib.progress import progress_line
 from fleetpilot.launch import ServerProcess
 from migrations import runner
@@ -234,10 +235,6 @@ def match(conditions: list[Condition], notified: list[Notified]) -> tuple[list[f
         from_sample.append(chosen.at - c.sample_ts)
         from_ack.append(max(0.0, chosen.at - c.acked_at))
     return from_sample, from_ack, lost
-
-
-def figure(value: float, digits: int = 3) -> float | None:
-    return round(value, digits) if math.isfinite(value) else None
 
 
 def run(config: Config) -> dict[str, Any]:
