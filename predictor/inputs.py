@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, and_, func, select, union_all
+from sqlalchemy import Connection, Engine, and_, func, select, union_all
 
 from collector.rollups import WATERMARK_NAME
 from collector.tables import (
@@ -91,6 +91,14 @@ def pool_demand(conn: Connection, pool: str, metric: str, window: Window) -> His
         .group_by(rollups_1m.c.bucket)
     )
     return _grid(window, ((float(b), float(v)) for b, v in conn.execute(query)))
+
+
+def recent_pool_demand(engine: Engine, pool: str, metric: str, *, now: float, history_seconds: float) -> History | None:
+    """:func:`pool_demand` over the last ``history_seconds`` of rolled-up minutes, in one snapshot (the capacity
+    plan's input); None before the first rollup run."""
+    with engine.connect() as conn:
+        window = rollup_window(conn, now=now, history_seconds=history_seconds)
+        return None if window is None else pool_demand(conn, pool, metric, window)
 
 
 def _max_per_minute(conn: Connection, window: Window, metric: str, scope: str) -> dict[tuple[Any, Any], History]:
