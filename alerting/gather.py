@@ -20,7 +20,7 @@ from sqlalchemy import Connection, Row, func, select
 from alerting.inputs import ForecastView, Inputs, PoolScaling, Reading, Throttle
 from alerting.rules import EventKind, Rule, RuleKind
 from alerting.signals import is_catalog_metric, reading_values
-from autoscaler.scaling_events import scaling_events
+from autoscaler.scaling_events import Outcome, scaling_events
 from collector.aggregate import Stat, reduce_rollups
 from collector.registry import LatestSeries, NodeStatus, read_latest
 from collector.skipped_rows import Job, SkippedRows
@@ -231,7 +231,7 @@ def _pools(conn: Connection, fleet: FleetReader, now: float, failure_window: flo
     if failure_window:
         query = (
             select(scaling_events.c.pool, func.max(scaling_events.c.ts))
-            .where(scaling_events.c.outcome == "failed", scaling_events.c.ts >= now - failure_window)
+            .where(scaling_events.c.outcome == Outcome.FAILED, scaling_events.c.ts >= now - failure_window)
             .group_by(scaling_events.c.pool)
         )
         failed = {row[0]: float(row[1]) for row in conn.execute(query)}

@@ -37,7 +37,7 @@ from autoscaler.policy.rails import guarded, rules_per_interval, scale_down_wind
 from autoscaler.policy.registry import FORECAST_POLICIES, make_policy
 from autoscaler.policy.settings import PolicySettings
 from autoscaler.refusals import RefusalEvents
-from autoscaler.scaling_events import EventStore, ReasonCode, ScalingEvent
+from autoscaler.scaling_events import EventStore, Outcome, ReasonCode, ScalingEvent
 from autoscaler.startup import StartupLearner
 from collector.skipped_rows import BAD_VALUE_ERRORS, Job, SkippedRows
 from fleet.lease import Lease
@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 LEASE_NAME = "autoscaler"
 # Outcomes whose note is recorded once per distinct note: a failure, or a target another autoscaler scales
 # ("external": an HPA or KEDA ScaledObject owns it; decided and recorded, not patched).
-NOTED_OUTCOMES = frozenset({"failed", "external"})
+NOTED_OUTCOMES = frozenset({Outcome.FAILED, Outcome.EXTERNAL})
 
 
 @dataclass(frozen=True)
@@ -259,7 +259,7 @@ class Controller:
         self._recent[pool.name].append((decision.recommended, now))
         before = pool.desired_replicas if pool.desired_replicas is not None else self._running(pool, ctx, fleet)
         outcome, note, code = self._actuate(pool, decision, fleet)
-        if outcome == "applied":  # a scale-up only times a startup when it was made (not dry-run, not another's)
+        if outcome == Outcome.APPLIED:  # a scale-up only times a startup when it was made (not dry-run, not another's)
             self.startup(pool).observe(now, ctx.ready_replicas, decision.replicas)
         self._store_provisioning(pool, decision, now)
         changed = decision.replicas != before
@@ -287,21 +287,21 @@ class Controller:
             known = None
         return known if known is not None else ctx.current_replicas
 
-    def _actuate(self, pool: Pool, decision: Decision, fleet: FleetView) -> tuple[str, str | None, ReasonCode]:
+    def _actuate(self, pool: Pool, decision: Decision, fleet: FleetView) -> tuple[Outcome, str | None, ReasonCode]:
         """Outcome, note and the event's reason code: the decision's, NoPlacement when nowhere could take any, or
         ScaledByHpa/ScaledByKeda when another autoscaler scales the target (then the pool's ``scaled_by`` names it)."""
         if pool.spec.mode is Mode.DRY_RUN:
-            return "dry_run", "dry run: decided and recorded, not applied", decision.code
+            return Outcome.DRY_RUN, "dry run: decided and recorded, not applied", decision.code
         try:
             note = self.actuator.apply(pool, decision.replicas, fleet)
         except ScaledElsewhere as exc:
             self._scaled_by(pool, exc.owner)
-            return "external", str(exc), exc.code
+            return Outcome.EXTERNAL, str(exc), exc.code
         except ActuationError as exc:
             log.warning("autoscaler: %s: %s", pool.name, exc)
-            return "failed", str(exc), ReasonCode.NO_PLACEMENT if isinstance(exc, NoPlacement) else decision.code
+            return Outcome.FAILED, str(exc), ReasonCode.NO_PLACEMENT if isinstance(exc, NoPlacement) else decision.code
         self._scaled_by(pool, None)
-        return "applied", note, decision.code
+        return Outcome.APPLIED, note, decision.code
 
     def _scaled_by(self, pool: Pool, owner: str | None) -> None:
         if pool.scaled_by != owner:
@@ -312,7 +312,7 @@ class Controller:
         pool: Pool,
         decision: Decision,
         before: int,
-        outcome: str,
+        outcome: Outcome,
         note: str | None,
         code: ReasonCode,
         now: float,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client import Counter
 
-from autoscaler.scaling_events import EventStore, ReasonCode, ScalingEvent
+from autoscaler.scaling_events import EventStore, Outcome, ReasonCode, ScalingEvent
 from fleet.pools import Mode, Pool
 from fleet.view import FleetView
 from wire.control import DesiredRefusal
@@ -68,7 +68,7 @@ class RefusalEvents:
                 policy="node",
                 reason=_in_words(node, refusal),
                 inputs={"node": node, "refusal": refusal.reason},
-                outcome="failed",
+                outcome=Outcome.FAILED,
                 actuator=self.actuator,
                 note=refusal.detail,
                 reason_code=ReasonCode.NODE_REFUSED,

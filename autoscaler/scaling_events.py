@@ -64,6 +64,7 @@ class ReasonCode(StrEnum):
 
 _CODES = frozenset(c.value for c in ReasonCode)
 
+
 Family = Literal["up", "down", "held", "refused"]
 
 # Codes that say the count did not move on purpose, or could not be acted on, whatever the numbers say.
@@ -90,6 +91,15 @@ def reason_family(code: ReasonCode | None, from_replicas: int, to_replicas: int)
     return "down" if to_replicas < from_replicas else "held"
 
 
+class Outcome(StrEnum):
+    """What became of a decision at the actuator: the event's ``outcome`` and the scaling-events metric's label."""
+
+    APPLIED = "applied"  # the actuator applied it (``act``)
+    DRY_RUN = "dry_run"  # decided and recorded, not applied
+    EXTERNAL = "external"  # an HPA or KEDA ScaledObject scales the target: decided and recorded, not patched
+    FAILED = "failed"  # the actuator could not apply it, or a node refused it (the note says why)
+
+
 scaling_events = Table(
     "scaling_events",
     metadata,
@@ -102,7 +112,7 @@ scaling_events = Table(
     Column("reason", String(2000), nullable=False),
     Column("reason_code", String(32), nullable=True),  # one of ReasonCode; null on events recorded before codes
     Column("inputs", JSON, nullable=False),
-    Column("outcome", String(16), nullable=False),  # applied | dry_run | external (HPA/KEDA scale it) | failed
+    Column("outcome", String(16), nullable=False),  # one of Outcome
     Column("actuator", String(32), nullable=False),
     Column("note", String(1000), nullable=True),
     Index(None, "pool", "id"),
@@ -118,7 +128,7 @@ class ScalingEvent:
     policy: str
     reason: str
     inputs: Mapping[str, Any]
-    outcome: str
+    outcome: Outcome
     actuator: str
     note: str | None = None
     reason_code: ReasonCode | None = None  # None on events recorded before codes
@@ -173,4 +183,5 @@ def _event(row: RowMapping) -> ScalingEvent:
     code = values.get("reason_code")
     # null before codes; a code this release does not know (written by a newer one) reads as null too
     values["reason_code"] = ReasonCode(code) if code in _CODES else None
+    values["outcome"] = Outcome(values["outcome"])
     return ScalingEvent(**values)

@@ -40,7 +40,7 @@ from autoscaler.keda.demand_signal import (
 )
 from autoscaler.keda.tls import KedaTls
 from autoscaler.policy.decision import PoolContext
-from autoscaler.scaling_events import EventStore, ReasonCode, ScalingEvent
+from autoscaler.scaling_events import EventStore, Outcome, ReasonCode, ScalingEvent
 from fleet.pools import Mode, Pool, PoolStore
 from fleet.view import FleetReader
 from predictor.store import ForecastStore
@@ -220,7 +220,7 @@ def _event(pool: Pool, ctx: PoolContext, wanted: DemandSignal, served: DemandSig
             "served": served.value,
             "forecast_problem": wanted.forecast_problem,
         },
-        outcome="dry_run" if dry_run else "applied",
+        outcome=Outcome.DRY_RUN if dry_run else Outcome.APPLIED,
         actuator=ACTUATOR,
         note=f"dry run: served {served.value:.4g}, which keeps {ctx.current_replicas} replicas" if dry_run else None,
         reason_code=ReasonCode.FORECAST_STALE if wanted.source is Source.LIVE else ReasonCode.FORECAST_PEAK,

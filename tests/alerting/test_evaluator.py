@@ -25,7 +25,7 @@ from alerting.silences import Matcher
 from alerting.tables import alert_rules
 from alerting.target_address import AddressPolicy
 from alerting.webhooks import TargetKind, WebhookStore
-from autoscaler.scaling_events import EventStore, ScalingEvent
+from autoscaler.scaling_events import EventStore, Outcome, ScalingEvent
 from collector.aggregate import Stat
 from collector.skipped_rows import Job, SkippedRows, skipped_rows_counter
 from collector.tables import NO_POOL, job_state, series_latest
@@ -217,7 +217,9 @@ def test_predictive_event_and_quota_rules_read_the_other_rooms(
     ForecastStore(services.engine).mark_failed(
         [(SubjectKind.POOL, "embed", "request_rate_per_second", "fit failed")], attempted_at=now
     )
-    EventStore(services.engine).add(ScalingEvent("chat", now - 10, 2, 4, "hybrid", "up", {}, "failed", "local", "no"))
+    EventStore(services.engine).add(
+        ScalingEvent("chat", now - 10, 2, 4, "hybrid", "up", {}, Outcome.FAILED, "local", "no")
+    )
     EnforcementStore(services.engine).record(
         [EnforcementEvent(now - 5, "bulk", "node-a", "chat", "throttle", "NoisyNeighbour", 1.0, 0.5, "m", {})]
     )

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from sqlalchemy import insert
 
-from autoscaler.scaling_events import EventStore, ScalingEvent
+from autoscaler.scaling_events import EventStore, Outcome, ScalingEvent
 from collector.database import make_engine
 from collector.tables import rollups_1m
 from fleetpilot.launch import ServerProcess
@@ -213,7 +213,7 @@ def _seed_history(database_url: str) -> None:
                 "hybrid",
                 "ForecastSaturation: the 90% band crosses capacity in 9 min",
                 {},
-                "applied",
+                Outcome.APPLIED,
                 "local",
             )
         )

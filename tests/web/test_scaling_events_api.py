@@ -8,14 +8,14 @@ from collections.abc import Callable
 import pytest
 from fastapi.testclient import TestClient
 
-from autoscaler.scaling_events import ReasonCode, ScalingEvent
+from autoscaler.scaling_events import Outcome, ReasonCode, ScalingEvent
 from web.services import AppServices
 
 Auth = Callable[..., dict[str, str]]
 
 
 def event(pool: str, ts: float, to: int, code: ReasonCode | None) -> ScalingEvent:
-    return ScalingEvent(pool, ts, 2, to, "hybrid", f"decided {to}", {}, "applied", "local", reason_code=code)
+    return ScalingEvent(pool, ts, 2, to, "hybrid", f"decided {to}", {}, Outcome.APPLIED, "local", reason_code=code)
 
 
 @pytest.fixture

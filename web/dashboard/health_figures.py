@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from sqlalchemy import Connection
 
 from autoscaler.failover import FailoverStore
+from autoscaler.scaling_events import Outcome
 from collector.fleet_health import FleetFigures, failover_seconds, figures_from_window, scale_up_seconds, worst
 from collector.registry import NodeStatus, node_gpus, read_latest
 from collector.series import pool_replica_history, window_stats
@@ -58,7 +59,9 @@ def _scale_up(conn: Connection, services: AppServices, pools: Sequence[Pool], no
         ups = [
             e
             for e in services.events.list(pool=pool.name, limit=100)
-            if e.ts >= now - SCALE_UP_LOOKBACK_SECONDS and e.outcome == "applied" and e.to_replicas > e.from_replicas
+            if e.ts >= now - SCALE_UP_LOOKBACK_SECONDS
+            and e.outcome == Outcome.APPLIED
+            and e.to_replicas > e.from_replicas
         ]
         if not ups:
             continue

@@ -14,7 +14,7 @@ from alerting.lifecycle import Alert, AlertStatus
 from alerting.rule_store import RuleStore
 from alerting.rules import Op, RuleKind, RuleSpec, Severity
 from alerting.tables import alerts
-from autoscaler.scaling_events import ScalingEvent
+from autoscaler.scaling_events import Outcome, ScalingEvent
 from fleet.pools import Mode, PoolSpec, Provisioning
 from isolation.tenant_keys import TenantKeyStore
 from isolation.tenants import QuotaSpec, TenantStore
@@ -133,7 +133,9 @@ def test_pool_page_scales_by_hand_and_switches_dry_run(
 ) -> None:
     _pool(services, clock)
     services.events.add(
-        ScalingEvent("chat", clock() - 60, 1, 2, "hybrid", "ForecastSaturation: demand rising", {}, "applied", "local")
+        ScalingEvent(
+            "chat", clock() - 60, 1, 2, "hybrid", "ForecastSaturation: demand rising", {}, Outcome.APPLIED, "local"
+        )
     )
     viewer, operator = browser("viewer"), browser("operator")
     page = viewer.get("/pools/chat")

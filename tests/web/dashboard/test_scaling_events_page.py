@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from fastapi.testclient import TestClient
 
-from autoscaler.scaling_events import ReasonCode, ScalingEvent
+from autoscaler.scaling_events import Outcome, ReasonCode, ScalingEvent
 from fleet.pools import PoolSpec
 from tests.support.clock import FakeClock
 from web.services import AppServices
@@ -27,7 +27,7 @@ def test_each_event_shows_its_code_in_its_familys_colour(
         (4, 4, 4, ReasonCode.NO_PLACEMENT),
         (5, 4, 5, None),  # recorded before codes
     ):
-        event = ScalingEvent("chat", clock() - 60 + ts, before, after, "hybrid", "why", {}, "applied", "local")
+        event = ScalingEvent("chat", clock() - 60 + ts, before, after, "hybrid", "why", {}, Outcome.APPLIED, "local")
         services.events.add(ScalingEvent(**{**vars(event), "reason_code": code}))
     page = browser("viewer").get("/pools/chat").text
     rows = re.findall(r'<tr class="scale-(\w+)" data-reason-code="(\w*)">', page)
