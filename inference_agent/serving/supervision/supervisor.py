@@ -3,13 +3,13 @@
 The target is the agent's ``--pools`` until the control plane's ``desired`` names pools, with the limits of its
 ``pool_limits`` (shapes in ``pools.py``). A replica runs the built-in engine (``python -m
 inference_agent.serving.replica``: ready on ``/healthz``, drained with ``POST /drain``) or an engine profile of the
-node's config (its own command, ready on its health path, drained by routing nothing new to it until what the front
-end sent it has finished or the profile's drain grace ends); either way it is SIGTERMed, then SIGKILLed
-``STOP_GRACE_S`` later, keeps its log, and is restarted with back-off when it crashes. A pool asking ``gpus`` per
-replica gets that many of the node's GPUs to itself (``CUDA_VISIBLE_DEVICES``): a replica waits to start until they
-are free. Each pass observes (process exits, warm ``/healthz``, in-flight counts), asks ``reconcile.decide`` what
-to do, and does it: start replicas on free loopback ports with their quota environment (``quota.py``) and a
-key of their own (``replica/key.py``), route to them once warm, drain on scale-down (``POST /drain``, then SIGTERM
+node's config (its own command, ready on its health path, drained by routing nothing new to it until what the front end
+sent it has finished or the profile's drain grace ends); either way it is SIGTERMed, then SIGKILLed ``STOP_GRACE_S``
+later, keeps its log, and is restarted with back-off when it crashes. A pool asking ``gpus`` per replica gets that many
+of the node's GPUs to itself (``CUDA_VISIBLE_DEVICES``): a replica waits to start until they are free. Each pass
+observes (process exits, warm ``/healthz``, in-flight counts), asks ``reconcile.decide`` what to do, and does it (the
+processes' side in ``processes.py``): start replicas on free loopback ports with their quota environment (``quota.py``)
+and a key of their own (``replica/key.py``), route to them once warm, drain on scale-down (``POST /drain``, then SIGTERM
 when nothing is in flight or the drain deadline passed), restart crashed ones after their back-off. A pool's CPU cap
 applies to each of its replicas right after its process starts, and changes in place on running ones
 (``isolation/cpu.py``); the cap's cgroup goes with the process. Under MPS the GPU limits travel in the replica's
@@ -32,14 +32,14 @@ from typing import Any
 
 import httpx
 
-from inference_agent.config import EngineProfile, LaunchValues
+from inference_agent.config import EngineProfile
 from inference_agent.isolation.cpu import CpuLimits
-from inference_agent.isolation.limits import IsolationError, LimitApplier, ReplicaLimits
-from inference_agent.serving.replica.key import REPLICA_KEY_ENV, bearer_headers, new_replica_key
+from inference_agent.isolation.limits import LimitApplier
+from inference_agent.serving.replica.key import bearer_headers
 from inference_agent.serving.reporting.telemetry import ServingTelemetry
 from inference_agent.serving.routing import Endpoint, PoolRoutes
 from inference_agent.serving.supervision.gpu_slots import GpuSlots
-from inference_agent.serving.supervision.launcher import Launcher, LaunchSpec, ReplicaProcess, free_port
+from inference_agent.serving.supervision.launcher import Launcher
 from inference_agent.serving.supervision.pools import (
     BUILTIN_OFFERS,
     MAX_REPLICAS_PER_NODE,
@@ -48,13 +48,8 @@ from inference_agent.serving.supervision.pools import (
     pools_from_desired,
     with_limits,
 )
-from inference_agent.serving.supervision.quota import (
-    VISIBLE_DEVICES_ENV,
-    GpuQuota,
-    cpu_share,
-    gpu_memory_fraction,
-    replica_environment,
-)
+from inference_agent.serving.supervision.processes import STOP_GRACE_S, Replica, ReplicaProcesses
+from inference_agent.serving.supervision.quota import GpuQuota
 from inference_agent.serving.supervision.reconcile import (
     Action,
     Phase,
@@ -68,7 +63,6 @@ from inference_agent.serving.supervision.reconcile import (
 from wire.control import DesiredState, EngineOffer
 
 log = logging.getLogger(__name__)
-STOP_GRACE_S = 15.0  # after SIGTERM, before SIGKILL (the replica itself waits its --drain-timeout-s first)
 
 
 @dataclass(frozen=True)
@@ -81,25 +75,6 @@ class ReplicaCounts:
     draining: int = 0
     consecutive_crashes: int = 0
     startup_seconds: float | None = None
-
-
-@dataclass
-class _Replica:
-    view: ReplicaView
-    slot: int
-    port: int = 0
-    process: ReplicaProcess | None = None
-    cpus: tuple[int, ...] = ()  # its share of the node's cores
-    cpu_millicores: int | None = None  # the cap last applied to its process
-    profile: EngineProfile | None = None  # what its process runs; None: the built-in replica
-    key: str = field(default="", repr=False)  # made anew for each process it runs
-
-
-@dataclass
-class _Stopping:
-    replica_id: str
-    process: ReplicaProcess
-    kill_at: float
 
 
 @dataclass
@@ -128,15 +103,21 @@ class Supervisor:
             raise ValueError(f"pools: {configured} replicas in all, this node runs at most {self.max_replicas}")
         self._pools: dict[str, PoolSpec] = dict(self.configured)
         self._target: dict[str, PoolSpec] = dict(self.configured)
-        self._replicas: list[_Replica] = []
-        self._stopping: list[_Stopping] = []
+        self._replicas: list[Replica] = []
         self._routes: dict[str, PoolRoutes] = {}
         self._counts: dict[str, ReplicaCounts] = {}
         self._startup_s: dict[str, float] = {}  # by pool: the latest replica's launch → ready
         self._step_lock = threading.Lock()
         self._next_id = 0
-        self._gpus = GpuSlots(self.gpu_memory_mib)
-        self._waiting_for_gpus: set[str] = set()  # pools whose next replica waits for GPUs (logged once)
+        self._processes = ReplicaProcesses(
+            self.launcher,
+            GpuSlots(self.gpu_memory_mib),
+            cpus=self.cpus,
+            device=self.device,
+            mps=self.mps,
+            cpu_limits=self.cpu_limits,
+            gpu_limits=self.gpu_limits,
+        )
         self._publish()
 
     @property
@@ -144,7 +125,7 @@ class Supervisor:
         """What a desired state is checked against (``pools.pools_from_desired``) and what the node reports."""
         engines: dict[str, EngineOffer] = dict(BUILTIN_OFFERS) if self.builtin else {}
         engines.update({name: profile.offer() for name, profile in self.profiles.items()})
-        return NodeOffer(engines, len(self._gpus), self.max_replicas)
+        return NodeOffer(engines, len(self._processes.gpus), self.max_replicas)
 
     # ---- what others read and set
     def routes(self) -> dict[str, PoolRoutes]:
@@ -187,8 +168,8 @@ class Supervisor:
             for replica in self._replicas:
                 spec = self._target.get(replica.view.pool)
                 if spec is not None:
-                    self._limit(replica, spec.cpu_millicores)
-            self._reap(now)
+                    self._processes.limit(replica, spec.cpu_millicores)
+            self._processes.reap(now, self._runs)
             self._publish()
             return actions
 
@@ -220,14 +201,9 @@ class Supervisor:
             time.sleep(0.05)
         with self._step_lock:
             for replica in self._replicas:
-                self._terminate(replica, self.clock())
+                self._processes.terminate(replica, self.clock())
             self._replicas = []
-            while self._stopping and self.clock() < end + STOP_GRACE_S:
-                self._reap(self.clock())
-                time.sleep(0.05)
-            for stopping in self._stopping:
-                stopping.process.kill()
-            self._stopping = []
+            self._processes.reap_all(end + STOP_GRACE_S, self.clock)
             self._publish()
         self.client.close()
 
@@ -250,17 +226,17 @@ class Supervisor:
                     replica.view = replace(view, in_flight=int(stats["requests"]["in_flight"]))
         self._replicas = [r for r in self._replicas if r.view.phase is not Phase.DRAINING or r.process is not None]
 
-    def _warm(self, replica: _Replica, startup_s: float) -> None:
+    def _warm(self, replica: Replica, startup_s: float) -> None:
         pool = replica.view.pool
         self._startup_s[pool] = startup_s
         if self.telemetry is not None:
             self.telemetry.replica_startup.labels(pool).set(startup_s)
         log.info("replica %s of pool %s warm on port %d after %.1f s", replica.view.id, pool, replica.port, startup_s)
 
-    def _exited(self, replica: _Replica, now: float) -> None:
+    def _exited(self, replica: Replica, now: float) -> None:
         code = replica.process.poll() if replica.process is not None else None
         replica.process = None
-        self._release(replica.view.id)
+        self._processes.release(replica.view.id)
         if replica.view.phase is Phase.DRAINING:
             return  # it finished on its own; dropped by the caller
         replica.view = crashed(replica.view, now, self.timing)
@@ -276,13 +252,13 @@ class Supervisor:
             self.launcher.log_tail(replica.view.id),
         )
 
-    def _answers(self, replica: _Replica, path: str) -> bool:
+    def _answers(self, replica: Replica, path: str) -> bool:
         try:
             return self.client.get(f"http://127.0.0.1:{replica.port}{path}").status_code == 200
         except httpx.HTTPError:
             return False
 
-    def _get(self, replica: _Replica, path: str) -> dict[str, Any] | None:
+    def _get(self, replica: Replica, path: str) -> dict[str, Any] | None:
         try:
             answer = self.client.get(f"http://127.0.0.1:{replica.port}{path}")
             body: dict[str, Any] = answer.json()
@@ -296,7 +272,7 @@ class Supervisor:
             self.telemetry.replica_actions.labels(action.verb.value, action.reason.value).inc()
         if action.verb is Verb.START:
             view = ReplicaView(f"{action.pool}-{self._next_id + 1}", action.pool, action.kind, Phase.STARTING, now)
-            replica = _Replica(view, self._free_slot())
+            replica = Replica(view, self._free_slot())
             if self._spawn(replica, now):
                 self._next_id += 1
                 self._replicas.append(replica)
@@ -316,125 +292,31 @@ class Supervisor:
             except httpx.HTTPError as exc:
                 log.warning("replica %s did not take the drain: %s", replica.view.id, exc)
         elif action.verb is Verb.STOP:
-            self._terminate(replica, now)
+            self._processes.terminate(replica, now)
             self._replicas.remove(replica)
         elif action.verb is Verb.FAIL:
-            self._terminate(replica, now)
+            self._processes.terminate(replica, now)
             replica.view = crashed(replica.view, now, self.timing)
             if self.telemetry is not None:
                 self.telemetry.replica_crashes.labels(replica.view.pool).inc()
         elif action.verb is Verb.FORGET:
             self._replicas.remove(replica)
 
-    def _spawn(self, replica: _Replica, now: float) -> bool:
+    def _spawn(self, replica: Replica, now: float) -> bool:
         """Start the replica's process; False (nothing started) while the GPUs it needs are held by others."""
         view = replica.view
         spec = self._decided_target().get(view.pool, PoolSpec(0, view.kind))
-        gpus = self._gpus.take(view.id, spec.gpus)
-        if gpus is None:
-            if view.pool not in self._waiting_for_gpus:
-                free = len(self._gpus.free())
-                log.warning(
-                    "pool %s: its next replica waits for %d free GPUs (%d free now)", view.pool, spec.gpus, free
-                )
-                self._waiting_for_gpus.add(view.pool)
-            return False
-        self._waiting_for_gpus.discard(view.pool)
-        replica.port, replica.key = free_port(), new_replica_key()
         slots = max(sum(p.replicas for p in self._target.values()), len(self._replicas))
-        replica.cpus = cpu_share(replica.slot, slots, self.cpus)
-        env = replica_environment(
-            slot=replica.slot, slots=slots, cpus=self.cpus, device=self.device, mps=self.mps, gpu_quota=spec.gpu_quota
-        )
-        env[REPLICA_KEY_ENV] = replica.key
-        if gpus:
-            env[VISIBLE_DEVICES_ENV] = ",".join(map(str, gpus))
-        replica.profile = self.profiles.get(spec.engine) if spec.engine else None
-        command: tuple[str, ...] | None = None
-        if replica.profile is not None:
-            values = LaunchValues(
-                model=spec.model,
-                port=replica.port,
-                pool=view.pool,
-                replica_id=view.id,
-                gpus=len(gpus) or spec.gpus or 1,
-                gpu_memory_fraction=gpu_memory_fraction(
-                    spec.gpu_memory_mib, self._gpus.totals_mib(gpus), replica.profile.gpu_memory_fraction
-                ),
-                replica_key=replica.key,
-            )
-            argv, profile_env = replica.profile.render(values)
-            command, env = tuple(argv), {**profile_env, **env}
-        replica.process = self.launcher.launch(LaunchSpec(view.id, view.pool, view.kind, replica.port, env, command))
-        replica.view = replace(view, phase=Phase.STARTING, since=now, restart_at=None, gpu_quota=spec.gpu_quota)
-        log.info(
-            "replica %s of pool %s starting on port %d (pid %d%s): %s",
-            view.id,
-            view.pool,
-            replica.port,
-            replica.process.pid,
-            f", GPUs {env[VISIBLE_DEVICES_ENV]}" if gpus else "",
-            " ".join(command) if command else f"built-in {view.kind} engine",
-        )
-        replica.cpu_millicores = None  # a new process: nothing capped yet
-        self._limit(replica, spec.cpu_millicores)
-        self._share_gpu(replica, spec.gpu_quota)
-        return True
-
-    def _share_gpu(self, replica: _Replica, quota: GpuQuota) -> None:
-        """Have the MPS server allow the limits the replica started with (they narrow, never widen, the server's)."""
-        if self.gpu_limits is None or replica.process is None or quota == GpuQuota():
-            return
-        limits = ReplicaLimits(
-            device=_device_index(self.device),
-            active_thread_percentage=quota.active_thread_percentage,
-            pinned_memory_mib=quota.gpu_memory_mib,
-        )
-        try:
-            outcome = self.gpu_limits.apply(replica.view.id, replica.process.pid, limits)
-        except IsolationError as exc:
-            log.error("replica %s of pool %s GPU limits: %s", replica.view.id, replica.view.pool, exc)
-            return
-        report = log.info if outcome.complete else log.warning
-        report("replica %s of pool %s GPU limits: %s", replica.view.id, replica.view.pool, outcome.describe())
-
-    def _release(self, replica_id: str) -> None:
-        self._gpus.release(replica_id)
-        self.cpu_limits.release(replica_id)
-        if self.gpu_limits is not None:
-            self.gpu_limits.release(replica_id)
-
-    def _limit(self, replica: _Replica, cpu_millicores: int | None) -> None:
-        """Cap the replica's process at ``cpu_millicores`` (with its affinity), in place, when the cap changed; the
-        outcome is logged once per change, and a cap that did not apply is not retried until the cap changes."""
-        if replica.process is None or cpu_millicores == replica.cpu_millicores:
-            return
-        limits = ReplicaLimits(cpus=replica.cpus, cpu_millicores=cpu_millicores)
-        outcome = self.cpu_limits.apply(replica.view.id, replica.process.pid, limits)
-        replica.cpu_millicores = cpu_millicores
-        report = log.info if outcome.complete else log.warning
-        report("replica %s of pool %s CPU limits: %s", replica.view.id, replica.view.pool, outcome.describe())
+        profile = self.profiles.get(spec.engine) if spec.engine else None
+        return self._processes.start(replica, spec, profile, slots, now)
 
     def _free_slot(self) -> int:
         used = {r.slot for r in self._replicas}
         return next(i for i in range(len(used) + 1) if i not in used)
 
-    def _terminate(self, replica: _Replica, now: float) -> None:
-        if replica.process is not None and replica.process.poll() is None:
-            replica.process.terminate()
-            self._stopping.append(_Stopping(replica.view.id, replica.process, now + STOP_GRACE_S))
-        elif replica.process is not None:
-            self._release(replica.view.id)  # it exited before it was asked to
-        replica.process = None
-
-    def _reap(self, now: float) -> None:
-        for stopping in list(self._stopping):
-            if stopping.process.poll() is not None:
-                self._stopping.remove(stopping)
-                if not any(r.view.id == stopping.replica_id and r.process is not None for r in self._replicas):
-                    self._release(stopping.replica_id)  # unless it already runs again (a restart)
-            elif now >= stopping.kill_at:
-                stopping.process.kill()
+    def _runs(self, replica_id: str) -> bool:
+        """Whether the replica has a process now (a restarted one keeps what its stopped process held)."""
+        return any(r.view.id == replica_id and r.process is not None for r in self._replicas)
 
     def _publish(self) -> None:
         routes: dict[str, PoolRoutes] = {}
@@ -474,11 +356,5 @@ class Supervisor:
         )
 
 
-def _health_path(replica: _Replica) -> str:
+def _health_path(replica: Replica) -> str:
     return replica.profile.health_path if replica.profile is not None else "/healthz"
-
-
-def _device_index(device: str) -> int:
-    """The GPU a replica uses, as the node numbers it: ``cuda:1`` → 1, ``cuda`` → 0."""
-    _, _, index = device.partition(":")
-    return int(index) if index.isdigit() else 0

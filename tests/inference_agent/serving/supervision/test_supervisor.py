@@ -56,7 +56,7 @@ def test_scale_up_then_down_drains(make_supervisor: Callable[..., tuple[Supervis
     assert registry.get_sample_value("fleetpilot_agent_replicas", {"pool": "p", "phase": "ready"}) == 2
 
     supervisor.set_desired(DesiredState.model_validate({"pools": {"p": {"replicas": 1, "kind": "text"}}}))
-    step_until(supervisor, lambda: phases(supervisor) == [Phase.READY] and not supervisor._stopping)
+    step_until(supervisor, lambda: phases(supervisor) == [Phase.READY] and not supervisor._processes.stopping)
     assert len(supervisor.routes()["p"].ready) == 1
     assert registry.get_sample_value("fleetpilot_agent_replica_actions_total", {"verb": "drain", "reason": "ScaleDown"})
 
@@ -84,7 +84,7 @@ def test_scale_down_never_kills_in_flight_work(
     assert phases(supervisor) == [Phase.DRAINING]
     assert supervisor.routes()["p"].ready == ()
     assert (supervisor.replica_counts()["p"].ready, supervisor.replica_counts()["p"].draining) == (0, 1)
-    step_until(supervisor, lambda: not supervisor._replicas and not supervisor._stopping)
+    step_until(supervisor, lambda: not supervisor._replicas and not supervisor._processes.stopping)
     long.join(10)
     assert results[0].status_code == 200 and results[0].json()["usage"]["completion_tokens"] == 150
 

@@ -66,7 +66,7 @@ def test_a_pools_cap_applies_at_start_changes_in_place_and_goes_with_the_process
     root = cgroup_v1_standin(tmp_path / "cpu" / "fleetpilot")
     limits = RecordingLimits(cgroup_v1_root=root)
     supervisor = Supervisor({"p": PoolSpec(1, cpu_millicores=250)}, launcher, cpus=(CPU,), cpu_limits=limits)
-    with caplog.at_level(logging.INFO, logger="inference_agent.serving.supervision.supervisor"):
+    with caplog.at_level(logging.INFO, logger="inference_agent.serving.supervision"):
         supervisor.step()
         supervisor.step()
     [process] = launcher.processes
@@ -98,7 +98,7 @@ def test_a_cap_that_cannot_apply_is_logged_once_with_why(
     launcher: SleepLauncher, caplog: pytest.LogCaptureFixture
 ) -> None:
     supervisor = Supervisor({"p": PoolSpec(1, cpu_millicores=250)}, launcher, cpus=(CPU,), cpu_limits=CpuLimits())
-    with caplog.at_level(logging.INFO, logger="inference_agent.serving.supervision.supervisor"):
+    with caplog.at_level(logging.INFO, logger="inference_agent.serving.supervision"):
         for _ in range(3):
             supervisor.step()
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
