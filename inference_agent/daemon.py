@@ -93,23 +93,7 @@ class Agent:
         self.client = httpx.Client(
             base_url=settings.collector, timeout=httpx.Timeout(10.0, connect=3.0), transport=transport
         )
-        self.pusher = Pusher(
-            self.spool,
-            self.client,
-            self.telemetry,
-            node_id=settings.node_id,
-            token=AgentToken(settings.token, settings.token_file),
-            inventory=inventory_body(socket.gethostname(), AGENT_VERSION, probes.inventory),
-            on_desired=self._on_desired,
-            report=self._report,
-            max_batch=settings.push_max_samples,
-            rejected=RejectedBatches(
-                settings.spool_dir / "rejected",
-                max_bytes=settings.spool_rejected_max_bytes,
-                max_files=settings.spool_rejected_max_files,
-            ),
-            max_retry_after_s=settings.push_max_retry_after_seconds,
-        )
+        self.pusher = self._pusher()
         self.telemetry.watch_pusher(self.pusher.problem, self.pusher.since_progress_s)
         self.sampler = Sampler(
             self.spool,
@@ -122,6 +106,27 @@ class Agent:
             settings.metrics_host, settings.metrics_port, self.registry, self.health, limits=settings.http_limits
         )
         self._last_tick = time.monotonic()
+
+    def _pusher(self) -> Pusher:
+        """What pushes the spool to the collector and hands each answer's desired state to ``_on_desired``."""
+        settings = self.settings
+        return Pusher(
+            self.spool,
+            self.client,
+            self.telemetry,
+            node_id=settings.node_id,
+            token=AgentToken(settings.token, settings.token_file),
+            inventory=inventory_body(socket.gethostname(), AGENT_VERSION, self.probes.inventory),
+            on_desired=self._on_desired,
+            report=self._report,
+            max_batch=settings.push_max_samples,
+            rejected=RejectedBatches(
+                settings.spool_dir / "rejected",
+                max_bytes=settings.spool_rejected_max_bytes,
+                max_files=settings.spool_rejected_max_files,
+            ),
+            max_retry_after_s=settings.push_max_retry_after_seconds,
+        )
 
     def _report_gpu_probe(self) -> None:
         reason = self._gpu_absent_reason()

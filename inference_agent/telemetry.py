@@ -79,6 +79,12 @@ class AgentTelemetry:
         self.registry = registry
         self._engine_absences = _EngineAbsenceCollector()
         registry.register(self._engine_absences)
+        self._register_sampling(registry)
+        self._register_pushing(registry)
+        self._register_node_state(registry)
+
+    def _register_sampling(self, registry: CollectorRegistry) -> None:
+        """The ticks: how many ran and were skipped, how late and how long each was, and the probes' errors."""
         self.ticks = Counter("fleetpilot_agent_ticks", "Sampling ticks run.", registry=registry)
         self.ticks_skipped = Counter(
             "fleetpilot_agent_ticks_skipped", "Ticks passed over because a tick overran its period.", registry=registry
@@ -105,6 +111,9 @@ class AgentTelemetry:
         self.probe_errors = Counter(
             "fleetpilot_agent_probe_errors", "Readings that carried an error, by probe.", ["probe"], registry=registry
         )
+
+    def _register_pushing(self, registry: CollectorRegistry) -> None:
+        """The pushes to the collector by outcome, the samples they carried by outcome, and their round trips."""
         self.pushes = Counter(
             "fleetpilot_agent_pushes",
             "Pushes to the collector, by outcome (ok, failed, rejected; unexpected: a 200 that is no ingest answer; "
@@ -125,6 +134,13 @@ class AgentTelemetry:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
             registry=registry,
         )
+        for outcome in ("ok", "failed", "rejected", "unexpected", "error"):
+            self.pushes.labels(outcome)
+        for outcome in ("accepted", "duplicate", "refused", "rejected"):
+            self.pushed_samples.labels(outcome)
+
+    def _register_node_state(self, registry: CollectorRegistry) -> None:
+        """Whether GPU metrics are read (or why not), and the desired states refused."""
         self.gpu_probe_up = Gauge(
             "fleetpilot_agent_gpu_probe_up",
             "1 when GPU metrics are being read; 0 when they are absent (see fleetpilot_agent_gpu_probe_info).",
@@ -145,10 +161,6 @@ class AgentTelemetry:
         )
         for reason in RefusalReason:
             self.desired_refused.labels(reason.value)
-        for outcome in ("ok", "failed", "rejected", "unexpected", "error"):
-            self.pushes.labels(outcome)
-        for outcome in ("accepted", "duplicate", "refused", "rejected"):
-            self.pushed_samples.labels(outcome)
 
     def observe_tick(self, lateness_s: float, skipped: int) -> None:
         self.ticks.inc()
