@@ -17,11 +17,11 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Connection, Select, Table, func, select
+from sqlalchemy import Connection, Engine, Select, Table, func, select
 
 from collector.aggregate import Stat, combine_series, reduce_rollups, reduce_values
 from collector.errors import InvalidQuery
@@ -312,3 +312,42 @@ def pool_replica_history(
         total = totals[bucket]
         totals[bucket] = (total[0] + ready, total[1] + starting)
     return [(bucket, ready, starting) for bucket, (ready, starting) in sorted(totals.items())]
+
+
+class SeriesReader:
+    """The stored series as the API and the dashboard read them, each read in a connection of its own (a job that
+    reads more in one snapshot calls the functions above on its connection)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def query(self, query: SeriesQuery, *, raw_max_seconds: float) -> SeriesResult:
+        with self._engine.connect() as conn:
+            return query_series(conn, query, raw_max_seconds=raw_max_seconds)
+
+    def samples(self, node_id: str, after: float, end: float) -> dict[SeriesKey, dict[str, list[Point]]]:
+        """:func:`series_samples` of one node."""
+        with self._engine.connect() as conn:
+            return series_samples(conn, node_id, after, end)
+
+    def rollups(self, node_ids: Sequence[str], start: float, end: float) -> dict[SeriesKey, dict[str, list[Point]]]:
+        """:func:`series_rollups` of ``node_ids``."""
+        with self._engine.connect() as conn:
+            return series_rollups(conn, node_ids, start, end)
+
+    def pool_history(
+        self, query: SeriesQuery, pool: str, *, raw_max_seconds: float, replica_step: float
+    ) -> tuple[list[Point], list[tuple[float, int, int]]]:
+        """A pool's demand over ``query``'s range and its (bucket, ready, starting) history, in one snapshot (the
+        dashboard's pool charts)."""
+        with self._engine.connect() as conn:
+            found = query_series(conn, query, raw_max_seconds=raw_max_seconds)
+            points = found.points
+            earliest = points[0][0] if points else query.end
+            if found.source is Source.RAW and query.start < earliest - ROLLUP_BUCKET_SECONDS:
+                # minutes before the raw samples (history imported as rollups, samples past retention): their
+                # 1-minute means
+                minutes = query_series(conn, replace(query, step=None), raw_max_seconds=0.0).points
+                points = [p for p in minutes if not points or p[0] + ROLLUP_BUCKET_SECONDS <= points[0][0]] + points
+            history = pool_replica_history(conn, pool, query.start, query.end, replica_step)
+        return points, history

@@ -214,5 +214,28 @@ class FleetReader:
             pool=pool,
         )
 
-    def node(self, conn: Connection, node_id: str, now: float) -> NodeView | None:
-        return get_node(conn, node_id, now=now, down_after_seconds=self.node_down_after_seconds)
+    def node(self, node_id: str, now: float) -> NodeView | None:
+        """One node with its status, in a connection of its own (the API's and the dashboard's node)."""
+        with self.engine.connect() as conn:
+            return get_node(conn, node_id, now=now, down_after_seconds=self.node_down_after_seconds)
+
+    def node_page(self, now: float, *, after: str | None = None, limit: int = 100) -> list[NodeView]:
+        """:meth:`list_nodes` in a connection of its own (``GET /api/v1/nodes``)."""
+        with self.engine.connect() as conn:
+            return self.list_nodes(conn, now, after=after, limit=limit)
+
+    def pools_served(self, now: float) -> list[PoolOnNode]:
+        """:meth:`pools_on_nodes` in a connection of its own (the tenants page's usage)."""
+        with self.engine.connect() as conn:
+            return self.pools_on_nodes(conn, now)
+
+    def pools_of(self, node_id: str) -> set[str]:
+        """The pools one node serves, by its series and its latest report, whatever its status."""
+        with self.engine.connect() as conn:
+            on_node = pools_on_nodes(conn, [node_id], down_after_seconds=self.node_down_after_seconds)
+        return {p.pool for p in on_node}
+
+    def report(self, node_id: str) -> NodeReport | None:
+        """The node's latest report (None: it sent none, or this release cannot read it)."""
+        with self.engine.connect() as conn:
+            return latest_reports(conn, [node_id]).get(node_id)

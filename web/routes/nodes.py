@@ -78,16 +78,14 @@ def nodes(
     cursor: Annotated[str | None, Query(description="the `next` of the previous page")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> NodePage:
-    with services.engine.connect() as conn:
-        views = services.fleet.list_nodes(conn, services.clock(), after=cursor, limit=limit + 1)
+    views = services.fleet.node_page(services.clock(), after=cursor, limit=limit + 1)
     page = views[:limit]
     return NodePage(items=[_out(v) for v in page], next=page[-1].id if len(views) > limit else None)
 
 
 @router.get("/nodes/{node_id}", responses=error_responses(404))
 def node(node_id: str, services: ServicesDep, _token: ViewerToken) -> NodeOut:
-    with services.engine.connect() as conn:
-        view = services.fleet.node(conn, node_id, services.clock())
+    view = services.fleet.node(node_id, services.clock())
     if view is None:
         raise not_found(f"no node {node_id!r}")
     return _out(view)

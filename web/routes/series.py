@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
 from collector.aggregate import Stat
-from collector.series import SeriesQuery, Source, query_series
+from collector.series import SeriesQuery, SeriesReader, Source
 from web.auth import ServicesDep, ViewerToken
 from web.errors import ERROR_RESPONSES
 from web.timeparam import parse_time
@@ -41,6 +41,5 @@ def series(
     end_ts = parse_time("end", end) if end is not None else services.clock()
     start_ts = parse_time("start", start) if start is not None else end_ts - DEFAULT_RANGE_SECONDS
     query = SeriesQuery(metric, start_ts, end_ts, node=node, device=device, pool=pool, step=step, stat=stat)
-    with services.engine.connect() as conn:
-        result = query_series(conn, query, raw_max_seconds=services.settings.raw_query_max_seconds)
+    result = SeriesReader(services.engine).query(query, raw_max_seconds=services.settings.raw_query_max_seconds)
     return SeriesOut(metric=metric, source=result.source, step=result.step, points=result.points)

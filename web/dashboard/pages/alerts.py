@@ -27,7 +27,6 @@ from alerting.rule_store import RuleStore
 from alerting.rules import Op, RuleKind, RuleSpec
 from alerting.silences import Silence, silenced
 from alerting.webhooks import WebhookStore
-from collector.registry import pools_on_nodes
 from web.auth import ServicesDep
 from web.changes.audit import AuditorDep
 from web.changes.silences import apply_silence_create, apply_silence_expire
@@ -174,9 +173,7 @@ def _page(
     silences = SilenceStore(services.engine)
     active = silences.list(active_at=now)
     if node:  # the alerts the fleet page marks the node with: naming it, or a pool it serves
-        with services.engine.connect() as conn:
-            down_after = services.fleet.node_down_after_seconds
-            serves = {p.pool for p in pools_on_nodes(conn, [node], down_after_seconds=down_after)}
+        serves = services.fleet.pools_of(node)
         found = AlertStore(services.engine).list(status=state or None, limit=NODE_ALERTS_READ)
         shown = [a for a in found if concerned_nodes(a.labels, {node: serves})][:100]
     else:

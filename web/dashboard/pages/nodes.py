@@ -12,8 +12,8 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from collector.registry import NodeView, latest_reports
-from collector.series import Point, SeriesKey, series_rollups, series_samples
+from collector.registry import NodeView
+from collector.series import Point, SeriesKey, SeriesReader
 from collector.tables import NO_DEVICE, NO_POOL
 from web.auth import ServicesDep
 from web.dashboard.absence import gpu_summary, why_absent
@@ -119,11 +119,11 @@ def _charts(
     """One chart per metric the node has points of in the range, in catalog order; and the newest point's time
     (None: no point), from which the live updates go on."""
     start = now - time_range.seconds
-    with services.engine.connect() as conn:
-        if time_range.live:
-            found = series_samples(conn, node_id, start, now + CLOCK_AHEAD_SECONDS)
-        else:
-            found = series_rollups(conn, [node_id], start, now)
+    series = SeriesReader(services.engine)
+    if time_range.live:
+        found = series.samples(node_id, start, now + CLOCK_AHEAD_SECONDS)
+    else:
+        found = series.rollups([node_id], start, now)
     lines = _lines(found)
     return [metric_chart(metric, lines[metric], start) for metric in METRIC_NAMES if metric in lines], _newest(found)
 
@@ -133,8 +133,7 @@ def _new_samples(
 ) -> tuple[dict[str, list[dict[str, Any]]], float]:
     """The samples stored since ``after``, per chart as the one table to append, and the newest one's time
     (``after`` when there is none)."""
-    with services.engine.connect() as conn:
-        found = series_samples(conn, node_id, after, now + CLOCK_AHEAD_SECONDS)
+    found = SeriesReader(services.engine).samples(node_id, after, now + CLOCK_AHEAD_SECONDS)
     tails = {metric: [table(lines, after)] for metric, lines in _lines(found).items()}
     newest = _newest(found)
     return tails, after if newest is None else newest
@@ -142,14 +141,12 @@ def _new_samples(
 
 def _absent(services: AppServices, node_id: str) -> MetricAbsences | None:
     """What the node's agent last said of its missing metrics (None: it said nothing, or sent no report)."""
-    with services.engine.connect() as conn:
-        report = latest_reports(conn, [node_id]).get(node_id)
+    report = services.fleet.report(node_id)
     return report.absent if report is not None else None
 
 
 def _read(services: AppServices, node_id: str) -> NodeView | None:
-    with services.engine.connect() as conn:
-        return services.fleet.node(conn, node_id, services.clock())
+    return services.fleet.node(node_id, services.clock())
 
 
 @router.get("/nodes/{node_id}", response_class=HTMLResponse)

@@ -5,7 +5,6 @@ API does it."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, status
@@ -14,8 +13,7 @@ from pydantic import ValidationError
 from starlette.datastructures import FormData
 
 from autoscaler.policy.settings import PolicySettings
-from collector.series import Point, SeriesQuery, Source, pool_replica_history, query_series
-from collector.tables import ROLLUP_BUCKET_SECONDS
+from collector.series import Point, SeriesQuery, SeriesReader
 from fleet.pools import Pool
 from predictor.accuracy import distrusted
 from predictor.capacity import replica_capacity
@@ -71,15 +69,12 @@ def _pool_charts(
     origin = now - time_range.seconds
     step = time_range.step
     metric = pool.spec.demand_metric.value
-    query = SeriesQuery(metric, start, now, pool=pool.name, step=step)
-    with services.engine.connect() as conn:
-        found = query_series(conn, query, raw_max_seconds=services.settings.raw_query_max_seconds)
-        points = found.points
-        if found.source is Source.RAW and start < (points[0][0] if points else now) - ROLLUP_BUCKET_SECONDS:
-            # minutes before the raw samples (history imported as rollups, samples past retention): their 1-minute means
-            minutes = query_series(conn, replace(query, step=None), raw_max_seconds=0.0).points
-            points = [p for p in minutes if not points or p[0] + ROLLUP_BUCKET_SECONDS <= points[0][0]] + points
-        history = pool_replica_history(conn, pool.name, start, now, max(step, MIN_REPLICA_STEP_SECONDS))
+    points, history = SeriesReader(services.engine).pool_history(
+        SeriesQuery(metric, start, now, pool=pool.name, step=step),
+        pool.name,
+        raw_max_seconds=services.settings.raw_query_max_seconds,
+        replica_step=max(step, MIN_REPLICA_STEP_SECONDS),
+    )
     ready = [(t, float(r)) for t, r, _s in history]
     running = Line("running", "running (ready + starting)", [(t, float(r + s)) for t, r, s in history], "step")
     ready_line = Line("ready", "ready", ready, "step")

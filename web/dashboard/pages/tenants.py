@@ -71,8 +71,7 @@ def tenant_usage(pools: Iterable[PoolOnNode]) -> dict[tuple[str, str], dict[str,
 
 
 def _usage(services: AppServices) -> dict[tuple[str, str], dict[str, float]]:
-    with services.engine.connect() as conn:
-        return tenant_usage(services.fleet.pools_on_nodes(conn, services.clock()))
+    return tenant_usage(services.fleet.pools_served(services.clock()))
 
 
 def _keys(services: AppServices, listed: list[Tenant]) -> dict[str, list[TenantKey]]:
