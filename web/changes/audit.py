@@ -135,7 +135,7 @@ def existing(found: V | None, what: str, if_match: frozenset[int] | None = None)
 
 @dataclass
 class Change:
-    """What one audited change did: the route fills ``before``/``after`` (and ``resource_id`` once known)."""
+    """What one audited change did: the change function fills ``before``/``after`` (and ``resource_id`` once known)."""
 
     engine: Engine  # the stores' engine for this change: every statement joins the change's transaction
     resource_id: str
