@@ -16,7 +16,7 @@ import numpy as np
 from predictor.base import History
 from predictor.series_csv import read_series_csv
 
-SERIES = Path(__file__).resolve().parents[1] / "data" / "traces" / "series"
+SERIES = Path(__file__).resolve().parents[2] / "data" / "traces" / "series"
 SERVEGEN = ("servegen_m-large_requests_per_10min", "servegen_m-small_requests_per_10min")
 MINUTE = 60.0
 
