@@ -75,7 +75,7 @@ class RefusalEvents:
             )
         )
         if self.counted is not None:
-            self.counted.labels(pool.name, "node", "failed", ReasonCode.NODE_REFUSED.value).inc()
+            self.counted.labels(pool.name, "node", Outcome.FAILED, ReasonCode.NODE_REFUSED.value).inc()
         return event_id
 
 
