@@ -11,6 +11,7 @@ ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY fleetpilot ./fleetpilot
+COPY wire ./wire
 COPY collector ./collector
 COPY fleet ./fleet
 COPY predictor ./predictor

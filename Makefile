@@ -24,8 +24,11 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# Two workers per core: most real-process tests wait on a server or an agent more than they compute. A test module
+# stays on one worker (--dist loadfile), so a module's shared server starts once. The 40 slowest in the output.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --durations=40
 
 demo: install
 	$(BIN)/fleetpilot db upgrade
