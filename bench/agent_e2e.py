@@ -49,7 +49,8 @@ from bench.lib.lost_samples import lost_by_seq
 from bench.lib.progress import progress_line
 from bench.lib.replicas import wait_for_replicas
 from collector.database import make_engine
-from fleetpilot.launch import AgentProcess, ServerProcess, free_port
+from fleetpilot.launch import AgentProcess, ServerProcess
+from inference_agent.ports import free_port
 from inference_agent.probes.base import ProbeUnavailable
 from inference_agent.probes.nvml import NvmlProbe
 from inference_agent.spool import Spool

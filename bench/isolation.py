@@ -48,7 +48,8 @@ from bench.lib.mps_daemon import MpsUnavailable, private_mps_daemon
 from bench.lib.noisy_flood import Flood, noisy_flood
 from bench.lib.progress import progress_line
 from bench.lib.replicas import wait_for_replicas
-from fleetpilot.launch import AgentProcess, ServerProcess, free_port
+from fleetpilot.launch import AgentProcess, ServerProcess
+from inference_agent.ports import free_port
 from wire.percentile import percentile
 
 NODE_ID = "bench-isolation"

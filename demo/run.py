@@ -26,8 +26,9 @@ from demo.load import NOISY_EPISODE, CompressedDay, compressed_day, day_plan
 from demo.timeline import timeline_lines
 from fleet.pools import SPEC_FIELDS, Policy, PoolSpec, PoolStore
 from fleetpilot.jobs import enforcer_settings
-from fleetpilot.launch import AgentProcess, ServerProcess, free_port
+from fleetpilot.launch import AgentProcess, ServerProcess
 from fleetpilot.settings import ServerSettings
+from inference_agent.ports import free_port
 from inference_agent.stop_signals import stop_on_signals
 from isolation.tenant_keys import TenantKeyStore
 from isolation.tenants import QuotaSpec, TenantStore

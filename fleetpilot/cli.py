@@ -387,7 +387,7 @@ def run_server(args: argparse.Namespace) -> int:
 
 def run_demo(args: argparse.Namespace) -> int:
     from demo.run import run_demo as demo
-    from fleetpilot.launch import free_port
+    from inference_agent.ports import free_port
 
     return demo(_settings(args, host="127.0.0.1", port=args.port or free_port()))
 

@@ -3,12 +3,10 @@ tests. Each writes its output to a log file, is ready once its health URL answer
 
 from __future__ import annotations
 
-import fcntl
 import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,14 +19,14 @@ from typing import Self
 
 import httpx
 
+from inference_agent.ports import free_port
+
 FLEETPILOT = (sys.executable, "-m", "fleetpilot")
 # util-linux's setpriv asks Linux to SIGTERM the child when its parent dies, then execs the command: no Python runs
 # between fork and exec, so subprocess may vfork (a preexec_fn forces a plain fork, whose child runs the atfork
 # handlers of every library loaded, gRPC's among them: they aborted 1 child in 40 with "epoll_wait error: Bad file
 # descriptor" once the parent had used gRPC, which killed the server of a browser test in CI)
 SETPRIV = shutil.which("setpriv") if sys.platform.startswith("linux") else None
-PORT_CLAIMS = Path(tempfile.gettempdir()) / "fleetpilot-port-claims"
-PORT_CLAIM_SECONDS = 60.0  # by then the process it was handed to listens on it, or has exited
 
 
 def dying_with_parent(command: Sequence[str]) -> list[str]:
@@ -36,36 +34,6 @@ def dying_with_parent(command: Sequence[str]) -> list[str]:
     leaves servers and agents behind (elsewhere the context managers still stop them on a normal exit). Linux ties
     this to the thread that started the child: start children from a thread that outlives them."""
     return [SETPRIV, "--pdeathsig", "TERM", "--", *command] if SETPRIV is not None else list(command)
-
-
-def free_port() -> int:
-    """A loopback port free now and claimed for a minute against every other caller on this machine (parallel test
-    workers, a benchmark beside a test run): the kernel hands out a port just closed again, so without the claim two
-    processes asking at once could both be told the same one."""
-    PORT_CLAIMS.parent.mkdir(parents=True, exist_ok=True)
-    with PORT_CLAIMS.open("a+") as claims:
-        fcntl.flock(claims, fcntl.LOCK_EX)  # released when the file closes
-        claims.seek(0)
-        now = time.time()
-        held = {
-            int(port): float(at)
-            for port, at in (line.split() for line in claims.read().splitlines() if line.strip())
-            if now - float(at) < PORT_CLAIM_SECONDS
-        }
-        while (port := _unbound_port()) in held:
-            pass
-        held[port] = now
-        claims.seek(0)
-        claims.truncate()
-        claims.write("".join(f"{p} {at}\n" for p, at in held.items()))
-        return port
-
-
-def _unbound_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _temp_log(prefix: str) -> Path:

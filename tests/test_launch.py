@@ -1,8 +1,7 @@
-"""fleetpilot.launch: children that always exec, die with their parent, and ports no two callers share."""
+"""fleetpilot.launch: children that always exec and die with their parent."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -13,8 +12,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from fleetpilot import launch
-from fleetpilot.launch import SETPRIV, ChildProcess, dying_with_parent, free_port
+from fleetpilot.launch import SETPRIV, ChildProcess, dying_with_parent
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -99,27 +97,3 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z"  # a zombie has died; init reaps it
-
-
-def test_a_port_is_not_handed_out_twice_while_claimed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """The kernel gives a port just closed to the next asker; the claim makes the second caller take another."""
-    monkeypatch.setattr(launch, "PORT_CLAIMS", tmp_path / "claims")
-    offered = iter([41000, 41000, 41000, 41001])
-    monkeypatch.setattr(launch, "_unbound_port", lambda: next(offered))
-    assert [free_port(), free_port()] == [41000, 41001]
-
-
-def test_no_two_callers_are_given_the_same_port() -> None:
-    """Four processes asking at once, as four test workers do: every port handed out is different."""
-    script = "from fleetpilot.launch import free_port\nprint(' '.join(str(free_port()) for _ in range(150)))"
-    workers = [
-        subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT) for _ in range(4)
-    ]
-    ports = [int(port) for worker in workers for port in worker.communicate(timeout=120)[0].split()]
-    assert len(ports) == 600
-    assert len(set(ports)) == len(ports)
-
-
-def test_a_port_handed_out_is_free() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", free_port()))

@@ -37,7 +37,8 @@ from bench.lib.mps_daemon import PrivateMpsDaemon
 from bench.lib.noisy_flood import Flood, noisy_flood
 from bench.lib.progress import progress_line
 from bench.lib.replicas import wait_for_replicas
-from fleetpilot.launch import AgentProcess, ServerProcess, free_port
+from fleetpilot.launch import AgentProcess, ServerProcess
+from inference_agent.ports import free_port
 from inference_agent.serving.supervision.quota import MPS_MEMORY_ENV, MPS_THREADS_ENV
 
 NODE_ID = "bench-mps"

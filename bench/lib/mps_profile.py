@@ -49,7 +49,8 @@ from bench.lib.mps_fleet import (
     tenant_server,
     wait_until,
 )
-from fleetpilot.launch import AgentProcess, free_port
+from fleetpilot.launch import AgentProcess
+from inference_agent.ports import free_port
 from inference_agent.serving.supervision.quota import MPS_THREADS_ENV
 
 PROFILE = "builtin-cuda"

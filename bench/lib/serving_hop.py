@@ -30,7 +30,8 @@ from autoscaler.failover import FailoverStore
 from bench.lib.engine_replay import ReplayResult, replay
 from bench.lib.progress import progress_line
 from collector.database import make_engine
-from fleetpilot.launch import AgentProcess, ServerProcess, free_port
+from fleetpilot.launch import AgentProcess, ServerProcess
+from inference_agent.ports import free_port
 from inference_agent.serving.replica.key import REPLICA_KEY_ENV
 from inference_agent.torch_runtime.config import ModelConfig
 from inference_agent.torch_runtime.engine import ContinuousBatchingEngine, EngineConfig

@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from alerting.receiver import LOOPBACK_NETWORKS, WebhookReceiver
-from fleetpilot.launch import ServerProcess, free_port
+from fleetpilot.launch import ServerProcess
+from inference_agent.ports import free_port
 
 pytestmark = pytest.mark.slow
 SECRET = "a-secret-of-at-least-16"

@@ -16,7 +16,8 @@ from autoscaler.keda import externalscaler_pb2 as pb
 from autoscaler.keda.externalscaler_pb2_grpc import ExternalScalerStub
 from collector.database import make_engine
 from fleet.pools import PoolSpec, PoolStore
-from fleetpilot.launch import ServerProcess, free_port
+from fleetpilot.launch import ServerProcess
+from inference_agent.ports import free_port
 from tests.support.certs import make_pki
 
 pytestmark = pytest.mark.slow

@@ -19,7 +19,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from fleetpilot.launch import FLEETPILOT, ServerProcess, free_port
+from fleetpilot.launch import FLEETPILOT, ServerProcess
+from inference_agent.ports import free_port
 from inference_agent.spool import CURSOR_FILE
 from migrations import runner
 from tests.support.fleet import Fleet, stop_agent, stored_seqs

@@ -18,7 +18,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from fleetpilot.launch import ServerProcess, free_port
+from fleetpilot.launch import ServerProcess
+from inference_agent.ports import free_port
 from tests.support.fleet import Fleet, stop_agent
 
 pytestmark = pytest.mark.slow

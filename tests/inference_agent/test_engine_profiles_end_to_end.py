@@ -21,7 +21,8 @@ import pytest
 
 from autoscaler.failover import FailoverStore
 from collector.database import make_engine
-from fleetpilot.launch import AgentProcess, ServerProcess, free_port
+from fleetpilot.launch import AgentProcess, ServerProcess
+from inference_agent.ports import free_port
 from tests.support.fleet import Fleet, stop_agent
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from fleetpilot.launch import AgentProcess, ServerProcess, free_port
+from fleetpilot.launch import AgentProcess, ServerProcess
+from inference_agent.ports import free_port
 from tests.support.fleet import Fleet, stop_agent
 from tests.support.tiny_gguf import write_tiny_gguf
 

@@ -374,8 +374,8 @@ def test_a_2016_row_backtest_of_the_default_model_is_well_within_a_minute() -> N
 
     rng = np.random.default_rng(5)
     history = History(1000 + np.cumsum(rng.normal(0, 10, 2016)), 600.0)
-    started = time.perf_counter()
+    started = time.process_time()  # CPU, not wall: the suite's other workers share the cores
     summary = backtest(AutoSmoothing(), history, plan_backtest(2016, 600, 900)).summary()
-    assert time.perf_counter() - started < 30
+    assert time.process_time() - started < 30
     assert summary["origins"] == 1727 and summary["failed_origins"] == 0
     assert 0.8 <= summary["coverage90"] <= 0.97

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from fleetpilot.cli import main
-from fleetpilot.launch import free_port
+from inference_agent.ports import free_port
 from replay.driver import (
     Endpoint,
     HttpSender,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Self
 
-from fleetpilot.launch import free_port
+from inference_agent.ports import free_port
 
 CHUNK_BYTES = 16 * 1024
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from fleetpilot.launch import free_port
+from inference_agent.ports import free_port
 from tests.support.availability import unavailable
 
 CONFIG = """\

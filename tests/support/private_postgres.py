@@ -24,7 +24,8 @@ from typing import Self
 
 import psycopg
 
-from fleetpilot.launch import dying_with_parent, free_port
+from fleetpilot.launch import dying_with_parent
+from inference_agent.ports import free_port
 from tests.support.availability import unavailable
 
 POSTGRES_OS_USER = "postgres"

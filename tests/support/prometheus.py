@@ -33,7 +33,8 @@ from typing import Any
 
 import httpx
 
-from fleetpilot.launch import ChildProcess, free_port
+from fleetpilot.launch import ChildProcess
+from inference_agent.ports import free_port
 from tests.support.availability import unavailable
 
 

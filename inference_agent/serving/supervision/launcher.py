@@ -12,7 +12,6 @@ else.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -36,13 +35,6 @@ def replica_environment_of(agent_env: Mapping[str, str], own: Mapping[str, str])
         name: value for name, value in agent_env.items() if name in PASSED_ENV or name.startswith(PASSED_ENV_PREFIXES)
     }
     return {**passed, **own}
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass(frozen=True)

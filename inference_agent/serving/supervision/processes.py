@@ -15,9 +15,10 @@ from dataclasses import dataclass, field, replace
 
 from inference_agent.config import EngineProfile, LaunchValues
 from inference_agent.isolation.limits import IsolationError, LimitApplier, ReplicaLimits
+from inference_agent.ports import free_port
 from inference_agent.serving.replica.key import REPLICA_KEY_ENV, new_replica_key
 from inference_agent.serving.supervision.gpu_slots import GpuSlots
-from inference_agent.serving.supervision.launcher import Launcher, LaunchSpec, ReplicaProcess, free_port
+from inference_agent.serving.supervision.launcher import Launcher, LaunchSpec, ReplicaProcess
 from inference_agent.serving.supervision.pools import PoolSpec
 from inference_agent.serving.supervision.quota import (
     VISIBLE_DEVICES_ENV,

@@ -13,7 +13,8 @@ from sqlalchemy import select
 
 from collector.database import make_engine
 from collector.tables import node_reports, samples
-from fleetpilot.launch import AgentProcess, ServerProcess, free_port
+from fleetpilot.launch import AgentProcess, ServerProcess
+from inference_agent.ports import free_port
 from wire.control import NodeReport
 
 pytestmark = pytest.mark.slow

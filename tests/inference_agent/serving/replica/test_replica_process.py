@@ -18,7 +18,8 @@ import httpx
 import pytest
 
 from inference_agent.http_server import ConnectionLimits
-from inference_agent.serving.supervision.launcher import LaunchSpec, ProcessLauncher, free_port
+from inference_agent.ports import free_port
+from inference_agent.serving.supervision.launcher import LaunchSpec, ProcessLauncher
 
 pytestmark = pytest.mark.slow
 
