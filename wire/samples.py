@@ -1,7 +1,7 @@
 """The agent → collector wire format (CONTRACT section 5) as pydantic models derived from the metric catalog.
 
 Ranges, unknown names and NaN/Inf are checked by pydantic-core while parsing, so the hot path pays no Python loop
-per metric; the few rules that need ``now`` or cross-field knowledge are checked in ``check_batch``.
+per metric; the few rules that need ``now`` or cross-field knowledge are checked in ``parse_batch``.
 
 The agent builds, spools and sends a sample as the plain JSON object :class:`SampleJson` types, the shape
 ``WireSample`` parses (tests/wire/test_samples.py holds the two to the same fields). A dict, not the model: the
