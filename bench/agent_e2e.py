@@ -55,7 +55,7 @@ from inference_agent.probes.base import ProbeUnavailable
 from inference_agent.probes.nvml import NvmlProbe
 from inference_agent.spool import Spool
 from wire.catalog import METRICS, Scope
-from wire.percentile import percentile
+from wire.percentile import percentile, percentile_or_none
 
 NODE_ID = "bench-agent-e2e"
 POOL = "text-small"
@@ -315,7 +315,7 @@ def figures(result: Run) -> dict[str, Any]:
     absent = [name for name, count in stored.points.items() if not count]
     spacing_of = "gpu" if stored.gpus else "host"
     gaps = spacings_ms(list(stored.gpu_times.values()) if stored.gpus else [stored.host_times])
-    p99 = percentile(gaps, 99) if gaps else None
+    p99 = percentile_or_none(gaps, 99)
     ratio = p99 / INTERVAL_MS if p99 is not None else None
     lost = result.ledger.lost
     cpu = agent_cpu(result.at_start, agent)

@@ -23,7 +23,7 @@ from typing import Any
 
 from inference_agent.serving.replica.ledger import LATENCY_WINDOW_S, MAX_WINDOW_SAMPLES
 from inference_agent.torch_runtime.api import FinishReason, TokenEvent
-from wire.percentile import percentile
+from wire.percentile import percentile_or_none
 
 MAX_TENANTS = 256  # tenants tracked by name; any further name is counted under OTHER_TENANTS
 OTHER_TENANTS = "_other"  # a flood of made-up names straight at a replica must not grow /stats without bound
@@ -114,7 +114,7 @@ class TenantUsage:
                     "arrived": tenant.arrived,
                     "generated_tokens": tenant.generated_tokens,
                     "latency_samples_seconds": [round(s, 6) for s in window],
-                    "latency_p99_seconds": percentile(window, 99.0) if window else None,
+                    "latency_p99_seconds": percentile_or_none(window, 99.0),
                 }
                 if kv_blocks_used is not None:
                     share = held.get(name, 0) / total_held if total_held else 0.0

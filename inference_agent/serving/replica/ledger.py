@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from wire.percentile import percentile
+from wire.percentile import percentile_or_none
 
 LATENCY_WINDOW_S = 10.0
 MAX_WINDOW_SAMPLES = 20_000  # 2,000 requests/s for 10 s; older samples beyond that are dropped first
@@ -80,6 +80,6 @@ class RequestLedger:
                 "latency": {
                     "window_s": self.window_s,
                     "samples_seconds": [round(s, 6) for s in window],
-                    "p99_seconds": percentile(window, 99.0) if window else None,
+                    "p99_seconds": percentile_or_none(window, 99.0),
                 },
             }
