@@ -42,7 +42,7 @@ def test_a_delaying_and_cutting_network_loses_and_duplicates_nothing(fleet: Flee
         try:
             time.sleep(BAD_NETWORK_S)
             assert proxy.counts.resets > 0 and proxy.counts.cuts > 0, proxy.counts
-            assert fleet.stored().rows > 0, fleet.agent_log()  # data gets through the bad network, not only after
+            fleet.wait_for_rows(1, timeout_s=60)  # data gets through the bad network (still bad), not only after
             # the agent met the faults (failed pushes, retried later), it was not just lucky
             assert agent_counter(agent.metrics_url, "fleetpilot_agent_pushes_total", "failed") > 0
             proxy.calm()
