@@ -20,12 +20,12 @@ from sqlalchemy import Connection, Row, func, select
 from alerting.inputs import ForecastView, Inputs, PoolScaling, Reading, Throttle
 from alerting.rules import EventKind, Rule, RuleKind
 from alerting.signals import is_catalog_metric, reading_values
-from autoscaler.scaling_events import Outcome, scaling_events
 from collector.aggregate import Stat, reduce_rollups
 from collector.registry import LatestSeries, NodeStatus, read_latest
 from collector.skipped_rows import Job, SkippedRows
 from collector.tables import NO_DEVICE, NO_POOL, ROLLUP_BUCKET_SECONDS, nodes, rollup_column, rollups_1m, samples
 from fleet.pools import pools
+from fleet.scaling_log import Outcome, scaling_events
 from fleet.view import FleetReader
 from isolation.events import enforcement_events
 from predictor.store import forecasts, warming_up

@@ -37,11 +37,12 @@ from autoscaler.policy.rails import guarded, rules_per_interval, scale_down_wind
 from autoscaler.policy.registry import FORECAST_POLICIES, make_policy
 from autoscaler.policy.settings import PolicySettings
 from autoscaler.refusals import RefusalEvents
-from autoscaler.scaling_events import EventStore, Outcome, ReasonCode, ScalingEvent
+from autoscaler.scaling_events import EventStore, ReasonCode, ScalingEvent
 from autoscaler.startup import StartupLearner
 from collector.skipped_rows import BAD_VALUE_ERRORS, Job, SkippedRows
 from fleet.lease import Lease
 from fleet.pools import Mode, Pool, PoolStore, Provisioning
+from fleet.scaling_log import Outcome
 from fleet.view import FleetReader, FleetView
 from predictor.accuracy import distrusted
 from predictor.capacity import replica_capacity

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 
 from prometheus_client import Counter
 
-from autoscaler.scaling_events import EventStore, Outcome, ReasonCode, ScalingEvent
+from autoscaler.scaling_events import EventStore, ReasonCode, ScalingEvent
 from fleet.pools import Mode, Pool
+from fleet.scaling_log import Outcome
 from fleet.view import FleetView
 from wire.control import DesiredRefusal
 

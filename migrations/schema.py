@@ -2,11 +2,11 @@
 
 from alerting import tables as _alerting  # noqa: F401  (alert_rules, alerts, silences, webhooks, outbox, deliveries)
 from autoscaler import failover as _failover  # noqa: F401  (failovers)
-from autoscaler import scaling_events as _events  # noqa: F401  (scaling_events)
 from collector.remote import tables as _remote  # noqa: F401  (remote_series, remote_points)
 from collector.tables import metadata
 from fleet import lease as _lease  # noqa: F401  (leases)
 from fleet import pools as _pools  # noqa: F401  (pools)
+from fleet import scaling_log as _scaling_log  # noqa: F401  (scaling_events)
 from fleet.desired import board as _board  # noqa: F401  (desired_snapshots)
 from fleet.desired import pools as _placements  # noqa: F401  (placements, retired_pools)
 from isolation import events as _enforcement  # noqa: F401  (enforcement_events, throttle_levels)

@@ -17,8 +17,8 @@ ALLOWED: dict[str, set[str]] = {
     "predictor": {"wire", "collector", "fleet"},
     "autoscaler": {"wire", "collector", "fleet", "predictor"},
     "isolation": {"wire", "collector", "fleet"},
-    # alerting reads from the side: the autoscaler's scaling events (failed actuations), isolation's events
-    "alerting": {"wire", "collector", "fleet", "predictor", "autoscaler", "isolation"},
+    # alerting reads isolation's events from the side; the scaling log it reads is fleet's (fleet/scaling_log.py)
+    "alerting": {"wire", "collector", "fleet", "predictor", "isolation"},
     "inference_agent": {"wire"},  # the node daemon needs none of the server's rooms
     "web": {"wire", "collector", "fleet", "predictor", "autoscaler", "isolation", "alerting"},
     "replay": {"wire", "predictor"},  # a client of the agents' serving API: the demand series are the predictor's

@@ -40,8 +40,9 @@ from autoscaler.keda.demand_signal import (
 )
 from autoscaler.keda.tls import KedaTls
 from autoscaler.policy.decision import PoolContext
-from autoscaler.scaling_events import EventStore, Outcome, ReasonCode, ScalingEvent
+from autoscaler.scaling_events import EventStore, ReasonCode, ScalingEvent
 from fleet.pools import Mode, Pool, PoolStore
+from fleet.scaling_log import Outcome
 from fleet.view import FleetReader
 from predictor.store import ForecastStore
 from wire.control import NAME_PATTERN

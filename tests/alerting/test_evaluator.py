@@ -25,11 +25,12 @@ from alerting.silences import Matcher
 from alerting.tables import alert_rules
 from alerting.target_address import AddressPolicy
 from alerting.webhooks import TargetKind, WebhookStore
-from autoscaler.scaling_events import EventStore, Outcome, ScalingEvent
+from autoscaler.scaling_events import EventStore, ScalingEvent
 from collector.aggregate import Stat
 from collector.skipped_rows import Job, SkippedRows, skipped_rows_counter
 from collector.tables import NO_POOL, job_state, series_latest
 from fleet.pools import PoolSpec, PoolStore
+from fleet.scaling_log import Outcome
 from isolation.events import EnforcementEvent, EnforcementStore
 from predictor.store import ForecastPoint, ForecastStore, GoodForecast, SubjectKind
 from tests.support.clock import FakeClock

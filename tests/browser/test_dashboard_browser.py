@@ -13,9 +13,10 @@ import httpx
 import pytest
 from sqlalchemy import insert
 
-from autoscaler.scaling_events import EventStore, Outcome, ScalingEvent
+from autoscaler.scaling_events import EventStore, ScalingEvent
 from collector.database import make_engine
 from collector.tables import rollups_1m
+from fleet.scaling_log import Outcome
 from fleetpilot.launch import ServerProcess
 from predictor.store import ForecastPoint, ForecastStore, GoodForecast, SubjectKind
 from tests.browser.conftest import replaying_agent, signed_in, wait_for

@@ -9,10 +9,10 @@ from sqlalchemy import Engine, select
 
 from alerting.rule_store import RuleStore
 from alerting.rules import Op, RuleKind, RuleSpec
-from autoscaler.scaling_events import scaling_events
 from collector.rollups import RollupJob
 from fleet.desired.pools import placements
 from fleet.pools import Mode, PoolSpec, PoolStore
+from fleet.scaling_log import scaling_events
 from fleetpilot.jobs import build_loops
 from fleetpilot.server import build_services
 from fleetpilot.settings import ServerSettings

@@ -8,7 +8,8 @@ from collections.abc import Callable
 import pytest
 from fastapi.testclient import TestClient
 
-from autoscaler.scaling_events import Outcome, ReasonCode, ScalingEvent
+from autoscaler.scaling_events import ReasonCode, ScalingEvent
+from fleet.scaling_log import Outcome
 from web.services import AppServices
 
 Auth = Callable[..., dict[str, str]]

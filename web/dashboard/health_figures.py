@@ -11,11 +11,11 @@ from dataclasses import dataclass, replace
 from sqlalchemy import Connection
 
 from autoscaler.failover import FailoverStore
-from autoscaler.scaling_events import Outcome
 from collector.fleet_health import FleetFigures, failover_seconds, figures_from_window, scale_up_seconds, worst
 from collector.registry import NodeStatus, node_gpus, read_latest
 from collector.series import pool_replica_history, window_stats
 from fleet.pools import Pool
+from fleet.scaling_log import Outcome
 from predictor.store import SubjectKind
 from web.services import AppServices
 

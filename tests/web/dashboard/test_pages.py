@@ -14,8 +14,9 @@ from alerting.lifecycle import Alert, AlertStatus
 from alerting.rule_store import RuleStore
 from alerting.rules import Op, RuleKind, RuleSpec, Severity
 from alerting.tables import alerts
-from autoscaler.scaling_events import Outcome, ScalingEvent
+from autoscaler.scaling_events import ScalingEvent
 from fleet.pools import Mode, PoolSpec, Provisioning
+from fleet.scaling_log import Outcome
 from isolation.tenant_keys import TenantKeyStore
 from isolation.tenants import QuotaSpec, TenantStore
 from predictor.accuracy import WindowAccuracy

@@ -8,8 +8,9 @@ from collections.abc import Callable
 
 from fastapi.testclient import TestClient
 
-from autoscaler.scaling_events import Outcome, ReasonCode, ScalingEvent
+from autoscaler.scaling_events import ReasonCode, ScalingEvent
 from fleet.pools import PoolSpec
+from fleet.scaling_log import Outcome
 from tests.support.clock import FakeClock
 from web.services import AppServices
 
