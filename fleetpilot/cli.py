@@ -317,7 +317,7 @@ def run_token_create(args: argparse.Namespace) -> int:
         print("fleetpilot: --node is required for --role agent and allowed only there", file=sys.stderr)
         return 2
     if settings.database_url.startswith("sqlite"):
-        runner.upgrade(settings.database_url)
+        runner.upgrade(settings.database_url, quiet=True)
     engine = make_engine(settings.database_url)
     scope = None if args.node_scope is None else tuple(g.strip() for g in args.node_scope.split(",") if g.strip())
     try:

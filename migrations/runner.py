@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from alembic import command
@@ -20,10 +21,19 @@ def alembic_config(database_url: str) -> Config:
     return config
 
 
-def upgrade(database_url: str, revision: str = "head") -> None:
-    """Migrate to ``revision``; a damaged SQLite file raises ``collector.errors.DatabaseCorrupt`` first."""
+def upgrade(database_url: str, revision: str = "head", *, quiet: bool = False) -> None:
+    """Migrate to ``revision``; a damaged SQLite file raises ``collector.errors.DatabaseCorrupt`` first. ``quiet``:
+    without Alembic's INFO lines (``Running upgrade 0001 -> 0002 ...``), for a command whose migration is incidental
+    (``fleetpilot token create`` prints the token alone on its last line; 19 lines of migration came first)."""
     check_sqlite_integrity(database_url)
-    command.upgrade(alembic_config(database_url), revision)
+    alembic_log = logging.getLogger("alembic")
+    level = alembic_log.level
+    if quiet:
+        alembic_log.setLevel(logging.WARNING)
+    try:
+        command.upgrade(alembic_config(database_url), revision)
+    finally:
+        alembic_log.setLevel(level)
 
 
 def check(database_url: str) -> None:

@@ -43,6 +43,17 @@ def test_token_create_prints_the_token_alone_on_the_last_line(tmp_path: Path) ->
     assert (info.role, info.node_id) == (Role.AGENT, "node-a")
 
 
+@pytest.mark.slow
+def test_token_create_on_a_fresh_database_says_nothing_of_its_migration(tmp_path: Path) -> None:
+    """The migration a first ``token create`` runs on SQLite is incidental: Alembic's INFO lines ("Context impl
+    SQLiteImpl.", "Running upgrade  -> 0001 ...") came before the command's own two lines (issue 39)."""
+    created = run("token", "create", "--role", "viewer", "--database-url", f"sqlite:///{tmp_path}/new.db", cwd=tmp_path)
+    assert created.returncode == 0, created.stderr
+    assert "alembic" not in created.stderr and "INFO" not in created.stderr, created.stderr
+    lines = created.stdout.strip().splitlines()
+    assert len(lines) == 2 and lines[-1].startswith("fp_"), created.stdout
+
+
 def test_agent_token_without_node_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["token", "create", "--role", "agent", "--database-url", f"sqlite:///{tmp_path}/x.db"])
     assert code == 2
