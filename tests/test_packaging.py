@@ -44,3 +44,22 @@ def test_the_agent_imports_and_builds_its_probes_without_server_packages_or_torc
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
+
+
+def test_the_licence_is_an_spdx_string_that_the_pinned_setuptools_reads_without_warnings() -> None:
+    """``license = {text = ...}`` warned three times on every install (setuptools deprecates the table from 77 on,
+    which is also the first release that reads the SPDX string: the build requirement says so)."""
+    import warnings
+
+    from setuptools.config.pyprojecttoml import apply_configuration
+    from setuptools.dist import Distribution
+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert pyproject["project"]["license"] == "Apache-2.0"
+    assert not any("License ::" in c for c in pyproject["project"].get("classifiers", []))
+    assert "setuptools>=77" in pyproject["build-system"]["requires"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dist = apply_configuration(Distribution(), ROOT / "pyproject.toml")
+    assert [str(w.message) for w in caught if "licen" in str(w.message).lower()] == []
+    assert dist.metadata.license_expression == "Apache-2.0"
