@@ -399,3 +399,15 @@ def test_only_admins_see_and_manage_tenant_keys(browser: Browser, services: AppS
         revoke = client.post(f"/tenants/acme/keys/{key.id}/revoke", data={"csrf_token": csrf})
         assert create.status_code == revoke.status_code == 403 and "needs the admin role" in create.text
     assert [k.id for k in TenantKeyStore(services.engine).list("acme")] == [key.id]
+
+
+def test_an_empty_list_says_so_without_an_empty_table_under_it(browser: Browser) -> None:
+    """ "No alerts." was followed by the table's header row and nothing under it (issue 39): each page that says a
+    list is empty shows no table for it."""
+    client = browser("admin")
+    for path in ("/alerts", "/pools", "/settings"):
+        page = client.get(path)
+        assert page.status_code == 200, path
+        said = re.findall(r"<p class=\"empty\"[^>]*>.*?</p>\s*(</?[a-z]+)", page.text, re.S)
+        assert said, f"{path}: no empty list on a fresh server"
+        assert "<table" not in said, f"{path}: an empty-list message followed by a table: {said}"
