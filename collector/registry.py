@@ -134,6 +134,15 @@ def reported_pools(conn: Connection) -> list[str]:
     return list(conn.scalars(query))
 
 
+def node_sources(conn: Connection, node_ids: Sequence[str]) -> dict[str, str]:
+    """Who reports each of ``node_ids`` that is known: ``agent``, ``remote_write`` or ``otlp``."""
+    found: dict[str, str] = {}
+    for chunk in range(0, len(node_ids), 2000):
+        query = select(nodes.c.id, nodes.c.source).where(nodes.c.id.in_(node_ids[chunk : chunk + 2000]))
+        found.update({node: source for node, source in conn.execute(query)})
+    return found
+
+
 def node_statuses(conn: Connection, *, now: float, down_after_seconds: float) -> dict[str, NodeStatus]:
     rows = conn.execute(select(nodes.c.id, nodes.c.last_seen, nodes.c.resolution_seconds))
     return {
@@ -225,6 +234,7 @@ class PoolOnNode:
     consecutive_crashes: int = 0
     startup_seconds: float | None = None
     tenants: Mapping[str, TenantUsage] = field(default_factory=dict)  # each tenant's use of the node's replicas
+    model: str | None = None  # the model its series say they serve (remote write's ``extra.model``); None: unsaid
 
     @property
     def current(self) -> int:
@@ -276,8 +286,9 @@ def pools_on_nodes(
             continue
         ts = reading.ts if reading is not None else report.ts if report is not None else 0.0
         metrics = reading.metrics if reading is not None else {}
+        model = _model_of(reading)
         if entry is None:
-            found.append(PoolOnNode(node, pool, 1, 0, ts, metrics))
+            found.append(PoolOnNode(node, pool, 1, 0, ts, metrics, model=model))
         else:
             found.append(
                 PoolOnNode(
@@ -291,9 +302,15 @@ def pools_on_nodes(
                     consecutive_crashes=entry.consecutive_crashes,
                     startup_seconds=entry.startup_seconds,
                     tenants=entry.tenants,
+                    model=model,
                 )
             )
     return found
+
+
+def _model_of(reading: LatestSeries | None) -> str | None:
+    model = (reading.extra or {}).get("model") if reading is not None else None
+    return model if isinstance(model, str) else None
 
 
 def latest_reports(conn: Connection, node_ids: Sequence[str]) -> dict[str, NodeReport]:

@@ -51,8 +51,8 @@ def test_the_licence_is_an_spdx_string_that_the_pinned_setuptools_reads_without_
     which is also the first release that reads the SPDX string: the build requirement says so)."""
     import warnings
 
-    from setuptools.config.pyprojecttoml import apply_configuration
-    from setuptools.dist import Distribution
+    from setuptools.config.pyprojecttoml import apply_configuration  # type: ignore[import-untyped]
+    from setuptools.dist import Distribution  # type: ignore[import-untyped]
 
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert pyproject["project"]["license"] == "Apache-2.0"

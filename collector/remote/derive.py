@@ -11,14 +11,16 @@ parser's rename would have made it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from prometheus_client.metrics_core import Metric
 
+from wire.samples import BIGINT_MAX
 from wire.scrape.arithmetic import Families
 from wire.scrape.engines import Derived, EngineMapping, derive
-from wire.scrape.signals import Interval, Scrape
+from wire.scrape.signals import Gauge, Interval, Scrape
 
 QUANTILE_WINDOW_SECONDS = 10.0  # CONTRACT section 4: p99 over the trailing 10 s (or the scrape interval, if longer)
 
@@ -87,3 +89,19 @@ def derive_at(
         None if window is None else Scrape(window, scrapes[window]),
     )
     return derive(table, interval), None if previous is None else ts - previous
+
+
+def memory_total_at(total: tuple[Sequence[Gauge], Sequence[Gauge]], ts: float, scrape: Families) -> int | None:
+    """A GPU's memory size in bytes from one scrape: every needed gauge present, plus the optional ones that are
+    (``MemoryTotalSpec``); None when a needed one is missing or the sum is no size a BIGINT column holds. Worked:
+    FB_USED 40960, FB_FREE 40448, FB_RESERVED 512 MiB → 81920 × 1048576 = 85899345920 bytes; without FB_RESERVED,
+    81408 MiB."""
+    needed, optional = total
+    interval = Interval(Scrape(ts, scrape), None, None)
+    parts = [g.value(interval) for g in needed]
+    found = [v for v in parts if v is not None]
+    if len(found) < len(parts):
+        return None
+    found += [v for g in optional if (v := g.value(interval)) is not None]
+    size = math.fsum(found)
+    return round(size) if 0 < size <= BIGINT_MAX else None  # 1e13 MiB of FB_FREE is past it: not measured

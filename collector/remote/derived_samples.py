@@ -28,19 +28,20 @@ class DerivedSamples:
         conn: Connection,
         rows: list[tuple[dict[str, Any], bool]],
         staged: list[StagedSeries],
+        memory: dict[tuple[str, int], int],
         *,
         received_at: float,
         kind: SourceKind,
         token_id: str,
     ) -> None:
-        """Write ``rows`` (each with whether it holds a metric; one without only removes its earlier derivation); a
-        new node is registered as ``token_id``'s."""
+        """Write ``rows`` (each with whether it holds a metric; one without only removes its earlier derivation) and
+        the GPUs' ``memory`` sizes (by node and index); a new node is registered as ``token_id``'s."""
         self._samples(conn, rows)
         written = [row for row, has_metrics in rows if has_metrics]
         if written:
             self._latest(conn, written)
             self._nodes(conn, written, received_at=received_at, kind=kind, token_id=token_id)
-            self._devices(conn, staged, received_at)
+            self._devices(conn, staged, memory, received_at)
             self._backlog(conn, written, received_at)
 
     def _samples(self, conn: Connection, rows: list[tuple[dict[str, Any], bool]]) -> None:
@@ -81,8 +82,11 @@ class DerivedSamples:
             ],
         )
 
-    def _devices(self, conn: Connection, staged: list[StagedSeries], received_at: float) -> None:
-        """A GPU's model, UUID and driver from the labels its exporter puts on every series (dcgm-exporter's)."""
+    def _devices(
+        self, conn: Connection, staged: list[StagedSeries], memory: dict[tuple[str, int], int], received_at: float
+    ) -> None:
+        """A GPU's model, UUID and driver from the labels its exporter puts on every series (dcgm-exporter's), and
+        its memory size where the scrape gave one; what this request does not say is kept as stored."""
         found: dict[tuple[str, int], dict[str, str | None]] = {}
         for s in staged:
             wanted = self._mapping.by_name[s.place.source].spec.device_labels
@@ -91,20 +95,24 @@ class DerivedSamples:
             described: dict[str, str | None] = {field: s.labels.get(label) for field, label in wanted.items()}
             if any(described.values()):
                 found[(s.place.node_id, s.place.device)] = described
-        if not found:
+        gpus = sorted(set(found) | set(memory))
+        if not gpus:
             return
         upsert = insert_for(self._dialect, devices)
+        kept = ("name", "uuid", "driver_version", "memory_total_bytes")
         upsert = upsert.on_conflict_do_update(
             index_elements=["node_id", "index"],
-            set_={c: func.coalesce(upsert.excluded[c], devices.c[c]) for c in ("name", "uuid", "driver_version")}
+            set_={c: func.coalesce(upsert.excluded[c], devices.c[c]) for c in kept}
             | {"updated_at": upsert.excluded.updated_at},
         )
+        empty = dict.fromkeys(("name", "uuid", "driver_version"))
         conn.execute(
             upsert,
             [
-                {"node_id": node, "index": index, "memory_total_bytes": None, "updated_at": received_at}
-                | {k: v or None for k, v in d.items()}  # each within its column (collector.remote.staging)
-                for (node, index), d in sorted(found.items())
+                {"node_id": node, "index": index, "memory_total_bytes": memory.get((node, index))}
+                | {"updated_at": received_at}
+                | {k: v or None for k, v in (empty | found.get((node, index), {})).items()}  # within its column
+                for node, index in gpus
             ],
         )
 

@@ -6,7 +6,8 @@ each catalog metric: either one of the engine tables the agent reads (``engine: 
 histogram quantiles. Everything a source derives for one (node, GPU, pool) at one scrape time is one sample.
 
 Worked (the shipped ``default-mapping.yaml``): ``DCGM_FI_DEV_FB_USED{Hostname="gpu-7",gpu="2"} 40960`` → source
-``dcgm-exporter``, node ``gpu-7``, device 2, ``gpu_memory_used_bytes`` 40960 × 1048576. A series no source takes
+``dcgm-exporter``, node ``gpu-7``, device 2, ``gpu_memory_used_bytes`` 40960 × 1048576; with ``DCGM_FI_DEV_FB_FREE``
+40960 in the same scrape, the GPU's ``memory_total_bytes`` is 81920 × 1048576. A series no source takes
 (``go_goroutines``) is counted as unmapped and never stored.
 """
 
@@ -23,6 +24,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from collector.remote.pool_names import pool_for_model
 from wire.catalog import METRIC_NAMES
 from wire.control import NAME_PATTERN
 from wire.scrape.arithmetic import Combine, mean, selector
@@ -80,6 +82,22 @@ class QuantileSpec(_Strict):
 SignalSpec = GaugeSpec | RateSpec | QuantileSpec
 
 
+class MemoryTotalSpec(_Strict):
+    """A GPU's memory size from gauges of the same scrape, as an agent reads nvmlDeviceGetMemoryInfo().total: the sum
+    of ``sum`` (each needed) and of the ``optional`` ones present, times ``scale``. dcgm-exporter sends no total by
+    default: FB_USED + FB_FREE (+ FB_RESERVED where its counters list it) MiB is one."""
+
+    sum: list[str] = Field(min_length=1)
+    optional: list[str] = Field(default_factory=list)
+    scale: float = Field(1.0, gt=0)
+
+    def signals(self) -> tuple[tuple[Gauge, ...], tuple[Gauge, ...]]:
+        """(needed, optional) gauges, each summed over its series of the GPU."""
+        return tuple(Gauge(f, scale=self.scale) for f in self.sum), tuple(
+            Gauge(f, scale=self.scale) for f in self.optional
+        )
+
+
 class SourceSpec(_Strict):
     """One exporter or engine: how its series name a node, GPU and pool, and what it measures."""
 
@@ -91,6 +109,9 @@ class SourceSpec(_Strict):
     node: list[str] = Field(min_length=1)  # the first of these labels a series carries names its node
     device: str | None = None  # the label holding the GPU index
     pool: list[str] = Field(default_factory=list)
+    # the label naming the model an engine serves: without a pool label the pool is named after it (pool_for_model)
+    model: str | None = None
+    memory_total: MemoryTotalSpec | None = None  # a GPU's memory size (devices.memory_total_bytes)
     device_labels: dict[Literal["name", "uuid", "driver_version"], str] = Field(default_factory=dict)
     max_series: Annotated[int, Field(gt=0, le=1_000_000)] = 10_000
 
@@ -142,12 +163,14 @@ class Unplaced:
 
 @dataclass(frozen=True)
 class SeriesPlace:
-    """Where one series lands: its source, node, GPU (``None``: none) and pool (``None``: none)."""
+    """Where one series lands: its source, node, GPU (``None``: none) and pool (``None``: none), and the model the
+    series says it serves (``None``: it names none)."""
 
     source: str
     node_id: str
     device: int | None
     pool: str | None
+    model: str | None = None
 
 
 class Source:
@@ -160,11 +183,13 @@ class Source:
             self.table = MAPPINGS[spec.engine]
         else:
             self.table = EngineMapping(metrics={name: s.signal() for name, s in spec.metrics.items()}, extra={})
+        self.memory_total = spec.memory_total.signals() if spec.memory_total is not None else None
         self._exclude = {label: re.compile(pattern) for label, pattern in spec.exclude.items()}
 
     @cached_property
     def families(self) -> frozenset[str]:
-        return self.table.families()
+        memory = self.spec.memory_total
+        return self.table.families() | frozenset(memory.sum + memory.optional if memory is not None else ())
 
     def takes(self, family: str, labels: Mapping[str, str]) -> bool:
         if family not in self.families:
@@ -187,6 +212,9 @@ class Source:
                 return Unplaced("bad_device")
             device = int(raw)
         pool = next((labels[name] for name in self.spec.pool if labels.get(name)), None)
+        model = (labels.get(self.spec.model) or None) if self.spec.model is not None else None
+        if pool is None and model is not None:
+            pool = pool_for_model(model)
         for what, name, labels_naming in (("node", node, self.spec.node), ("pool", pool, self.spec.pool)):
             if name is not None and not _NAME.fullmatch(name):
                 return Unplaced(
@@ -194,7 +222,7 @@ class Source:
                     f"{what} name {name[:80]!r} does not match {NAME_PATTERN}: give the series a "
                     f"{labels_naming[0]!r} label that does (a relabel)",
                 )
-        return SeriesPlace(self.name, node, device, pool)
+        return SeriesPlace(self.name, node, device, pool, model)
 
 
 def _host_of(instance: str) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, func, select, text, tuple_
 
 from collector.database import insert_for, storage_errors
-from collector.remote.derive import SeriesInfo, derive_at, families, interval_at
+from collector.remote.derive import SeriesInfo, derive_at, families, interval_at, memory_total_at
 from collector.remote.derived_samples import DerivedSamples
 from collector.remote.mapping import SeriesMapping, SeriesPlace, family_of
 from collector.remote.node_admission import KnownNode, Sender, admit
@@ -39,6 +39,7 @@ COUNTS_REREAD_SECONDS = 60.0
 SERIES_RECHECK_SECONDS = 60.0  # how long a series known stored is taken as stored without a look
 MAX_KNOWN = 200_000
 _SEQ_BITS = (1 << 62) - 1
+MODEL_MAX_LENGTH = 256  # MODEL_PATTERN's, and the pools.model column's
 
 
 @dataclass(frozen=True)
@@ -158,8 +159,8 @@ class RemoteWriter:
         kept = self._register(conn, staged, outcome, received_at)
         touched = self._insert_points(conn, kept, outcome)
         if touched:
-            rows = self._derive(conn, touched, kept, outcome, kind=kind)
-            self._out.store(conn, rows, kept, received_at=received_at, kind=kind, token_id=token_id)
+            rows, memory = self._derive(conn, touched, kept, outcome, kind=kind)
+            self._out.store(conn, rows, kept, memory, received_at=received_at, kind=kind, token_id=token_id)
             outcome.samples = sum(has_metrics for _, has_metrics in rows)
 
     def _register(
@@ -250,10 +251,10 @@ class RemoteWriter:
         outcome: WriteOutcome,
         *,
         kind: SourceKind,
-    ) -> list[tuple[dict[str, Any], bool]]:
+    ) -> tuple[list[tuple[dict[str, Any], bool]], dict[tuple[str, int], int]]:
         """Derive again each touched group's samples at its new times (and at the later times that read them): the
-        rows to store, each with whether it holds a metric; a metric past agent ingest's bounds is left out and
-        counted (``out_of_range``).
+        rows to store, each with whether it holds a metric (a metric past agent ingest's bounds is left out and
+        counted, ``out_of_range``), and each GPU's memory size at its latest of those times (``memory_total``).
 
         Two reads: the group's scrape times around the new ones (the index alone), then the points of just the
         scrapes a derivation reads — its own, the one before and the window's oldest — not every staged one.
@@ -269,10 +270,16 @@ class RemoteWriter:
         points = self._points(conn, read)
         place_of = {s.group_id: s.place for s in staged}
         rows = []
+        memory: dict[tuple[str, int], int] = {}
         for group, targets in wanted.items():
             place = place_of[group]
-            table = self._mapping.by_name[place.source].table
+            source = self._mapping.by_name[place.source]
+            table = source.table
             scrapes = {ts: families(points[group][ts], self._info) for ts in sorted(read[group])}
+            if place.device is not None and source.memory_total is not None:
+                total = memory_total_at(source.memory_total, targets[-1], scrapes[targets[-1]])
+                if total is not None:
+                    memory[(place.node_id, place.device)] = total
             for ts in targets:
                 derived, resolution = derive_at(table, ts, scrapes, times[group], max_gap_seconds=gap)
                 metrics = derived.metrics  # within agent ingest's bounds; those outside are in rejected
@@ -282,8 +289,10 @@ class RemoteWriter:
                 extra: dict[str, Any] = {"source": kind, **derived.extra}
                 if resolution is not None:
                     extra["resolution_seconds"] = round(resolution, 3)
+                if place.model is not None and place.device is None:
+                    extra["model"] = place.model[:MODEL_MAX_LENGTH]  # the pool's model, shown beside its name
                 rows.append((_sample_row(place, group, ts, metrics, extra), bool(metrics)))
-        return rows
+        return rows, memory
 
     def _scrape_times(self, conn: Connection, touched: dict[int, set[float]], gap: float) -> dict[int, list[float]]:
         """Each touched group's staged scrape times within ``gap`` before its first new one to ``gap`` after its

@@ -5,6 +5,7 @@ the fix."""
 from __future__ import annotations
 
 import math
+import re
 import tracemalloc
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -28,6 +29,7 @@ from tests.support.clock import FakeClock
 from tests.support.remote_write import REMOTE_WRITE_HEADERS, Writer, named, write_request, writer_for
 from web.services import AppServices
 from wire.catalog import METRIC_NAMES
+from wire.control import NAME_PATTERN
 
 Auth = Callable[..., dict[str, str]]
 T0 = FakeClock().now - 60
@@ -186,9 +188,19 @@ def test_a_node_name_outside_ingests_pattern_is_refused(writer: Writer, engine: 
 
 
 def test_a_pool_name_outside_ingests_pattern_is_refused(writer: Writer, engine: Engine) -> None:
-    status, text = writer([(named("vllm:num_requests_waiting", **(VLLM | {"model_name": "a/b"})), [(T0, 3.0)])])
+    status, text = writer([(named("vllm:num_requests_waiting", **(VLLM | {"pool": "a/b"})), [(T0, 3.0)])])
     assert status == 400 and "pool name" in text, text
     assert count(engine, samples) == 0
+
+
+def test_a_model_id_no_pool_name_holds_names_its_pool_as_a_pool_name_may_be(writer: Writer, engine: Engine) -> None:
+    """Without a pool label the pool is named after the model (collector.remote.pool_names): ``<img>`` in a
+    model_name reaches no page as a pool name."""
+    status, text = writer([(named("vllm:num_requests_waiting", **(VLLM | {"model_name": "<img src=x>"})), [(T0, 3.0)])])
+    assert status == 204, text
+    with engine.connect() as conn:
+        pools = set(conn.scalars(select(samples.c.pool)))
+    assert len(pools) == 1 and re.fullmatch(NAME_PATTERN, pools.pop())
 
 
 def test_nodes_past_the_per_token_bound_are_refused_naming_it(

@@ -7,14 +7,14 @@ the whole fleet's up nodes, not only the page's: a pool's replicas are the same 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from collector.registry import PoolOnNode
 from fleet.pools import DemandMetric, Pool
 from web.dashboard.tiles import SLO_SHARE_THRESHOLDS, Heat, judge
-from web.dashboard.units import ABSENT, duration, metric_value
+from web.dashboard.units import ABSENT, duration, metric_value, reporters
 
 T = TypeVar("T")
 P99 = "request_latency_p99_seconds"
@@ -32,6 +32,8 @@ class PoolSummary:
     p99_heat: str
     demand: str
     demand_metric: str
+    configured: bool = True  # False: nodes report it and nobody configured it (it has no page of its own)
+    model: str | None = None  # the configured model, else the one its series name
 
     def live(self) -> dict[str, str]:
         """What the live stream sends of it (the page swaps these texts)."""
@@ -63,7 +65,37 @@ def pool_summary(on_nodes: Sequence[PoolOnNode], pool: Pool | None) -> PoolSumma
         p99_heat=heat.css,
         demand=metric_value(metric, sum(demands)) if demands else ABSENT,
         demand_metric=metric,
+        configured=pool is not None,
+        model=(pool.spec.model if pool is not None else None) or next((p.model for p in on_nodes if p.model), None),
     )
+
+
+@dataclass(frozen=True)
+class UnconfiguredPool:
+    """A pool some up node serves and nobody configured: who reports it ("agents", "Prometheus remote write") and
+    the model its series name, so an admin can configure it by that name."""
+
+    name: str
+    reported_by: str
+    model: str | None
+
+
+def unconfigured_pools(
+    on_nodes: Sequence[PoolOnNode], configured: Collection[str], sources: Mapping[str, str]
+) -> list[UnconfiguredPool]:
+    """The pools of ``on_nodes`` not in ``configured``, by name; ``sources``: each node's ``nodes.source``."""
+    found: dict[str, list[PoolOnNode]] = {}
+    for p in on_nodes:
+        if p.pool not in configured:
+            found.setdefault(p.pool, []).append(p)
+    return [
+        UnconfiguredPool(
+            name,
+            reporters(sources.get(p.node_id, "agent") for p in on),
+            next((p.model for p in on if p.model), None),
+        )
+        for name, on in sorted(found.items())
+    ]
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from enum import IntEnum
 
 from alerting.lifecycle import Alert
 from collector.registry import NodeStatus, NodeView
+from wire.catalog import BY_NAME, PoolAggregate, Scope
 
 
 class Heat(IntEnum):
@@ -159,3 +160,22 @@ SHORT_NAMES: dict[str, str] = {
     "request_latency_p99_seconds": "p99 latency",
     "kv_cache_utilization_ratio": "KV cache",
 }
+
+
+# How a tile's value combines a node's series of one metric (the catalog's pool aggregate), said beside its name:
+# "GPU util max" is the busiest GPU, "Power sum" every GPU's together. A node-scoped metric has one series: no word.
+AGGREGATE_WORDS: dict[PoolAggregate, tuple[str, str]] = {
+    PoolAggregate.MAX: ("max", "the highest of the node's"),
+    PoolAggregate.SUM: ("sum", "summed over the node's"),
+}
+_SERIES_OF = {Scope.GPU: "GPUs", Scope.POOL_REPLICA: "replicas"}
+
+
+def aggregate_label(name: str) -> tuple[str, str]:
+    """(word, explanation) for catalog metric ``name``'s tile cell: ``("max", "the highest of the node's GPUs")``;
+    ``("", "")`` for a node-scoped one."""
+    entry = BY_NAME[name]
+    if entry.scope not in _SERIES_OF:
+        return "", ""
+    word, how = AGGREGATE_WORDS[entry.pool_aggregate]
+    return word, f"{how} {_SERIES_OF[entry.scope]}"

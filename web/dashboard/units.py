@@ -7,7 +7,7 @@ em dash, never a made-up zero.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
 from wire.catalog import BY_NAME
@@ -89,6 +89,16 @@ def age(seconds: float | None) -> str:
 
 
 SOURCE_NAMES = {"remote_write": "Prometheus remote write", "otlp": "OTLP"}
+
+
+def reporters(sources: Iterable[str]) -> str:
+    """Who reports something, from its nodes' sources: ``agents``, ``Prometheus remote write``, or ``agents and
+    OTLP`` (a Prometheus-only fleet said "Reported by agents")."""
+    found = set(sources)
+    names = (["agents"] if found - set(SOURCE_NAMES) else []) + [
+        name for source, name in SOURCE_NAMES.items() if source in found
+    ]
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 2 else names) or "no node"
 
 
 def reported_by(source: str, resolution_seconds: float | None) -> str:

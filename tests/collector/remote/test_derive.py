@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from collector.remote.derive import SeriesInfo, derive_at, families, interval_at
+from collector.remote.derive import SeriesInfo, derive_at, families, interval_at, memory_total_at
 from collector.remote.mapping import load_mapping
 from collector.remote.series import RemoteSeries
 from collector.remote.staging import Dropped, Placements, group_id, series_id, stage
@@ -97,3 +97,22 @@ def test_ids_are_stable_and_ignore_label_order() -> None:
     assert a != series_id({"__name__": "x", "a": "1", "b": "3"})
     assert a == 253988670570489676  # the same in every process and release: blake2b, not hash()
     assert -(2**63) <= a < 2**63
+
+
+@pytest.mark.parametrize(
+    ("mib", "total_mib"),
+    [
+        ({"DCGM_FI_DEV_FB_USED": 40960, "DCGM_FI_DEV_FB_FREE": 40448, "DCGM_FI_DEV_FB_RESERVED": 512}, 81920),
+        ({"DCGM_FI_DEV_FB_USED": 40960, "DCGM_FI_DEV_FB_FREE": 40448}, 81408),  # dcgm-exporter 3.3: no reserved
+        ({"DCGM_FI_DEV_FB_USED": 40960}, None),  # free not sent: the size is not known
+        ({"DCGM_FI_DEV_FB_FREE": 40448, "DCGM_FI_DEV_FB_RESERVED": 512}, None),
+        ({"DCGM_FI_DEV_FB_USED": 1.0, "DCGM_FI_DEV_FB_FREE": 9e15}, None),  # past a BIGINT in bytes: not a size
+    ],
+)
+def test_a_dcgm_gpus_memory_size_is_used_plus_free_plus_reserved(mib: dict[str, float], total_mib: int | None) -> None:
+    source = load_mapping().by_name["dcgm-exporter"]
+    assert source.memory_total is not None
+    info = {i: SeriesInfo(name, name, {"gpu": "0"}) for i, name in enumerate(mib)}
+    scrape = families([(i, value) for i, value in enumerate(mib.values())], info)
+    found = memory_total_at(source.memory_total, NOW, scrape)
+    assert found == (None if total_mib is None else total_mib * 1048576)

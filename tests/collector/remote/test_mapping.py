@@ -32,15 +32,24 @@ DCGM = {"gpu": "3", "UUID": "GPU-5fd4", "modelName": "NVIDIA H100 80GB HBM3", "H
                 "model_name": "llama",
                 "instance": "[fd00::7]:8000",
             },
-            SeriesPlace("vllm", "fd00::7", None, "llama"),
+            SeriesPlace("vllm", "fd00::7", None, "llama", "llama"),
         ),
         (
             {"__name__": "vllm:num_requests_waiting", "model_name": "llama", "pool": "chat", "instance": "a:8000"},
-            SeriesPlace("vllm", "a", None, "chat"),
+            SeriesPlace("vllm", "a", None, "chat", "llama"),
         ),
         (
             {"__name__": "sglang:num_queue_reqs", "model_name": "qwen", "instance": "b:30000"},
-            SeriesPlace("sglang", "b", None, "qwen"),
+            SeriesPlace("sglang", "b", None, "qwen", "qwen"),
+        ),
+        # a Hugging Face id names no pool as it is: the pool is named after it, and keeps it as its model
+        (
+            {"__name__": "vllm:num_requests_waiting", "model_name": "meta-llama/Llama-3.1-8B-Instruct", "node": "g"},
+            SeriesPlace("vllm", "g", None, "meta-llama--Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B-Instruct"),
+        ),
+        (
+            {"__name__": "dynamo_frontend_queued_requests", "model": "Qwen/Qwen3-0.6B", "node": "g"},
+            SeriesPlace("dynamo", "g", None, "Qwen--Qwen3-0.6B", "Qwen/Qwen3-0.6B"),
         ),
         (
             {"__name__": "tgi_queue_size", "instance": "c:80", "job": "tgi-mistral"},
@@ -81,6 +90,8 @@ def test_series_no_source_reads_are_unmapped(labels: dict[str, str]) -> None:
         ({"__name__": "DCGM_FI_DEV_GPU_UTIL", "gpu": "0", "Hostname": "a" * 129}, "bad_name"),
         ({"__name__": "DCGM_FI_DEV_GPU_UTIL", "gpu": "0", "Hostname": "../../settings"}, "bad_name"),
         ({"__name__": "DCGM_FI_DEV_GPU_UTIL", "gpu": "0", "Hostname": "a", "pool": "a/b"}, "bad_name"),
+        # a pool label is the team's own choice: refused as it is, never renamed
+        ({"__name__": "vllm:num_requests_waiting", "model_name": "m", "pool": "a/b", "node": "a"}, "bad_name"),
     ],
 )
 def test_a_series_that_cannot_be_placed_says_why(labels: dict[str, str], reason: str) -> None:
@@ -121,6 +132,7 @@ def test_a_custom_mapping_in_toml(tmp_path: Path) -> None:
         ("sources:\n- {name: a, node: [n], engine: vllm}\n- {name: a, node: [m], engine: tgi}", "unique: a"),
         ("sources:\n- {name: a, node: [], engine: vllm}", "sources.0.node"),
         ("sources:\n- {name: a, node: [n], engine: vllm, max_series: 0}", "sources.0.max_series"),
+        ("sources:\n- {name: a, node: [n], engine: vllm, memory_total: {sum: []}}", "memory_total.sum"),
         ("sources: [", "not valid YAML"),
     ],
 )
@@ -145,4 +157,11 @@ def test_otlp_resource_labels_and_dynamo_names_are_placed() -> None:
     }
     found = DEFAULTS.source_of(labels)
     assert found is not None
-    assert found[0].place(labels) == SeriesPlace("dynamo", "gpu-node-3", None, "qwen3-32b")
+    assert found[0].place(labels) == SeriesPlace("dynamo", "gpu-node-3", None, "qwen3-32b", "qwen3-32b")
+
+
+def test_dcgm_memory_families_are_read_for_the_gpus_size() -> None:
+    """FB_FREE and FB_RESERVED give no catalog metric but the GPU's memory size: they are staged, not unmapped."""
+    for name in ("DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_RESERVED", "DCGM_FI_DEV_FB_USED"):
+        found = DEFAULTS.source_of({"__name__": name, **DCGM})
+        assert found is not None and found[0].name == "dcgm-exporter", name

@@ -171,3 +171,54 @@ def _assert_each_scrape_stored_once(server: ServerProcess) -> None:
         distinct = conn.scalar(select(func.count()).select_from(keys.distinct().subquery()))
     engine.dispose()
     assert total == distinct and total
+
+
+def test_a_prometheus_only_fleet_sizes_its_gpus_and_names_an_unlabelled_vllms_pool(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """What a new user's first Prometheus gets (issue 39): dcgm-exporter's FB_USED and FB_FREE (its 3.3 counters have
+    no FB_RESERVED) size each GPU, so memory is a share; a vLLM whose series carry no pool label serves a pool named
+    after its model, one ``POST /pools`` accepts, with the model id kept."""
+    token = server.create_token("remote_write")
+    gpus = (
+        DcgmGpu(0, "GPU-604ac76c", fb_used_mib=40960, fb_free_mib=40448),
+        DcgmGpu(1, "GPU-91b2e0aa", fb_used_mib=1024, fb_free_mib=80384),
+    )
+    pool = "meta-llama--Llama-3.1-8B-Instruct"
+    with (
+        FixtureExporter(render_dcgm(gpus)) as dcgm,
+        FixtureExporter(render_vllm([BEFORE])) as vllm,
+        PrometheusProcess(
+            workdir=tmp_path / "prometheus",
+            target=[dcgm.target, vllm.target],
+            remote_write=RemoteWrite(f"{server.url}/api/v1/write", token),
+            target_labels={"node": NODE},  # a node label only: no relabel names the pool
+            scrape_interval_s=1.0,
+        ),
+    ):
+        node = wait_for(lambda: _sized_node(server), timeout_s=WAIT_S)
+        wait_for(lambda: any(r["pool"] == pool for r in rows(server)), timeout_s=WAIT_S)
+    sizes = {g["index"]: g["memory_total_bytes"] for g in node["gpus"]}
+    assert sizes == {0: (40960 + 40448) * 1048576, 1: (1024 + 80384) * 1048576}
+    replica = next(s for s in node["series"] if s["pool"] == pool and s["device"] is None)
+    assert replica["extra"]["model"] == MODEL
+
+    created = httpx.post(
+        f"{server.url}/api/v1/pools",
+        json={"name": pool, "engine": "vllm", "model": MODEL, "max_replicas": 2},
+        headers=_admin(server),
+        timeout=10.0,
+    )
+    assert created.status_code == 201, created.text
+    assert created.json()["model"] == MODEL
+
+
+def _sized_node(server: ServerProcess) -> dict[str, Any] | None:
+    """The node once each of its GPUs has a memory size and its vLLM pool a sample; None before."""
+    answer = httpx.get(f"{server.url}/api/v1/nodes/{NODE}", headers=_admin(server), timeout=5.0)
+    if answer.status_code != 200:
+        return None
+    node: dict[str, Any] = answer.json()
+    sized = len(node["gpus"]) == 2 and all(g["memory_total_bytes"] for g in node["gpus"])
+    served = any(s["pool"] and s["device"] is None for s in node["series"])
+    return node if sized and served else None

@@ -143,7 +143,9 @@ def test_tiles_are_split_per_pool_under_its_summary(browser: Browser, services: 
     chat = sections[0][1]
     assert '<b data-pool-field="nodes">2</b> up nodes' in chat
     assert '<b data-pool-field="ready">3</b> ready · <b data-pool-field="starting">1</b> starting' in chat
-    assert 'class="p99 warn" data-pool-field="p99_heat">p99 <b data-pool-field="p99">450 ms</b> / SLO 500 ms' in chat
+    assert 'class="p99 warn" data-pool-field="p99_heat"' in chat
+    assert 'p99 <small class="agg">max</small> <b data-pool-field="p99">450 ms</b> / SLO 500 ms' in chat
+    assert 'demand <small class="agg">sum</small> <b data-pool-field="demand">' in chat
     assert '<b data-pool-field="demand">20.0 /s</b>' in chat
     assert "(no SLO)" in sections[1][1] and "No pool" in sections[2][1]
     only = re.findall(r'<section class="pool-group" data-pool="([^"]*)">', client.get("/?pool=vision").text)

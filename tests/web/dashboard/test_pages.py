@@ -411,3 +411,48 @@ def test_an_empty_list_says_so_without_an_empty_table_under_it(browser: Browser)
         said = re.findall(r"<p class=\"empty\"[^>]*>.*?</p>\s*(</?[a-z]+)", page.text, re.S)
         assert said, f"{path}: no empty list on a fresh server"
         assert "<table" not in said, f"{path}: an empty-list message followed by a table: {said}"
+
+
+def test_a_pool_seen_through_remote_write_is_linked_and_named_with_its_model_and_source(
+    browser: Browser, services: AppServices, clock: FakeClock, token: Callable[..., str]
+) -> None:
+    """A vLLM without a pool label serves a pool named after its model (issue 39): the Fleet page's section of an
+    unconfigured pool sends to the pools list, which says who reports it and its model, not to a 404."""
+    client = browser("viewer")
+    model = "meta-llama/Llama-3.1-8B-Instruct"
+    waiting = named("vllm:num_requests_waiting", model_name=model, engine="0", node="gpu-7")
+    body = write_request([(waiting, [(clock() - 15, 2.0), (clock(), 3.0)])])
+    headers = {"Authorization": f"Bearer {token('remote_write')}", **REMOTE_WRITE_HEADERS}
+    assert client.post("/api/v1/write", content=body, headers=headers).status_code == 204
+    pool = "meta-llama--Llama-3.1-8B-Instruct"
+
+    overview = client.get("/").text
+    head = re.search(r'<h2 class="pool-head">(.*?)</h2>', overview, re.S)
+    assert head is not None and pool in head[1] and model in head[1]
+    links = re.findall(r'href="([^"]+)"', head[1])
+    assert f"/pools/{pool}" not in links and links, links  # not configured: no page of its own yet
+    for link in links:
+        assert client.get(link).status_code == 200, link
+
+    pools = client.get("/pools").text
+    assert "Reported by agents" not in pools
+    assert re.search(rf"{pool}.*?Prometheus remote write.*?{re.escape(model)}", pools, re.S), pools
+
+    services.pools.create(pool, PoolSpec(max_replicas=2), now=clock())
+    head = re.search(r'<h2 class="pool-head">(.*?)</h2>', client.get("/").text, re.S)
+    assert head is not None and f'href="/pools/{pool}"' in head[1]
+    assert client.get(f"/pools/{pool}").status_code == 200
+
+
+def test_each_tile_cell_says_how_its_series_combine(browser: Browser, services: AppServices, clock: FakeClock) -> None:
+    """A tile mixed the busiest GPU's utilization with the sum of every GPU's power, saying neither (issue 39)."""
+    client = browser("viewer")
+    push(services, client, "node-a", clock, gpus=2)
+    tile = client.get("/").text
+    cells = dict(re.findall(r'<div class="cell" title="([a-z_0-9]+)[^"]*">\s*<dt>(.*?)</dt>', tile, re.S))
+    assert len(cells) == 12, cells
+    assert re.search(r"GPU util.*\bmax\b", cells["gpu_utilization_ratio"]), cells
+    assert re.search(r"Power.*\bsum\b", cells["gpu_power_watts"]), cells
+    assert re.search(r"p99 latency.*\bmax\b", cells["request_latency_p99_seconds"]), cells
+    assert re.search(r"Requests.*\bsum\b", cells["request_rate_per_second"]), cells
+    assert "sum" not in cells["network_latency_seconds"] and "max" not in cells["network_latency_seconds"]

@@ -6,7 +6,7 @@ import pytest
 
 from collector.registry import Gpu, LatestSeries, NodeStatus, NodeView
 from web.dashboard.tiles import SHORT_NAMES, Heat, node_heat, sparkline_points
-from web.dashboard.units import ABSENT, age, metric_value, number
+from web.dashboard.units import ABSENT, age, metric_value, number, reporters
 from wire.catalog import METRIC_NAMES
 
 
@@ -72,3 +72,17 @@ def test_sparkline_points_span_the_box() -> None:
     assert sparkline_points([]) == ""
     assert sparkline_points([1.0, 3.0, 2.0], width=60, height=16) == "0.0,16.0 30.0,0.0 60.0,8.0"
     assert sparkline_points([5.0, 5.0], width=60, height=16) == "0.0,8.0 60.0,8.0"  # flat: mid-height
+
+
+@pytest.mark.parametrize(
+    ("sources", "said"),
+    [
+        (["agent", "agent"], "agents"),
+        (["remote_write"], "Prometheus remote write"),  # a Prometheus-only fleet said "Reported by agents"
+        (["otlp", "agent"], "agents and OTLP"),
+        (["remote_write", "otlp", "agent"], "agents, Prometheus remote write and OTLP"),
+        ([], "no node"),
+    ],
+)
+def test_who_reports_is_named_by_the_nodes_sources(sources: list[str], said: str) -> None:
+    assert reporters(sources) == said

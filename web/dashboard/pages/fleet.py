@@ -25,7 +25,7 @@ from web.dashboard.live_stream import event_stream
 from web.dashboard.pool_groups import PoolGroup, PoolSummary, group_by_pool, pool_summary
 from web.dashboard.render import page
 from web.dashboard.security import DashboardRoute
-from web.dashboard.tiles import SHORT_NAMES, AlertMark, alert_marks, node_heat, sparkline_points
+from web.dashboard.tiles import SHORT_NAMES, AlertMark, aggregate_label, alert_marks, node_heat, sparkline_points
 from web.dashboard.units import metric_value, reported_by
 from web.services import AppServices
 from wire.catalog import METRIC_NAMES
@@ -75,6 +75,7 @@ class MetricCell:
     value: str
     why: str  # why the value is absent; '' when there is one
     points: str  # SVG polyline points; '' when there is no history yet
+    aggregate: tuple[str, str] = ("", "")  # how the node's series combine: ("max", "the highest of the node's GPUs")
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,7 @@ def build_tile(
             metric_value(name, latest.get(name)),
             "" if name in latest else why_absent(name, view, absent),
             sparkline_points([v for _ts, v in history.get(name, [])]),
+            aggregate_label(name),
         )
         for name in METRIC_NAMES
     )

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from starlette.datastructures import FormData
 
 from autoscaler.policy.settings import PolicySettings
+from collector.registry import node_sources
 from collector.series import Point, SeriesQuery, SeriesReader
 from fleet.pools import Pool
 from predictor.accuracy import distrusted
@@ -33,6 +34,7 @@ from web.dashboard.deps import (
     validation_problem,
 )
 from web.dashboard.live_stream import event_stream
+from web.dashboard.pool_groups import unconfigured_pools
 from web.dashboard.render import page, script_json
 from web.dashboard.security import DashboardRoute
 from web.errors import ApiError
@@ -188,9 +190,11 @@ def _pool_page(
 @router.get("/pools", response_class=HTMLResponse)
 def pools(request: Request, user: Viewer, services: ServicesDep) -> HTMLResponse:
     now = services.clock()
-    current = services.fleet.read(now).ready_replicas()
+    view = services.fleet.read(now)
+    current = view.ready_replicas()
+    configured = services.pools.list()
     rows = []
-    for pool in services.pools.list():
+    for pool in configured:
         forecast = services.forecasts.get(SubjectKind.POOL, pool.name)
         saturation = (forecast.good.saturation or {}) if forecast is not None and forecast.good is not None else {}
         rows.append(
@@ -202,8 +206,11 @@ def pools(request: Request, user: Viewer, services: ServicesDep) -> HTMLResponse
                 "bound": bound_state(pool),
             }
         )
-    unmanaged = sorted(set(current) - {p.name for p in services.pools.list()})
-    return page(request, "pools.html", user, rows=rows, unmanaged=unmanaged, current=current)
+    on_nodes = view.pools_on_nodes
+    with services.engine.connect() as conn:
+        sources = node_sources(conn, sorted({p.node_id for p in on_nodes}))
+    unconfigured = unconfigured_pools(on_nodes, {p.name for p in configured}, sources)
+    return page(request, "pools.html", user, rows=rows, unconfigured=unconfigured, current=current)
 
 
 @router.get("/pools/{name}", response_class=HTMLResponse)
