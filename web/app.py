@@ -32,6 +32,7 @@ from web.routes import (
     tenant_keys,
     tenants,
     tokens,
+    unmapped,
     webhooks,
 )
 from web.services import AppServices
@@ -67,6 +68,7 @@ def create_app(services: AppServices, *, lifespan: Lifespan = _no_background) ->
     for router in (
         ingest.router,
         remote_write.router,
+        unmapped.router,
         nodes.router,
         series.router,
         tokens.router,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from collector.remote.pool_names import pool_for_model
+from collector.remote.series import RemoteSeries
 from wire.catalog import METRIC_NAMES
 from wire.control import NAME_PATTERN
 from wire.scrape.arithmetic import Combine, mean, selector
@@ -250,6 +251,35 @@ class SeriesMapping:
     def __init__(self, spec: MappingSpec) -> None:
         self.sources = tuple(Source(s) for s in spec.sources)
         self.by_name = {s.name: s for s in self.sources}
+
+    @cached_property
+    def _folded(self) -> dict[str, str]:
+        """Every source's family by its lowercase spelling (the first source's, should two differ only in case)."""
+        found: dict[str, str] = {}
+        for source in self.sources:
+            for family in sorted(source.families):
+                found.setdefault(family.lower(), family)
+        return found
+
+    def spelt_as_mapped(self, series: Sequence[RemoteSeries]) -> list[RemoteSeries]:
+        """``series`` with each name a family matches case-insensitively spelt as the mapping spells it:
+        ``dcgm_fi_dev_gpu_util`` → ``DCGM_FI_DEV_GPU_UTIL``, ``VLLM:GENERATION_TOKENS_TOTAL`` →
+        ``vllm:generation_tokens_total``. For OTLP, whose instrument names are case-insensitive (the OpenTelemetry
+        Python SDK lowercases them); the whole mapping, not only DCGM's upper-case names, since a case-insensitive
+        name matches any spelling. A name no family matches stays as it came."""
+        spelt = []
+        for one in series:
+            name = one.labels.get("__name__", "")
+            mapped = self._spelling(name)
+            spelt.append(one if mapped == name else RemoteSeries({**one.labels, "__name__": mapped}, one.samples))
+        return spelt
+
+    def _spelling(self, name: str) -> str:
+        lowered = name.lower()
+        for suffix in ("", *SAMPLE_SUFFIXES):
+            if lowered.endswith(suffix) and (family := self._folded.get(lowered[: len(lowered) - len(suffix)])):
+                return family + suffix
+        return name
 
     def source_of(self, labels: Mapping[str, str]) -> tuple[Source, str] | None:
         """The first source taking a series with ``labels`` (``__name__`` included), and the series' family."""

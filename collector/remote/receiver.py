@@ -31,6 +31,7 @@ from collector.remote.node_admission import KnownNode, Sender, admit
 from collector.remote.series import RemoteSeries, SourceKind
 from collector.remote.staging import Dropped, Placements, Staged, StagedSeries, stable_id, stage
 from collector.remote.tables import remote_points, remote_series
+from collector.remote.unmapped import UnmappedFamilies
 from collector.remote.wire_counts import WireBounds
 from collector.tables import NO_DEVICE, NO_POOL, nodes
 from wire.catalog import METRIC_NAMES
@@ -71,6 +72,7 @@ class WriteOutcome:
     samples: int = 0  # fleetpilot samples derived (written or rewritten)
     dropped: Counter[str] = field(default_factory=Counter)
     details: dict[str, str] = field(default_factory=dict)  # the first of each refusal, said so a sender can fix it
+    unmapped: Counter[str] = field(default_factory=Counter)  # the unmapped points by series name
 
 
 def remote_seq(group: int, ts: float) -> int:
@@ -80,11 +82,18 @@ def remote_seq(group: int, ts: float) -> int:
 
 class RemoteWriter:
     def __init__(
-        self, engine: Engine, mapping: SeriesMapping, *, late_after_seconds: float, limits: ReceiverLimits | None = None
+        self,
+        engine: Engine,
+        mapping: SeriesMapping,
+        *,
+        late_after_seconds: float,
+        limits: ReceiverLimits | None = None,
+        unmapped: UnmappedFamilies | None = None,
     ) -> None:
         self._engine = engine
         self._mapping = mapping
         self._limits = limits or ReceiverLimits()
+        self.unmapped = unmapped or UnmappedFamilies(engine)
         self._placements = Placements(mapping, max_label_bytes=self._limits.max_label_bytes)
         self._lock = threading.Lock()
         self._dialect = engine.dialect.name
@@ -102,22 +111,28 @@ class RemoteWriter:
         self, series: Sequence[RemoteSeries], *, received_at: float, kind: SourceKind, sender: Sender
     ) -> WriteOutcome:
         """Store one request's ``series`` (sent by ``kind`` with ``sender``'s token), committed before this
-        returns; the nodes it may not write (``collector.remote.node_admission``) dropped, by reason."""
+        returns; the nodes it may not write (``collector.remote.node_admission``) dropped, by reason, and the
+        families no source reads noted (``collector.remote.unmapped``).
+
+        OTLP names are matched case-insensitively (``SeriesMapping.spelt_as_mapped``): the OpenTelemetry API calls
+        instrument names case-insensitive and its Python SDK lowercases them. Prometheus names are case-sensitive.
+        """
         limits = self._limits
         staged = stage(
-            series,
+            self._mapping.spelt_as_mapped(series) if kind == "otlp" else series,
             self._placements,
             now=received_at,
             oldest=received_at - limits.window_seconds,
             max_future_seconds=limits.max_future_seconds,
         )
-        outcome = WriteOutcome(dropped=staged.dropped, details=staged.details)
-        if not staged.series:
-            return outcome
-        with storage_errors(), self._lock, self._engine.begin() as conn:
-            kept = self._admit(conn, staged, sender, received_at)
-            if kept:
-                self._write(conn, kept, outcome, received_at=received_at, kind=kind, token_id=sender.token_id)
+        outcome = WriteOutcome(dropped=staged.dropped, details=staged.details, unmapped=staged.unmapped)
+        if staged.series:
+            with storage_errors(), self._lock, self._engine.begin() as conn:
+                kept = self._admit(conn, staged, sender, received_at)
+                if kept:
+                    self._write(conn, kept, outcome, received_at=received_at, kind=kind, token_id=sender.token_id)
+        if staged.unmapped:
+            self.unmapped.note(kind, staged.unmapped, received_at)
         return outcome
 
     def _admit(self, conn: Connection, staged: Staged, sender: Sender, received_at: float) -> list[StagedSeries]:

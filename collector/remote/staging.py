@@ -69,6 +69,7 @@ class Staged:
     series: list[StagedSeries] = field(default_factory=list)
     dropped: Counter[str] = field(default_factory=Counter)
     details: dict[str, str] = field(default_factory=dict)  # the first of each reason, said so a sender can fix it
+    unmapped: Counter[str] = field(default_factory=Counter)  # the unmapped points by series name
 
     def drop(self, unplaced: Unplaced, points: int) -> None:
         self.dropped[unplaced.reason] += points
@@ -170,6 +171,8 @@ def stage(
         placed = placements.of(one.labels)
         if isinstance(placed, Unplaced):
             staged.drop(placed, len(one.samples))
+            if placed.reason == Dropped.UNMAPPED:
+                staged.unmapped[one.labels.get("__name__", "")] += len(one.samples)
             continue
         points = []
         for ts, value in one.samples:

@@ -40,3 +40,16 @@ remote_points = Table(
     Index(None, "group_id", "ts"),
     Index(None, "ts"),
 )
+
+# Families no mapping source reads, by the protocol they came by (collector.remote.unmapped): what a sender sends in
+# vain, kept bounded (a name at most 200 characters, at most 1,000 names per protocol) and forgotten when idle.
+remote_unmapped = Table(
+    "remote_unmapped",
+    metadata,
+    Column("source", String(16), primary_key=True),  # "remote_write" or "otlp"
+    Column("name", String(200), primary_key=True),
+    Column("samples", BigInteger, nullable=False),
+    Column("first_seen", Double, nullable=False),
+    Column("last_seen", Double, nullable=False),
+    Index(None, "last_seen"),
+)

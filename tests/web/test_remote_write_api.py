@@ -356,3 +356,85 @@ def test_an_agent_that_starts_reporting_a_node_makes_it_the_agents(
     status, text = writer([(named("DCGM_FI_DEV_GPU_TEMP", **GPU), [(T0 + 30, 62.0)])])  # its Prometheus goes on
     assert status == 400 and "agent_node" in text  # refused: the agent's node is the agent's (issue 35 #4)
     assert client.get("/api/v1/nodes/gpu-1", headers=auth("viewer")).json()["source"] == "agent"
+
+
+def otlp_histogram(name: str, points: int, ts: float, **attributes: str) -> bytes:
+    """An OTLP histogram of ``points`` data points (bounds 0.1, 1): each makes 5 samples (_sum, _count, 3 buckets)."""
+    request = ExportMetricsServiceRequest()
+    resource = request.resource_metrics.add()
+    metric = resource.scope_metrics.add().metrics.add(name=name, unit="s")
+    metric.histogram.aggregation_temporality = AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
+    for i in range(points):
+        point = metric.histogram.data_points.add(time_unix_nano=int(ts * 1e9), count=3, sum=1.5)
+        point.explicit_bounds.extend([0.1, 1.0])
+        point.bucket_counts.extend([1, 1, 1])
+        for key, text in {**attributes, "route": f"/r{i}"}.items():
+            point.attributes.add(key=key, value={"string_value": text})
+    body: bytes = request.SerializeToString()
+    return body
+
+
+def otlp_post(client: TestClient, auth: Auth, *bodies: bytes) -> list[ExportMetricsServiceResponse]:
+    headers = {**auth("remote_write"), "Content-Type": "application/x-protobuf"}
+    answers = [client.post("/api/v1/otlp/v1/metrics", content=body, headers=headers) for body in bodies]
+    assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
+    return [ExportMetricsServiceResponse.FromString(a.content) for a in answers]
+
+
+def test_otlp_partial_success_counts_and_names_the_families_no_mapping_reads(client: TestClient, auth: Auth) -> None:
+    """An unmapped family was a 200 with an empty partial_success (issue 39): the OTLP specification's
+    rejected_data_points counts data points (a histogram's one, not its 5 samples) and error_message names them."""
+    (answer,) = otlp_post(client, auth, otlp_gauge("app_queue_length", 3.0, T0, host_name="gpu-1"))
+    assert answer.partial_success.rejected_data_points == 1
+    assert "app_queue_length" in answer.partial_success.error_message
+    # a mapped gauge beside an unmapped histogram of two data points
+    request = ExportMetricsServiceRequest.FromString(otlp_histogram("http.server.duration", 2, T0, host_name="gpu-1"))
+    request.MergeFrom(ExportMetricsServiceRequest.FromString(otlp_gauge("DCGM_FI_DEV_GPU_UTIL", 42.0, T0, **GPU)))
+    (mixed,) = otlp_post(client, auth, request.SerializeToString())
+    assert mixed.partial_success.rejected_data_points == 2
+    message = mixed.partial_success.error_message
+    assert "http_server_duration_seconds" in message and "DCGM" not in message, message
+    assert "/api/v1/unmapped-families" in message
+
+
+def test_otlp_instrument_names_lowercased_by_the_sdk_take_the_mapping(
+    client: TestClient, auth: Auth, engine: Engine
+) -> None:
+    """The OpenTelemetry SDK lowercases instrument names (its API calls them case-insensitive): its
+    dcgm_fi_dev_gpu_util is dcgm-exporter's DCGM_FI_DEV_GPU_UTIL, and vanished unmapped."""
+    (answer,) = otlp_post(client, auth, otlp_gauge("dcgm_fi_dev_gpu_util", 42.0, T0, gpu="1", Hostname="gpu-2"))
+    assert not answer.HasField("partial_success"), answer
+    assert stored(engine, "gpu_utilization_ratio") == [(T0, 1, "", pytest.approx(0.42))]
+
+
+def test_remote_write_names_stay_case_sensitive(writer: Writer, engine: Engine) -> None:
+    """Prometheus names are case-sensitive: a lowercased DCGM name over remote write is some other series."""
+    assert writer([(named("dcgm_fi_dev_gpu_util", **GPU), [(T0, 42.0)])])[0] == 204
+    assert stored(engine, "gpu_utilization_ratio") == []
+
+
+def test_unmapped_families_are_listed_by_source_with_counts_and_last_seen(
+    writer: Writer, client: TestClient, auth: Auth, services: AppServices
+) -> None:
+    writer([(named("go_goroutines", job="dcgm", instance="a:9400"), [(T0, 12.0), (T0 + 15, 13.0)])])
+    buckets = [(named("go_gc_duration_seconds_bucket", le=le, instance="a:9400"), [(T0, 1.0)]) for le in BOUNDS]
+    writer([*buckets, (named("go_gc_duration_seconds_count", instance="a:9400"), [(T0, 1.0)])])
+    otlp_post(client, auth, otlp_gauge("app_queue_length", 3.0, T0, host_name="gpu-1"))
+    services.remote.unmapped.flush(services.clock())
+    answer = client.get("/api/v1/unmapped-families", headers=auth("viewer"))
+    assert answer.status_code == 200, answer.text
+    found = {(i["source"], i["name"]): i for i in answer.json()["items"]}
+    assert set(found) == {
+        ("remote_write", "go_goroutines"),
+        ("remote_write", "go_gc_duration_seconds"),  # a histogram's _bucket, _count and _sum are one family
+        ("otlp", "app_queue_length"),
+    }
+    assert found[("remote_write", "go_goroutines")]["samples"] == 2
+    assert found[("remote_write", "go_gc_duration_seconds")]["samples"] == 5
+    assert found[("otlp", "app_queue_length")]["last_seen"] == pytest.approx(services.clock())
+    only = client.get("/api/v1/unmapped-families?source=otlp", headers=auth("viewer")).json()["items"]
+    assert [i["name"] for i in only] == ["app_queue_length"]
+    first = client.get("/api/v1/unmapped-families?limit=2", headers=auth("viewer")).json()
+    rest = client.get(f"/api/v1/unmapped-families?limit=2&cursor={first['next']}", headers=auth("viewer")).json()
+    assert len(first["items"]) == 2 and len(rest["items"]) == 1 and rest["next"] is None
+    assert client.get("/api/v1/unmapped-families", headers=auth("remote_write")).status_code == 403

@@ -20,6 +20,7 @@ ROLES: dict[tuple[str, str], Role | str] = {
     ("POST", "/api/v1/ingest"): AGENT,
     ("POST", "/api/v1/write"): REMOTE_WRITE,
     ("POST", "/api/v1/otlp/v1/metrics"): REMOTE_WRITE,
+    ("GET", "/api/v1/unmapped-families"): VIEWER,
     ("GET", "/api/v1/nodes"): VIEWER,
     ("GET", "/api/v1/nodes/{node_id}"): VIEWER,
     ("GET", "/api/v1/nodes/{node_id}/forecast"): VIEWER,

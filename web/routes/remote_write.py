@@ -6,12 +6,14 @@ retries a 5xx (and honours ``Retry-After``) and drops a batch on any other 4xx, 
 a malformed body 400 (resending it cannot help), and points refused one by one (older than the window, another
 value for a stored time) 400 after everything else of the request was stored. Unmapped series, stale markers and
 series past a source's limit are counted (``fleetpilot_collector_remote_points_total``), not errors: resending
-would not change them. OTLP answers an ``ExportMetricsServiceResponse``, with ``partial_success`` when points
-were dropped, as the OTLP/HTTP specification says.
+would not change them; they are listed by family (``GET /api/v1/unmapped-families``). OTLP answers an
+``ExportMetricsServiceResponse``, with ``partial_success`` when data points were dropped, unmapped ones included, as
+the OTLP/HTTP specification says: ``rejected_data_points`` counts them, ``error_message`` names why.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Awaitable, Callable
 
 from fastapi import APIRouter, HTTPException, Request, Response, status
@@ -24,6 +26,7 @@ from collector.remote.otlp import InvalidOtlpBody, otlp_series, parse_otlp
 from collector.remote.receiver import WriteOutcome
 from collector.remote.series import RemoteSeries, SourceKind
 from collector.remote.staging import Dropped
+from collector.remote.unmapped import data_points
 from collector.remote.wire_counts import WireBounds, WireLimitExceeded
 from collector.remote.write_request import InvalidWriteRequest, decode_write_request
 from collector.remote.write_request_v2 import CONTENT_TYPE as WRITE_V2_CONTENT_TYPE
@@ -51,6 +54,7 @@ REFUSED = (
     Dropped.NODE_LIMIT,
 )
 PROTOBUF = "application/x-protobuf"
+NAMED_FAMILIES = 10  # unmapped families an OTLP answer names; the rest are counted
 
 Read = Callable[[int], Awaitable[bytes]]  # the body, at most this many bytes, its encoding checked
 Decode = Callable[[bytes, WireBounds], tuple[list[RemoteSeries], dict[str, int]]]
@@ -140,11 +144,24 @@ async def otlp_metrics(request: Request, services: ServicesDep) -> Response:
 
     outcome = await _receive(request, services, "otlp", read, decode)
     answer = ExportMetricsServiceResponse()
-    rejected = sum(n for reason, n in outcome.dropped.items() if reason != Dropped.UNMAPPED)
-    if rejected:
-        answer.partial_success.rejected_data_points = rejected
-        answer.partial_success.error_message = _refusal(outcome, rejected)
+    unmapped = data_points(outcome.unmapped)
+    refused = sum(n for reason, n in outcome.dropped.items() if reason != Dropped.UNMAPPED)
+    if refused or unmapped:
+        answer.partial_success.rejected_data_points = refused + sum(unmapped.values())
+        said = [_unmapped(unmapped)] if unmapped else []
+        answer.partial_success.error_message = "; ".join(said + ([_refusal(outcome, refused)] if refused else []))
     return Response(answer.SerializeToString(), media_type=PROTOBUF)
+
+
+def _unmapped(points: Counter[str]) -> str:
+    """``3 data points of 2 metric families no mapping source reads: app_queue_length (2), go_goroutines (1) (GET
+    /api/v1/unmapped-families lists them)``: the most rejected first, at most ``NAMED_FAMILIES`` named."""
+    named = ", ".join(f"{name} ({n})" for name, n in points.most_common(NAMED_FAMILIES))
+    more = f" and {len(points) - NAMED_FAMILIES} more" if len(points) > NAMED_FAMILIES else ""
+    return (
+        f"{sum(points.values())} data points of {len(points)} metric families no mapping source reads: {named}{more} "
+        "(GET /api/v1/unmapped-families lists them; the mapping is fleetpilot server --remote-write-mapping)"
+    )
 
 
 async def _receive(
@@ -217,8 +234,9 @@ def _store(services: AppServices, protocol: SourceKind, decode: Decode, body: by
 
 def _refusal(outcome: WriteOutcome, refused: int) -> str:
     """``3 points refused (1 bad_name, 2 conflict): bad_name: node name 'a/b' does not match …; 5 new points
-    stored, 0 duplicates``: counts by reason, and the first of each reason that says what to fix."""
-    reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(outcome.dropped.items()) if n)
+    stored, 0 duplicates``: counts by reason (unmapped ones aside: they are no refusal), and the first of each reason
+    that says what to fix."""
+    reasons = ", ".join(f"{n} {r}" for r, n in sorted(outcome.dropped.items()) if n and r != Dropped.UNMAPPED)
     details = "".join(f"; {reason}: {detail}" for reason, detail in sorted(outcome.details.items()))
     return (
         f"{refused} points refused ({reasons}){details}; {outcome.stored} new points stored, "

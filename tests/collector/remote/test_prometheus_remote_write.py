@@ -198,6 +198,9 @@ def test_a_prometheus_only_fleet_sizes_its_gpus_and_names_an_unlabelled_vllms_po
     ):
         node = wait_for(lambda: _sized_node(server), timeout_s=WAIT_S)
         wait_for(lambda: any(r["pool"] == pool for r in rows(server)), timeout_s=WAIT_S)
+        # what Prometheus sends that no source reads is listed by family, never silently dropped
+        unmapped = wait_for(lambda: _unmapped(server) >= {"up", "DCGM_FI_DEV_SM_CLOCK"} and _unmapped(server), WAIT_S)
+    assert "DCGM_FI_DEV_FB_FREE" not in unmapped and "vllm:e2e_request_latency_seconds" not in unmapped
     sizes = {g["index"]: g["memory_total_bytes"] for g in node["gpus"]}
     assert sizes == {0: (40960 + 40448) * 1048576, 1: (1024 + 80384) * 1048576}
     replica = next(s for s in node["series"] if s["pool"] == pool and s["device"] is None)
@@ -211,6 +214,11 @@ def test_a_prometheus_only_fleet_sizes_its_gpus_and_names_an_unlabelled_vllms_po
     )
     assert created.status_code == 201, created.text
     assert created.json()["model"] == MODEL
+
+
+def _unmapped(server: ServerProcess) -> set[str]:
+    url = f"{server.url}/api/v1/unmapped-families?source=remote_write"
+    return {i["name"] for i in httpx.get(url, headers=_admin(server), timeout=5.0).json()["items"]}
 
 
 def _sized_node(server: ServerProcess) -> dict[str, Any] | None:

@@ -456,3 +456,19 @@ def test_each_tile_cell_says_how_its_series_combine(browser: Browser, services: 
     assert re.search(r"p99 latency.*\bmax\b", cells["request_latency_p99_seconds"]), cells
     assert re.search(r"Requests.*\bsum\b", cells["request_rate_per_second"]), cells
     assert "sum" not in cells["network_latency_seconds"] and "max" not in cells["network_latency_seconds"]
+
+
+def test_the_health_page_lists_what_senders_send_that_no_source_reads(
+    browser: Browser, services: AppServices, clock: FakeClock, token: Callable[..., str]
+) -> None:
+    client = browser("viewer")
+    assert "Every family remote write and OTLP senders sent is mapped" in client.get("/health").text
+    go = named("go_goroutines", instance="10.0.0.1:9400", job="dcgm")
+    body = write_request([(go, [(clock() - 15, 12.0), (clock(), 13.0)])])
+    headers = {"Authorization": f"Bearer {token('remote_write')}", **REMOTE_WRITE_HEADERS}
+    assert client.post("/api/v1/write", content=body, headers=headers).status_code == 204
+    services.remote.unmapped.flush(clock())
+    section = re.search(r'<section id="unmapped">(.*?)</section>', client.get("/health").text, re.S)
+    assert section is not None
+    assert re.search(r"go_goroutines.*?Prometheus remote write.*?\b2\b", section[1], re.S), section[1]
+    assert "/api/v1/unmapped-families" in section[1]

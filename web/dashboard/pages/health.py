@@ -1,5 +1,6 @@
 """``GET /health``: the fleet health report — size class, the checks that matter at that size, pass / fail / not
-measured against live figures, each with its trend over the previous 15 minutes."""
+measured against live figures, each with its trend over the previous 15 minutes — and what remote write and OTLP
+senders send that no mapping source reads."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from web.dashboard.deps import Viewer
 from web.dashboard.health_figures import WINDOW_SECONDS, gather
 from web.dashboard.render import page
 from web.dashboard.security import DashboardRoute
-from web.dashboard.units import ABSENT, duration, ratio
+from web.dashboard.units import ABSENT, SOURCE_NAMES, duration, ratio
 
 router = APIRouter(route_class=DashboardRoute)
+UNMAPPED_SHOWN = 20  # the families with the most samples; the API lists them all
 
 
 def shown(result: CheckResult, value: float | None) -> str:
@@ -31,4 +33,17 @@ def shown(result: CheckResult, value: float | None) -> str:
 def health(request: Request, user: Viewer, services: ServicesDep) -> HTMLResponse:
     gathered = gather(services)
     found = report(gathered.gpus, gathered.now, gathered.before)
-    return page(request, "health.html", user, report=found, shown=shown, window_minutes=WINDOW_SECONDS / 60)
+    kept = services.remote.unmapped
+    unmapped = sorted(kept.families(limit=2 * kept.max_families), key=lambda f: (-f.samples, f.source, f.name))
+    return page(
+        request,
+        "health.html",
+        user,
+        report=found,
+        shown=shown,
+        window_minutes=WINDOW_SECONDS / 60,
+        unmapped=unmapped[:UNMAPPED_SHOWN],
+        unmapped_total=len(unmapped),
+        unmapped_full=kept.full(),
+        source_names=SOURCE_NAMES,
+    )
