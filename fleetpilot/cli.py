@@ -363,6 +363,7 @@ def run_server(args: argparse.Namespace) -> int:
         "host": settings.host,
         "port": settings.port,
         "backlog": settings.accept_backlog,
+        "timeout_keep_alive": settings.http_keep_alive_seconds,
         "log_level": "warning",
         "proxy_headers": False,
     }
