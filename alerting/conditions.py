@@ -170,11 +170,11 @@ def _event(rule: Rule, inputs: Inputs, now: float) -> list[Verdict]:
             for p in inputs.pools
             if p.last_failed_ts is not None and now - p.last_failed_ts <= window and _pool_ok(spec, p.pool)
         ]
-    if spec.event is EventKind.SCALING_STUCK:
+    if spec.event is EventKind.SCALING_STUCK:  # a count fleetpilot does not apply (dry run, an HPA's) is not stuck
         return [
             Verdict({"pool": p.pool}, p.desired != p.ready, float((p.desired or 0) - p.ready))
             for p in inputs.pools
-            if p.desired is not None and _pool_ok(spec, p.pool)
+            if p.desired is not None and p.applied and _pool_ok(spec, p.pool)
         ]
     if spec.event is EventKind.QUOTA_ENFORCED:
         seen = {(t.tenant, t.node, t.pool) for t in inputs.throttles if now - t.ts <= window and _pool_ok(spec, t.pool)}

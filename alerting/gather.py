@@ -24,7 +24,7 @@ from collector.aggregate import Stat, reduce_rollups
 from collector.registry import LatestSeries, NodeStatus, read_latest
 from collector.skipped_rows import Job, SkippedRows
 from collector.tables import NO_DEVICE, NO_POOL, ROLLUP_BUCKET_SECONDS, nodes, rollup_column, rollups_1m, samples
-from fleet.pools import pools
+from fleet.pools import applies_desired, pools
 from fleet.scaling_log import Outcome, scaling_events
 from fleet.view import FleetReader
 from isolation.events import enforcement_events
@@ -235,8 +235,18 @@ def _pools(conn: Connection, fleet: FleetReader, now: float, failure_window: flo
             .group_by(scaling_events.c.pool)
         )
         failed = {row[0]: float(row[1]) for row in conn.execute(query)}
-    rows = conn.execute(select(pools.c.name, pools.c.desired_replicas).order_by(pools.c.name))
-    return [PoolScaling(r.name, r.desired_replicas, ready.get(r.name, 0), failed.get(r.name)) for r in rows]
+    p = pools.c
+    rows = conn.execute(select(p.name, p.desired_replicas, p.mode, p.scaled_by).order_by(p.name))
+    return [
+        PoolScaling(
+            r.name,
+            r.desired_replicas,
+            ready.get(r.name, 0),
+            failed.get(r.name),
+            applied=applies_desired(r.mode, r.scaled_by),
+        )
+        for r in rows
+    ]
 
 
 def _throttles(conn: Connection, now: float, window: float) -> list[Throttle]:

@@ -52,13 +52,15 @@ class ForecastView:
 
 @dataclass(frozen=True)
 class PoolScaling:
-    """A pool's desired replicas (None: not decided yet), its ready ones, and its last failed actuation."""
+    """A pool's desired replicas (None: not decided yet), its ready ones, its last failed actuation, and whether the
+    desired count is applied (``fleet.pools.applies_desired``: not in dry run, no other autoscaler owning it)."""
 
     pool: str
     desired: int | None
     ready: int
     last_failed_ts: float | None = None
     last_failure: str | None = None
+    applied: bool = True
 
 
 @dataclass(frozen=True)

@@ -252,6 +252,18 @@ class Pool:
         """The manual override still in force at ``now``, if any."""
         return self.manual if self.manual is not None and now < self.manual.until else None
 
+    @property
+    def applies_desired(self) -> bool:
+        """:func:`applies_desired` of this pool."""
+        return applies_desired(self.spec.mode, self.scaled_by)
+
+
+def applies_desired(mode: Mode, scaled_by: str | None) -> bool:
+    """Whether the pool's replicas are driven to fleetpilot's desired count: not in dry run (decided and recorded
+    only) and with no HPA or KEDA ScaledObject owning the target's count (fleetpilot's count is advice there, or the
+    metric KEDA reads). Where it is not, ready ≠ desired by design: nothing is stuck (the ScalingStuck alert)."""
+    return Mode(mode) is Mode.ACT and scaled_by is None
+
 
 class PoolNotFound(LookupError):
     pass

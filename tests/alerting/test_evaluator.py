@@ -388,3 +388,25 @@ def test_a_latency_rule_fires_against_the_pools_own_slo_and_keeps_firing_through
     clock.advance(61)
     latency(7.0)  # 121 s since it last held
     assert harness.tick(clock()) == [TransitionKind.RESOLVED]
+
+
+def test_scaling_stuck_judges_only_pools_whose_desired_count_fleetpilot_applies(
+    services: AppServices, clock: FakeClock, harness: Harness
+) -> None:
+    """A dry-run pool's desired count is advice (decided and recorded, never applied), and so is it where an HPA or
+    KEDA ScaledObject scales the pool's target: ready ≠ desired there by design, and paged ScalingStuck after 15
+    minutes (issue 39). A pool fleetpilot scales still pages."""
+    RuleStore(services.engine).create(
+        RuleSpec(name="ScalingStuck", kind=RuleKind.EVENT, event=EventKind.SCALING_STUCK, for_seconds=900), now=0
+    )
+    store = PoolStore(services.engine)
+    now = clock()
+    for name, spec in (("acted", PoolSpec()), ("advised", PoolSpec(mode="dry_run")), ("hpa", PoolSpec())):
+        store.create(name, spec, now=now)
+        store.set_desired(name, 3)  # no node reports a replica of any: 0 ready
+    store.set_scaled_by("hpa", "HorizontalPodAutoscaler default/chat")
+    assert harness.tick(now) == []
+    clock.advance(901)
+    assert harness.tick(clock()) == [TransitionKind.FIRING]
+    (body,) = bodies(harness.sender)
+    assert [a["labels"]["pool"] for a in body["alerts"]] == ["acted"]
