@@ -177,7 +177,7 @@ def test_event_rules_name_what_is_happening() -> None:
             PoolScaling("chat", desired=4, ready=2, last_failed_ts=NOW - 100),
             PoolScaling("embed", desired=2, ready=2, last_failed_ts=NOW - 400),
             PoolScaling("new", desired=None, ready=0),
-            PoolScaling("advised", desired=5, ready=1, applied=False),  # dry run, or an HPA's: ready ≠ desired by design
+            PoolScaling("advised", desired=5, ready=1, applied=False),  # dry run or an HPA: ready ≠ desired by design
         ],
         throttles=[Throttle("bulk", "a", "chat", NOW - 10), Throttle("old", "a", "chat", NOW - 900)],
         forecasts=[
