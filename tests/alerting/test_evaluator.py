@@ -29,7 +29,7 @@ from autoscaler.scaling_events import EventStore, ScalingEvent
 from collector.aggregate import Stat
 from collector.skipped_rows import Job, SkippedRows, skipped_rows_counter
 from collector.tables import NO_POOL, job_state, series_latest
-from fleet.pools import PoolSpec, PoolStore
+from fleet.pools import Mode, PoolSpec, PoolStore
 from fleet.scaling_log import Outcome
 from isolation.events import EnforcementEvent, EnforcementStore
 from predictor.store import ForecastPoint, ForecastStore, GoodForecast, SubjectKind
@@ -401,7 +401,7 @@ def test_scaling_stuck_judges_only_pools_whose_desired_count_fleetpilot_applies(
     )
     store = PoolStore(services.engine)
     now = clock()
-    for name, spec in (("acted", PoolSpec()), ("advised", PoolSpec(mode="dry_run")), ("hpa", PoolSpec())):
+    for name, spec in (("acted", PoolSpec()), ("advised", PoolSpec(mode=Mode.DRY_RUN)), ("hpa", PoolSpec())):
         store.create(name, spec, now=now)
         store.set_desired(name, 3)  # no node reports a replica of any: 0 ready
     store.set_scaled_by("hpa", "HorizontalPodAutoscaler default/chat")
