@@ -81,17 +81,30 @@ def _threshold(rule: Rule, inputs: Inputs, now: float) -> list[Verdict]:
     else:
         nodes_of_pool = inputs.nodes_of_pool()
         for r, v in found:
-            pools = [r.pool] if r.pool is not None else [p for p, nodes in nodes_of_pool.items() if r.node in nodes]
-            for pool in pools:
+            for pool in _pools_counted(r, nodes_of_pool):
                 if spec.pool is None or pool == spec.pool:
                     groups[(("pool", pool),)].append(v)
     assert spec.aggregate is not None
+    how = Aggregate(spec.aggregate)
+    least = 2 if how is Aggregate.SPREAD else 1  # one series has no spread: it says nothing of a pool's balance
     out = []
     for key, values in sorted(groups.items()):
-        if values:
-            value = aggregate(values, Aggregate(spec.aggregate))
+        if len(values) >= least:
+            value = aggregate(values, how)
             out.append(Verdict(dict(key), _compare(spec, value), value))
     return out
+
+
+def _pools_counted(reading: Reading, nodes_of_pool: Mapping[str, set[str]]) -> list[str]:
+    """The pools a reading counts toward in a per-pool aggregate: a replica's own; a GPU's only where its sample
+    names the pool it serves (its pod's, a remote-write series' pool label): the node's other GPUs serve other pools
+    or none, and a remote-write node's idle GPU at 12 % against the pool's at 87 % paged PoolGpuImbalance on a
+    one-node pool; a NIC's, every pool of its node (a NIC serves them all)."""
+    if reading.pool is not None:
+        return [reading.pool]
+    if reading.device is not None:
+        return []
+    return [p for p, nodes in nodes_of_pool.items() if reading.node in nodes]
 
 
 def aggregate(values: Sequence[float], how: Aggregate) -> float:

@@ -3,7 +3,8 @@
 Kinds (CONTRACT section 10):
 - ``threshold``: ``metric op threshold`` held for ``for_seconds``, over every node/device/pool series
   (``group_by: series``), or over an aggregate of a pool's or the fleet's series (``group_by: pool|fleet`` with
-  ``aggregate``). A per-series latency rule may give ``slo_ratio`` instead of ``threshold``: the threshold is then
+  ``aggregate``; a pool's are its replicas', the GPUs whose samples name it, its nodes' NICs; a ``spread`` needs two).
+  A per-series latency rule may give ``slo_ratio`` instead of ``threshold``: the threshold is then
   that share of each pool's ``slo_p99_seconds``, so a 10-s SLO and a 100-ms one each get their own. With ``stat``
   and ``window_seconds`` the value is that statistic over the window's 1-minute rollups (p99 of network latency
   over 5 minutes) instead of the latest sample;

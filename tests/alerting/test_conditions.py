@@ -58,7 +58,12 @@ def test_the_default_crash_loop_rule_fires_on_a_pool_whose_replicas_keep_crashin
     assert active(found) == {(("node", "a"), ("pool", "chat")): True, (("node", "b"), ("pool", "chat")): False}
 
 
-def test_pool_aggregates_cover_replicas_and_the_gpus_of_the_pools_nodes() -> None:
+def gpu_of(node: str, device: int, name: str, **values: float) -> Reading:
+    """A GPU whose sample names the pool it serves (its pod's, or a remote-write GPU series' pool label)."""
+    return Reading(node, device, name, NOW, values)
+
+
+def test_pool_aggregates_cover_replicas_and_the_gpus_that_serve_the_pool() -> None:
     spread = rule(
         kind="threshold", metric="gpu_utilization_ratio", op=">", threshold=0.3, group_by="pool", aggregate="spread"
     )
@@ -67,20 +72,47 @@ def test_pool_aggregates_cover_replicas_and_the_gpus_of_the_pools_nodes() -> Non
             pool("a", "chat", request_rate_per_second=5),
             pool("b", "chat", request_rate_per_second=5),
             pool("c", "embed", request_rate_per_second=5),
-            gpu("a", 0, gpu_utilization_ratio=0.9),
-            gpu("b", 0, gpu_utilization_ratio=0.4),
-            gpu("c", 0, gpu_utilization_ratio=0.5),
+            gpu_of("a", 0, "chat", gpu_utilization_ratio=0.9),
+            gpu_of("b", 0, "chat", gpu_utilization_ratio=0.4),
+            gpu_of("c", 0, "embed", gpu_utilization_ratio=0.5),
+            gpu_of("c", 1, "embed", gpu_utilization_ratio=0.45),
+            gpu("c", 2, gpu_utilization_ratio=0.0),  # serves no pool its sample names: not embed's
         ]
     )
     found = verdicts(spread, inputs, NOW)
     assert [(v.labels, v.active, round(v.value or 0, 3)) for v in found] == [
         ({"pool": "chat"}, True, 0.5),
-        ({"pool": "embed"}, False, 0.0),
+        ({"pool": "embed"}, False, 0.05),
     ]
     fleet_rate = rule(
         kind="threshold", metric="request_rate_per_second", op=">=", threshold=15, group_by="fleet", aggregate="sum"
     )
     assert [(v.labels, v.active, v.value) for v in verdicts(fleet_rate, inputs, NOW)] == [({}, True, 15.0)]
+
+
+def test_gpu_imbalance_judges_only_the_gpus_serving_the_pool_and_needs_two() -> None:
+    """PoolGpuImbalance fired on a one-node pool (issue 39): every GPU of a remote-write node counted as the pool's,
+    87 % on the GPU serving it against 12 % on one serving nothing. A spread of one GPU is no imbalance."""
+    imbalance = dict(DEFAULT_RULES)["gpu_imbalance"]
+    one_node = Inputs(
+        readings=[
+            pool("a", "chat", request_rate_per_second=5),
+            gpu("a", 0, gpu_utilization_ratio=0.87),
+            gpu("a", 1, gpu_utilization_ratio=0.12),
+        ]
+    )
+    assert verdicts(Rule(1, imbalance, 1, 0.0, 0.0), one_node, NOW) == []
+    one_gpu = Inputs(
+        readings=[gpu_of("a", 0, "chat", gpu_utilization_ratio=0.87), gpu("a", 1, gpu_utilization_ratio=0)]
+    )
+    assert verdicts(Rule(1, imbalance, 1, 0.0, 0.0), one_gpu, NOW) == []
+    two = Inputs(
+        readings=[
+            gpu_of("a", 0, "chat", gpu_utilization_ratio=0.87),
+            gpu_of("b", 0, "chat", gpu_utilization_ratio=0.12),
+        ]
+    )
+    assert active(verdicts(Rule(1, imbalance, 1, 0.0, 0.0), two, NOW)) == {(("pool", "chat"),): True}
 
 
 @pytest.mark.parametrize(
