@@ -22,13 +22,16 @@ from wire.errors import FieldError
 
 @dataclass(frozen=True)
 class OutboxRow:
-    """A notification to one target: the exact body, sent until a 2xx (``delivery_id`` stays on every retry)."""
+    """A notification to one target: the exact body, sent until a 2xx (``delivery_id`` stays on every retry).
+    ``supersedes``: it replaces the target's undelivered notifications of the group (an Alertmanager's: each carries
+    the group's whole state and its end, so only the newest has anything to say)."""
 
     webhook_id: str
     group_key: str
     body: str
     created_at: float
     delivery_id: str = ""
+    supersedes: bool = False
 
 
 def _alert(row: RowMapping) -> Alert:
@@ -102,6 +105,9 @@ class AlertStore:
             gone = [a.id for a in dropped if a.id is not None]
             if gone:
                 conn.execute(delete(alerts).where(alerts.c.id.in_(gone)))
+            replaced = sorted({(row.webhook_id, row.group_key[:500]) for row in outbox if row.supersedes})
+            if replaced:
+                conn.execute(_SUPERSEDE, [{"target": target, "key": key} for target, key in replaced])
             if outbox:
                 conn.execute(insert(notifications), [_outbox_values(row) for row in outbox])
         return ids
@@ -124,6 +130,17 @@ class AlertStore:
             query = query.where(alerts.c.id < before)
         with self.engine.connect() as conn:
             return [_alert(r._mapping) for r in conn.execute(query)]
+
+
+_SUPERSEDE = (
+    update(notifications)
+    .where(
+        notifications.c.webhook_id == bindparam("target"),
+        notifications.c.group_key == bindparam("key"),
+        notifications.c.status == "pending",
+    )
+    .values(status="superseded")
+)
 
 
 def _outbox_values(row: OutboxRow) -> dict[str, Any]:

@@ -5,14 +5,16 @@ the state it keeps in memory (loaded from the stored active alerts when it becom
 notifications what a silence matches, groups the rest by rule and pool (each group's notification carrying its other
 firing alerts too, :func:`~alerting.payload.with_group`), and writes the alerts and one outbox row
 per group and target in one transaction (:meth:`AlertStore.commit`). Only then does the state move on: a tick whose
-write failed is evaluated again, so no transition is lost. Then it asks the outbox to deliver at once.
+write failed is evaluated again, so no transition is lost. Then it asks the outbox to deliver at once. Every
+``alertmanager_resend_seconds`` the firing alerts go to each Alertmanager target again, as Prometheus resends them,
+each valid ``alertmanager_valid_seconds`` (4 min): Alertmanager ends what is no longer sent.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Engine
@@ -41,8 +43,15 @@ class EvaluatorSettings:
     unseen_resolve_seconds: float = 600.0  # a firing alert without any verdict this long resolves
     lease_seconds: float = 15.0
     external_url: str = "http://127.0.0.1:8080"
-    # How long Alertmanager keeps a firing alert of ours without hearing of it again.
-    alertmanager_valid_seconds: float = 4 * 3600.0 + 300.0
+    # Every firing alert is sent to each Alertmanager again this often (Prometheus' --rules.alert.resend-delay).
+    alertmanager_resend_seconds: float = 60.0
+
+    @property
+    def alertmanager_valid_seconds(self) -> float:
+        """How long Alertmanager keeps a firing alert of ours without hearing of it again: 4 × max(evaluation
+        interval, resend delay), as Prometheus' rules manager sets ``ValidUntil`` (1 s and 60 s → 240 s). It was
+        4 h 5 min, so the alerts of a fleetpilot that died stayed active that long."""
+        return 4 * max(self.interval_seconds, self.alertmanager_resend_seconds)
 
 
 class Evaluator:
@@ -67,6 +76,7 @@ class Evaluator:
         self.alerts = AlertStore(engine)
         self._state: dict[int, dict[str, Alert]] | None = None
         self._edges = WindowEdges()
+        self._resent_at = float("-inf")  # when the firing alerts last went to the Alertmanager targets
 
     def run(self, now: float) -> list[Transition]:
         """One tick; the transitions notified (silenced ones left out), empty when another server leads."""
@@ -111,24 +121,40 @@ class Evaluator:
         loud = [t for t in result.transitions if not silenced(t.alert.labels, quiet, now)]
         sent = mark_notified(result.state, with_group([t.alert for t in loud], _firing(result.state, quiet, now)), now)
         notified = [Transition(t.kind, alert) for t, alert in zip(loud, sent[: len(loud)], strict=True)]
-        outbox = self._outbox(sent, now)
+        targets = WebhookStore(self.engine).list() if sent or self._resend_due(now) else []
+        outbox = self._outbox(sent, targets, now)
+        resend = self._resend(_firing(result.state, quiet, now), sent, targets, now) if self._resend_due(now) else []
         resolved = {(a.rule_id, a.fingerprint): a for a in [t.alert for t in result.transitions] + sent if _ended(a)}
-        ids = self.alerts.commit(changed(previous, result.state), resolved.values(), result.dropped, outbox)
+        ids = self.alerts.commit(changed(previous, result.state), resolved.values(), result.dropped, outbox + resend)
         with_ids(result.state, ids)
         self._state = result.state
+        if self._resend_due(now):
+            self._resent_at = now
         hushed = [t for t in result.transitions if t.kind is not TransitionKind.REPEAT and t not in loud]
         self._count(notified, len(hushed))
-        return notified, outbox
+        return notified, outbox + resend
 
-    def _outbox(self, sent: Sequence[Alert], now: float) -> list[OutboxRow]:
-        if not sent:
-            return []
-        targets = WebhookStore(self.engine).list()
+    def _outbox(self, sent: Sequence[Alert], targets: Sequence[Webhook], now: float) -> list[OutboxRow]:
+        """One row per group and target; an Alertmanager's replaces its older undelivered ones of the group."""
         rows = []
         for grouped in group(sent):
             for hook in targets:
-                rows.append(OutboxRow(hook.id, grouped.key, self._body(grouped, hook, now), now))
+                body = self._body(grouped, hook, now)
+                rows.append(OutboxRow(hook.id, grouped.key, body, now, supersedes=_is_alertmanager(hook)))
         return rows
+
+    def _resend_due(self, now: float) -> bool:
+        return now - self._resent_at >= self.settings.alertmanager_resend_seconds
+
+    def _resend(
+        self, firing: Iterable[Alert], sent: Sequence[Alert], targets: Sequence[Webhook], now: float
+    ) -> list[OutboxRow]:
+        """Every firing alert not notified this tick, to each Alertmanager target again, so it stays active there
+        ``alertmanager_valid_seconds`` more (what Prometheus does each resend delay); a webhook is not repeated."""
+        alertmanagers = [hook for hook in targets if _is_alertmanager(hook)]
+        just_sent = {(a.rule_id, a.fingerprint) for a in sent}
+        again = [a for a in firing if (a.rule_id, a.fingerprint) not in just_sent] if alertmanagers else []
+        return self._outbox(again, alertmanagers, now)
 
     def _body(self, grouped: Group, hook: Webhook, now: float) -> str:
         url = self.settings.external_url
@@ -163,3 +189,7 @@ def _firing(state: Mapping[int, Mapping[str, Alert]], quiet: Sequence[Silence], 
 
 def _ended(alert: Alert) -> bool:
     return alert.status is AlertStatus.RESOLVED
+
+
+def _is_alertmanager(hook: Webhook) -> bool:
+    return hook.kind is TargetKind.ALERTMANAGER

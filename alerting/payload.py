@@ -4,8 +4,10 @@ HMAC-SHA256 signature, and the ``/api/v2/alerts`` body of an Alertmanager sink. 
 Notifications are grouped by rule and pool, as Alertmanager's ``group_by: [alertname, pool]`` would: one evaluation's
 transitions that share both travel together, with the group's other firing alerts (:func:`with_group`), so a receiver
 sees "3 nodes" in one notification, firing ones first, and the counts. What a receiver sees has no internal labels
-(:func:`visible_labels`): ``rule_id`` (the generator URL names the rule) and ``subject`` (a forecast's, whose node
-and pool labels say it again; it moves to the annotations).
+(:func:`visible_labels`): ``rule_id`` (``alertname`` names the rule) and ``subject`` (a forecast's, whose node
+and pool labels say it again; it moves to the annotations). An alert's ``generatorURL`` is the dashboard page of
+what it is about. Alertmanager is told each firing alert's end a few evaluations ahead and told again before then
+(:func:`alertmanager_alerts`), as Prometheus does, so the alerts of a fleetpilot that died end within minutes.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 from alerting.lifecycle import Alert, AlertStatus
 
@@ -116,9 +119,21 @@ def alert_body(alert: Alert, external_url: str) -> dict[str, Any]:
         "annotations": visible_annotations(alert),
         "startsAt": rfc3339(alert.fired_at if alert.fired_at is not None else alert.active_since),
         "endsAt": rfc3339(alert.resolved_at) if resolved and alert.resolved_at is not None else ZERO_TIME,
-        "generatorURL": f"{external_url.rstrip('/')}/api/v1/alerts?rule={alert.rule_id}",
+        "generatorURL": generator_url(alert.labels, external_url),
         "fingerprint": alert.fingerprint,
     }
+
+
+def generator_url(labels: Mapping[str, str], external_url: str) -> str:
+    """The dashboard page a person paged opens: the node's (``https://fp/nodes/gpu-7``), else the pool's
+    (``/pools/chat``), else the firing alerts (``/alerts?state=firing``); absolute from the external URL. It was the
+    alerts API, which answers only a token."""
+    base = external_url.rstrip("/")
+    if "node" in labels:
+        return f"{base}/nodes/{quote(labels['node'], safe='')}"
+    if "pool" in labels:
+        return f"{base}/pools/{quote(labels['pool'], safe='')}"
+    return f"{base}/alerts?state=firing"
 
 
 def webhook_payload(grouped: Group, *, receiver: str, external_url: str) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from sqlalchemy import Engine, delete
 from alerting.lifecycle import AlertStatus
 from alerting.tables import alerts, deliveries, notifications
 
-FINISHED = ("delivered", "abandoned", "dropped")
+FINISHED = ("delivered", "abandoned", "dropped", "superseded")
 
 
 class AlertHistoryRetention:

@@ -10,19 +10,20 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
-from sqlalchemy import Engine, delete, insert, update
+from sqlalchemy import Engine, delete, insert, select, update
 
 from alerting.alert_store import AlertStore, SilenceStore
 from alerting.defaults import DEFAULT_RULES
 from alerting.evaluator import Evaluator, EvaluatorSettings
 from alerting.lifecycle import AlertStatus, TransitionKind
 from alerting.outbox import DeliverySettings, Outbox
+from alerting.payload import rfc3339
 from alerting.receiver import LOOPBACK_NETWORKS, WebhookReceiver
 from alerting.rule_store import PACK_MARKER, RuleStore
 from alerting.rules import EventKind, Op, RuleKind, RuleSpec, spec_columns
 from alerting.sender import FakeSender, HttpxSender
 from alerting.silences import Matcher
-from alerting.tables import alert_rules
+from alerting.tables import alert_rules, notifications
 from alerting.target_address import AddressPolicy
 from alerting.webhooks import TargetKind, WebhookStore
 from autoscaler.scaling_events import EventStore, ScalingEvent
@@ -99,7 +100,8 @@ def test_a_hot_gpu_fires_and_resolves_through_storage_and_the_outbox(
     firing, resolved = bodies(harness.sender)
     assert firing["status"] == "firing" and firing["receiver"] == "oncall"
     assert firing["alerts"][0]["labels"] == {"alertname": "GpuHot", "severity": "warning", "node": "node-a", "gpu": "0"}
-    assert firing["alerts"][0]["generatorURL"].endswith(f"?rule={rule_id}")  # the rule, named without a label
+    assert firing["alerts"][0]["generatorURL"] == "http://fleetpilot.test/nodes/node-a"  # the node's page
+    assert rule_id
     assert (
         resolved["status"] == "resolved" and resolved["alerts"][0]["fingerprint"] == firing["alerts"][0]["fingerprint"]
     )
@@ -410,3 +412,49 @@ def test_scaling_stuck_judges_only_pools_whose_desired_count_fleetpilot_applies(
     assert harness.tick(clock()) == [TransitionKind.FIRING]
     (body,) = bodies(harness.sender)
     assert [a["labels"]["pool"] for a in body["alerts"]] == ["acted"]
+
+
+def test_alertmanager_gets_every_firing_alert_again_each_resend_delay_valid_four_of_them(
+    services: AppServices, clock: FakeClock, engine: Engine
+) -> None:
+    """As Prometheus: endsAt 4 × max(evaluation interval, resend delay) ahead (4 min), sent again every resend delay
+    (1 min). It was 4 h ahead, so an alert outlived a dead fleetpilot by hours (issue 39). A resend replaces the
+    target's undelivered notifications of the group, which could only tell Alertmanager an older end."""
+    sender = FakeSender()
+    evaluator = Evaluator(engine, SETTINGS, fleet=fleet_reader(engine), holder="a")
+    outbox = Outbox(engine, sender, DeliverySettings())
+    am = WebhookStore(engine).create("http://127.0.0.1:9093", None, kind=TargetKind.ALERTMANAGER, name="am", now=0)
+    WebhookStore(engine).create("http://127.0.0.1:9/hook", SECRET, kind=TargetKind.WEBHOOK, name="oncall", now=0)
+    hot_rule(services)
+    try:
+        start = clock()
+        push(services, "node-a", start, gpu_temperature_celsius=90)
+        evaluator.run(start)
+        outbox.run(start)
+        posted = [json.loads(r.body) for r in sender.sent if r.url.startswith("http://127.0.0.1:9093")]
+        assert [a["endsAt"] for batch in posted for a in batch] == [rfc3339(start + 240)]
+        for step in (30, 61):
+            clock.advance(step - (clock() - start))
+            push(services, "node-a", clock(), gpu_temperature_celsius=91)
+            evaluator.run(clock())
+        sender.sent.clear()
+        outbox.run(clock())
+        assert [r.url for r in sender.sent] == [f"{am.url}/api/v2/alerts"]  # the webhook is not repeated
+        (again,) = json.loads(sender.sent[0].body)
+        assert again["endsAt"] == rfc3339(start + 61 + 240) and again["labels"]["node"] == "node-a"
+
+        sender.script.extend([503] * 100)  # Alertmanager away: one pending notification per group, the newest
+        for _minute in (2, 3, 4):
+            clock.advance(60)
+            push(services, "node-a", clock(), gpu_temperature_celsius=91)
+            evaluator.run(clock())
+            outbox.run(clock())
+        with engine.connect() as conn:
+            query = select(notifications.c.body).where(
+                notifications.c.webhook_id == am.id, notifications.c.status == "pending"
+            )
+            (waiting,) = conn.scalars(query).all()
+        assert json.loads(waiting)[0]["endsAt"] == rfc3339(clock() + 240)
+    finally:
+        evaluator.stop()
+        outbox.close()

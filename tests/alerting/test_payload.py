@@ -8,6 +8,7 @@ import json
 
 from alerting.lifecycle import Alert, AlertStatus
 from alerting.payload import (
+    alert_body,
     alertmanager_alerts,
     encode,
     group,
@@ -111,3 +112,20 @@ def test_internal_labels_are_not_shown_and_a_forecasts_subject_moves_to_the_anno
     assert sent["annotations"] == {"action": "read it", "subject": subject}
     (posted,) = alertmanager_alerts(group([failing])[0], external_url="", valid_seconds=60, now=T0)
     assert "rule_id" not in posted["labels"] and "subject" not in posted["labels"]
+
+
+def test_the_generator_url_is_the_dashboard_page_of_what_the_alert_is_about() -> None:
+    """It pointed at ``/api/v1/alerts?rule=N``, an API that answers only a token (issue 39): a person paged opens
+    the node's page, else the pool's, else the dashboard's firing alerts, from the external URL."""
+    on_node = alert_body(alert("gpu-7", "chat"), "https://fp.example.com/")
+    assert on_node["generatorURL"] == "https://fp.example.com/nodes/gpu-7"
+    pool_only = alert("x", "meta-llama--Llama-3.1-8B-Instruct")
+    pool_only = Alert(
+        1, "fp", {k: v for k, v in pool_only.labels.items() if k != "node"}, {}, AlertStatus.FIRING, 1.0, T0, T0
+    )
+    assert (
+        alert_body(pool_only, "http://fp:8080")["generatorURL"]
+        == "http://fp:8080/pools/meta-llama--Llama-3.1-8B-Instruct"
+    )
+    fleet_wide = Alert(1, "fp", {"alertname": "Fleet Hot", "rule_id": "1"}, {}, AlertStatus.FIRING, 1.0, T0, T0)
+    assert alert_body(fleet_wide, "http://fp:8080")["generatorURL"] == "http://fp:8080/alerts?state=firing"

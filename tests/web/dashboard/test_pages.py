@@ -434,6 +434,11 @@ def test_a_pool_seen_through_remote_write_is_linked_and_named_with_its_model_and
     for link in links:
         assert client.get(link).status_code == 200, link
 
+    # an alert's generatorURL names the pool's page: before anyone configures it, its nodes on the Fleet page
+    sent = client.get(f"/pools/{pool}", follow_redirects=False)
+    assert (sent.status_code, sent.headers["location"]) == (303, f"/?pool={pool}")
+    assert client.get("/pools/nobody-reports-this").status_code == 404
+
     pools = client.get("/pools").text
     assert "Reported by agents" not in pools
     assert re.search(rf"{pool}.*?Prometheus remote write.*?{re.escape(model)}", pools, re.S), pools

@@ -6,6 +6,7 @@ API does it."""
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
@@ -13,7 +14,7 @@ from pydantic import ValidationError
 from starlette.datastructures import FormData
 
 from autoscaler.policy.settings import PolicySettings
-from collector.registry import node_sources
+from collector.registry import node_sources, reported_pools
 from collector.series import Point, SeriesQuery, SeriesReader
 from fleet.pools import Pool
 from predictor.accuracy import distrusted
@@ -220,7 +221,14 @@ def pool_detail(
     user: Viewer,
     services: ServicesDep,
     range_: RangeKey = DEFAULT_RANGE,
-) -> HTMLResponse:
+) -> Response:
+    """A pool's page; a pool nodes report and nobody configured has none yet: its nodes on the Fleet page instead
+    (an alert's generatorURL names the pool either way)."""
+    if services.pools.get(name) is None:
+        with services.engine.connect() as conn:
+            reported = name in reported_pools(conn)
+        if reported:
+            return RedirectResponse(f"/?pool={quote(name, safe='')}", status_code=status.HTTP_303_SEE_OTHER)
     return _pool_page(request, user, services, name, time_range=RANGES[range_])
 
 
