@@ -108,8 +108,10 @@ def test_the_fleet_page_updates_live_says_why_and_marks_the_alerted_node(
         cpu = page.locator('li[data-node="cpu-1"]')
         queue = cpu.locator('[data-metric="queue_depth_requests"]')
         assert queue.inner_text() == "2.00 req"
-        assert cpu.locator('[data-field="gpus"]').inner_text() == f"no GPU ({NO_NVML})"
-        assert cpu.locator('[data-why="gpu_utilization_ratio"]').inner_text() == f"no GPU ({NO_NVML})"
+        assert cpu.locator('[data-field="gpus"]').inner_text() == "no GPU"  # why: once, above the tiles
+        assert cpu.locator('[data-why="gpu_utilization_ratio"]').inner_text() == "no GPU"
+        assert page.locator("#gpu-absence").inner_text() == f"1 node reports no GPU: {NO_NVML}"
+        assert cpu.locator('[title^="gpu_power_watts"] .agg').inner_text().lower() == "sum"
         assert cpu.locator('[data-why="kv_cache_utilization_ratio"]').inner_text() == "tgi exposes no KV-cache metric"
         assert page.locator('li[data-node="gpu-1"] [data-field="gpus"]').inner_text() == "1 GPU"
         assert page.locator('section.pool-group[data-pool="chat"] [data-pool-field="nodes"]').inner_text() == "1"

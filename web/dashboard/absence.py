@@ -7,7 +7,8 @@ node reported by Prometheus that does not send the metric) or, last, that the va
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 
 from collector.registry import NodeView
 from web.dashboard.units import SOURCE_NAMES
@@ -17,22 +18,39 @@ from wire.control import MetricAbsences
 NOT_YET = "not reported yet"
 NO_POOL = "serves no pool"
 NO_GPU = "no GPU reported"
+NO_GPU_SAID = "no GPU"  # the agent said why: the reason is shown once for the page (gpu_reasons), not per tile
 
 
-def gpu_absence(view: NodeView, absent: MetricAbsences | None) -> str | None:
-    """``no GPU (NVML Shared Library Not Found)`` when the agent said why it reads no GPU, ``no GPU reported`` for
-    a node with neither GPUs nor GPU series; None for a node with GPUs."""
+def gpu_reason(view: NodeView, absent: MetricAbsences | None) -> str | None:
+    """Why the node's agent reads no GPU (``NVML Shared Library Not Found``); None for a node with GPUs, or whose
+    agent did not say."""
     if view.gpus or any(s.device is not None for s in view.series):
         return None
-    if absent is not None and absent.gpu is not None:
-        return f"no GPU ({absent.gpu})"
+    return absent.gpu if absent is not None else None
+
+
+def gpu_absence(view: NodeView, absent: MetricAbsences | None, *, with_reason: bool = True) -> str | None:
+    """``no GPU (NVML Shared Library Not Found)`` when the agent said why it reads no GPU (``no GPU`` without
+    ``with_reason``), ``no GPU reported`` for a node with neither GPUs nor GPU series; None for a node with GPUs."""
+    if view.gpus or any(s.device is not None for s in view.series):
+        return None
+    reason = gpu_reason(view, absent)
+    if reason is not None:
+        return f"no GPU ({reason})" if with_reason else NO_GPU_SAID
     return NO_GPU
 
 
-def gpu_summary(view: NodeView, absent: MetricAbsences | None) -> str:
+def gpu_summary(view: NodeView, absent: MetricAbsences | None, *, with_reason: bool = True) -> str:
     """What a node's header says of its GPUs: ``2 GPUs``, or why it has none (``gpu_absence``)."""
     count = len({g.index for g in view.gpus} | {s.device for s in view.series if s.device is not None})
-    return gpu_absence(view, absent) or f"{count} GPU{'' if count == 1 else 's'}"
+    return gpu_absence(view, absent, with_reason=with_reason) or f"{count} GPU{'' if count == 1 else 's'}"
+
+
+def gpu_reasons(reasons: Mapping[str, str | None]) -> list[tuple[str, int]]:
+    """Each reason nodes give for reading no GPU (node → ``gpu_reason``), with how many give it, the most first:
+    a CPU-only fleet of 36 tiles says "36 nodes report no GPU: …" once instead of in every tile and cell."""
+    counted = Counter(reason for reason in reasons.values() if reason is not None)
+    return sorted(counted.items(), key=lambda found: (-found[1], found[0]))
 
 
 def node_pools(view: NodeView) -> list[str]:
@@ -40,7 +58,7 @@ def node_pools(view: NodeView) -> list[str]:
     return sorted({s.pool for s in view.series if s.pool is not None and s.device is None})
 
 
-def why_absent(name: str, view: NodeView, absent: MetricAbsences | None) -> str:
+def why_absent(name: str, view: NodeView, absent: MetricAbsences | None, *, with_reason: bool = True) -> str:
     """Why the node's tile has no value for the catalog metric ``name``.
 
     Worked: a CPU node whose agent found no NVML → GPU util "no GPU (NVML Shared Library Not Found)"; a node of a
@@ -48,7 +66,7 @@ def why_absent(name: str, view: NodeView, absent: MetricAbsences | None) -> str:
     that Prometheus remote write reports, sending no queue depth → "not sent by Prometheus remote write"."""
     scope = BY_NAME[name].scope
     if scope is Scope.GPU:
-        gpu = gpu_absence(view, absent)
+        gpu = gpu_absence(view, absent, with_reason=with_reason)
         if gpu is not None:
             return gpu
     if scope is Scope.POOL_REPLICA:

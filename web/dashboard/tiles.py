@@ -145,13 +145,14 @@ def sparkline_points(values: Sequence[float], *, width: float = 60.0, height: fl
     return " ".join(f"{i * step:.1f},{y:.1f}" for i, y in enumerate(ys))
 
 
-# What each metric is called where space is short (a tile, a chart title); every catalog metric has one.
+# What each metric is called where space is short (a tile, a chart title); every catalog metric has one. A tile's
+# column is ~77 px: a name and its "max"/"sum" fit on one line ("Mem bandwidth" and "max" did not).
 SHORT_NAMES: dict[str, str] = {
     "gpu_utilization_ratio": "GPU util",
-    "gpu_memory_used_bytes": "GPU memory",
-    "gpu_memory_bandwidth_utilization_ratio": "Mem bandwidth",
+    "gpu_memory_used_bytes": "GPU mem",
+    "gpu_memory_bandwidth_utilization_ratio": "Mem BW",
     "gpu_power_watts": "Power",
-    "gpu_temperature_celsius": "Temperature",
+    "gpu_temperature_celsius": "Temp",
     "network_throughput_bytes_per_second": "Network",
     "network_latency_seconds": "Push RTT",
     "request_rate_per_second": "Requests",

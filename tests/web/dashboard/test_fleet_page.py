@@ -71,15 +71,33 @@ def test_a_missing_value_says_why_in_the_agents_words(
     push_cpu_node(services, client, "cpu-old", clock, None)  # an agent older than the reasons
     page = client.get("/").text
     cpu = tile(page, "cpu-1")
-    assert '<span data-field="gpus">no GPU (NVML Shared Library Not Found)</span>' in cpu
+    assert '<span data-field="gpus">no GPU</span>' in cpu  # the agent's reason said once above the tiles
     assert "0 GPUs" not in page
-    assert cell(cpu, "gpu_power_watts") == ("—", "no GPU (NVML Shared Library Not Found)")
+    assert cell(cpu, "gpu_power_watts") == ("—", "no GPU")
     assert cell(cpu, "kv_cache_utilization_ratio") == ("—", "tgi exposes no KV-cache metric")
     assert cell(cpu, "request_rate_per_second") == ("10.0 /s", "")  # measured: no reason
     assert cell(cpu, "token_throughput_per_second") == ("—", "not reported yet")
     old = tile(page, "cpu-old")
     assert '<span data-field="gpus">no GPU reported</span>' in old
     assert cell(old, "kv_cache_utilization_ratio") == ("—", "not reported yet")
+
+
+def test_why_a_fleet_has_no_gpu_is_said_once_with_how_many_nodes_say_it(
+    browser: Browser, services: AppServices, clock: FakeClock
+) -> None:
+    """A CPU-only demo's Fleet page repeated "no GPU (nvmlInit: NVML Shared Library Not Found …)" in every tile's
+    header and every GPU cell, 36 times (issue 39): one line above the tiles, each node's page keeps the detail."""
+    client = browser("viewer")
+    reason = "nvmlInit: NVML Shared Library Not Found (libnvidia-ml.so.1: cannot open shared object file)"
+    for node in ("cpu-1", "cpu-2", "cpu-3"):
+        push_cpu_node(services, client, node, clock, {"gpu": reason})
+    push_cpu_node(services, client, "cpu-4", clock, {"gpu": "NVML: Driver Not Loaded"})
+    page = client.get("/").text
+    assert page.count(reason) == 1 and page.count("Driver Not Loaded") == 1
+    said = re.search(r'<p class="notice" id="gpu-absence">(.*?)</p>', page, re.S)
+    assert said is not None
+    assert re.search(rf"3 nodes.*?{re.escape(reason)}", said[1], re.S) and "1 node " in said[1], said[1]
+    assert f"no GPU ({reason})" in client.get("/nodes/cpu-2").text
 
 
 def _alert(name: str, severity: str, **labels: str) -> Alert:

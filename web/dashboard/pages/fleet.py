@@ -6,7 +6,7 @@ tiles every 2 s, only those that changed, so the page updates without a reload."
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -19,7 +19,7 @@ from collector.registry import NodeStatus, NodeView, PoolOnNode, latest_reports,
 from collector.series import recent_section_rollups
 from fleet.pools import Pool
 from web.auth import ServicesDep
-from web.dashboard.absence import gpu_summary, why_absent
+from web.dashboard.absence import gpu_reason, gpu_reasons, gpu_summary, why_absent
 from web.dashboard.deps import Viewer
 from web.dashboard.live_stream import event_stream
 from web.dashboard.pool_groups import PoolGroup, PoolSummary, group_by_pool, pool_summary
@@ -127,7 +127,7 @@ def build_tile(
             name,
             SHORT_NAMES[name],
             metric_value(name, latest.get(name)),
-            "" if name in latest else why_absent(name, view, absent),
+            "" if name in latest else why_absent(name, view, absent, with_reason=False),
             sparkline_points([v for _ts, v in history.get(name, [])]),
             aggregate_label(name),
         )
@@ -135,7 +135,7 @@ def build_tile(
     )
     hot = SHORT_NAMES[heat.worst_metric] if heat.worst_metric else None
     by = reported_by(view.source, view.resolution_seconds)
-    gpus = gpu_summary(view, absent)
+    gpus = gpu_summary(view, absent, with_reason=False)  # the agents' reasons: once for the page (gpu_reasons)
     return Tile(view.id, key, view.status.value, gpus, shown.css, hot, cells, by, alert)
 
 
@@ -147,6 +147,7 @@ class FleetPage:
     counts: dict[str, int]
     next_after: str | None
     pools: list[str]  # every pool, for the filter
+    gpu_reasons: list[tuple[str, int]] = field(default_factory=list)  # why the page's nodes read no GPU, and how many
 
 
 def read_page(services: AppServices, query: PageQuery, *, sparklines: bool, summaries: bool) -> FleetPage:
@@ -176,9 +177,10 @@ def read_page(services: AppServices, query: PageQuery, *, sparklines: bool, summ
     configured = {p.name: p for p in services.pools.list()}
     slo = {name: p.spec.slo_p99_seconds for name, p in configured.items()}
     marks = _section_marks(_firing(services, now), sections)
+    absences = {v.id: reports[v.id].absent if v.id in reports else None for v in shown}
     entries: list[tuple[str | None, Tile]] = []
     for v in shown:
-        absent = reports[v.id].absent if v.id in reports else None
+        absent = absences[v.id]
         for pool in sections[v.id]:
             view, key = (v, v.id) if pool is None else (scoped(v, pool), f"{v.id}/{pool}")
             mark = marks.get((v.id, pool))
@@ -194,6 +196,7 @@ def read_page(services: AppServices, query: PageQuery, *, sparklines: bool, summ
         counts={"total": len(statuses), "up": up, "down": len(statuses) - up},
         next_after=shown[-1].id if len(views) > query.size else None,
         pools=sorted(set(known) | set(configured)),
+        gpu_reasons=gpu_reasons({v.id: gpu_reason(v, absences[v.id]) for v in shown}),
     )
 
 
@@ -249,6 +252,7 @@ def overview(request: Request, user: Viewer, services: ServicesDep, query: PageQ
         next_after=found.next_after,
         paged=query.after is not None,
         counts=found.counts,
+        gpu_reasons=found.gpu_reasons,
     )
 
 
