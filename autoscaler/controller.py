@@ -194,6 +194,7 @@ class Controller:
     def context(self, pool: Pool, fleet: FleetView, now: float) -> PoolContext:
         startup = self.startup(pool)
         settings = PolicySettings(
+            attainment_target=pool.spec.slo_attainment,
             stabilization_window_seconds=self.settings.scale_down_window_seconds,
             scale_up_rules=rules_per_interval(PolicySettings().scale_up_rules, self.settings.interval_seconds),
             scale_down_rules=rules_per_interval(PolicySettings().scale_down_rules, self.settings.interval_seconds),
@@ -370,7 +371,7 @@ def pool_context(
         startup_measurements=0 if startup is None else startup.measurements,
         forecast=forecast_view(stored, now, forecast_stale_after_seconds),
         recent_recommendations=recent_recommendations,
-        settings=settings or PolicySettings(),
+        settings=settings or PolicySettings(attainment_target=spec.slo_attainment),
         band_scale=band_scale,
     )
 
@@ -381,11 +382,17 @@ def forecast_view(stored: StoredForecast | None, now: float, stale_after_seconds
     if stored is None or stored.good is None:
         return None
     good = stored.good
-    points = tuple((p.ts, p.yhat, p.lo, p.hi) for p in good.points)
+    view = ForecastView(
+        good.origin_ts,
+        tuple((p.ts, p.yhat, p.lo, p.hi) for p in good.points),
+        levels=good.levels,
+        quantiles=tuple(p.quantiles for p in good.points) if good.levels else (),
+        model=good.model,
+    )
     age = now - good.generated_at
     if stored.stale:
-        return ForecastView(good.origin_ts, points, stale=True, error=stored.error)
+        return replace(view, stale=True, error=stored.error)
     if age > stale_after_seconds:
-        return ForecastView(good.origin_ts, points, stale=True, error=f"the last forecast is {age:.0f} s old")
+        return replace(view, stale=True, error=f"the last forecast is {age:.0f} s old")
     day = (stored.accuracy or {}).get("24h")
-    return ForecastView(good.origin_ts, points, distrusted=distrusted(day) if day is not None else None)
+    return replace(view, distrusted=distrusted(day) if day is not None else None)

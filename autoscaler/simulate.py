@@ -235,10 +235,10 @@ def _forecast_view(history: History, t: int, horizon: int, forecast: ForecastFn)
     except ForecastError as exc:
         return ForecastView(origin, (), stale=True, error=str(exc))
     step = history.step_seconds
-    points = tuple(
-        (origin + (k + 1) * step, float(fc.yhat[k]), float(fc.lo[k]), float(fc.hi[k])) for k in range(fc.horizon)
-    )
-    return ForecastView(origin, points)
+    stamps = (origin + step * np.arange(1, fc.horizon + 1)).tolist()
+    points = tuple(zip(stamps, fc.yhat.tolist(), fc.lo.tolist(), fc.hi.tolist(), strict=True))
+    quantiles = () if fc.quantiles is None else tuple(map(tuple, fc.quantiles.tolist()))
+    return ForecastView(origin, points, levels=fc.levels, quantiles=quantiles)
 
 
 def _oracle(history: History, settings: SimulationSettings) -> SimulationResult:

@@ -76,6 +76,7 @@ pools = Table(
     Column("max_replicas", Integer, nullable=False),
     Column("policy", String(16), nullable=False),
     Column("slo_p99_seconds", Double, nullable=False),
+    Column("slo_attainment", Double, nullable=True),  # null on pools made before it: DEFAULT_SLO_ATTAINMENT
     Column("replica_capacity", Double, nullable=True),
     Column("demand_metric", String(64), nullable=False),
     Column("startup_seconds", Double, nullable=False),
@@ -105,6 +106,8 @@ pools = Table(
 
 
 MAX_GPU_MEMORY_MIB = 10**9  # the wire's bound (wire.control.PoolDesired)
+DEFAULT_SLO_ATTAINMENT = 0.99  # the demand carried by the ready replicas 99 % of the time
+MIN_SLO_ATTAINMENT, MAX_SLO_ATTAINMENT = 0.5, 0.999
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,8 @@ class PoolSpec:
     max_replicas: int = 8
     policy: Policy = Policy.HYBRID
     slo_p99_seconds: float = 1.0
+    # the share of time the ready replicas carry the demand: what the predictive policy sizes for, its quantile
+    slo_attainment: float = DEFAULT_SLO_ATTAINMENT
     replica_capacity: float | None = None
     demand_metric: DemandMetric = DemandMetric.REQUESTS
     startup_seconds: float = 120.0
@@ -146,6 +151,11 @@ class PoolSpec:
             )
         if not (math.isfinite(self.slo_p99_seconds) and self.slo_p99_seconds > 0):
             raise FieldError("slo_p99_seconds", f"must be a positive number of seconds, got {self.slo_p99_seconds}")
+        if not MIN_SLO_ATTAINMENT <= self.slo_attainment <= MAX_SLO_ATTAINMENT:
+            raise FieldError(
+                "slo_attainment",
+                f"must be in [{MIN_SLO_ATTAINMENT}, {MAX_SLO_ATTAINMENT}], got {self.slo_attainment}",
+            )
         capacity = self.replica_capacity
         if capacity is not None and not (math.isfinite(capacity) and capacity > 0):
             raise FieldError("replica_capacity", f"must be positive (or null to learn it), got {capacity}")
@@ -274,7 +284,10 @@ class PoolExists(ValueError):
 
 
 def _pool(row: RowMapping) -> Pool:
-    spec = PoolSpec(**{name: row[name] for name in SPEC_FIELDS})
+    values = {name: row[name] for name in SPEC_FIELDS}
+    if values["slo_attainment"] is None:  # a pool made before it was a setting
+        values["slo_attainment"] = DEFAULT_SLO_ATTAINMENT
+    spec = PoolSpec(**values)
     manual = None
     if row["manual_replicas"] is not None and row["manual_until"] is not None:
         manual = ManualScale(row["manual_replicas"], row["manual_until"], row["manual_reason"] or "")

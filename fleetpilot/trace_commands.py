@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from fleetpilot.progress import ProgressBar
@@ -133,7 +134,8 @@ def _simulate_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--attainment-target",
         default=None,
-        help="predictive: the attainment its bound is adapted toward (default 0.999; 'none': the band's 95 %% bound)",
+        help="predictive: the attainment its bound is sized and adapted for (default 0.99; 'none': the band's 95 %% "
+        "bound)",
     )
     parser.add_argument("--margin", default=None, help="predictive look-ahead past the startup (default 60s)")
     parser.add_argument("--static-replicas", type=int, default=None, help="static count (default: the trace's peak)")
@@ -147,7 +149,28 @@ def attainment_target(text: str) -> float | None:
     try:
         return float(text)
     except ValueError:
-        raise ValueError(f"--attainment-target: a share like 0.999 or 'none', got {text!r}") from None
+        raise ValueError(f"--attainment-target: a share like 0.99 or 'none', got {text!r}") from None
+
+
+def _rolling_forecast(model: str, settings: Any) -> Callable[[Any, int], Any]:
+    """One forecaster carried from step to step (``auto`` keeps scoring its candidates as the trace goes, at the
+    policy's attainment target and startup, as the forecast loop does for a pool)."""
+    from autoscaler.simulate import startup_steps
+    from predictor.backends.auto import DEFAULT_LEVEL, Auto
+    from predictor.registry import make_forecaster
+    from predictor.rolling import absorb
+
+    state: dict[str, Any] = {}
+
+    def forecast(history: Any, horizon: int) -> Any:
+        if "model" not in state:
+            level = settings.policy.attainment_target or DEFAULT_LEVEL
+            steps = max(1, startup_steps(settings.startup_seconds, history.step_seconds))
+            state["model"] = Auto(level, steps) if model == "auto" else make_forecaster(model)
+            return state["model"].fit(history).predict(horizon)
+        return absorb(state["model"], history).predict(horizon)
+
+    return forecast
 
 
 def run_simulate(args: argparse.Namespace) -> int:
@@ -160,8 +183,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     from autoscaler.simulate import SIMULATED_POLICIES, SimulationSettings, simulate, summary, write_outputs
     from autoscaler.simulate_report import render_report
     from predictor.backtest import BacktestError, parse_duration
-    from predictor.base import Forecast, History
-    from predictor.registry import FORECASTER_NAMES, make_forecaster
+    from predictor.registry import FORECASTER_NAMES
     from predictor.series_csv import SeriesCsvError, read_series_csv
 
     if args.policy not in SIMULATED_POLICIES or args.model not in FORECASTER_NAMES:
@@ -195,10 +217,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     except (SeriesCsvError, BacktestError, ValueError) as exc:
         print(f"fleetpilot: {exc}", file=sys.stderr)
         return 2
-    model = args.model
-
-    def forecast(history: History, horizon: int) -> Forecast:
-        return make_forecaster(model).fit(history).predict(horizon)
+    forecast = _rolling_forecast(args.model, settings)
 
     out = Path(args.out)
     result = simulate(series.history, args.policy, settings, forecast=forecast)

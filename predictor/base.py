@@ -66,15 +66,23 @@ class History:
 
 @dataclass(frozen=True)
 class Forecast:
-    """Steps 1..h after the origin: point values and the central 90 % interval (``lo <= yhat <= hi``)."""
+    """Steps 1..h after the origin: point values and the central 90 % interval (``lo <= yhat <= hi``), and, from a
+    forecaster that predicts them, its quantiles at ``levels`` (``quantiles[k, i]``: step k + 1 at ``levels[i]``,
+    ascending in both), which :mod:`predictor.distribution` reads before it falls back on the band."""
 
     yhat: FloatArray
     lo: FloatArray
     hi: FloatArray
+    levels: tuple[float, ...] = ()
+    quantiles: FloatArray | None = None  # (horizon, len(levels))
 
     def __post_init__(self) -> None:
         if not (len(self.yhat) == len(self.lo) == len(self.hi)):
             raise ValueError("yhat, lo and hi must have the same length")
+        if (self.quantiles is None) != (not self.levels):
+            raise ValueError("levels and quantiles come together")
+        if self.quantiles is not None and self.quantiles.shape != (len(self.yhat), len(self.levels)):
+            raise ValueError(f"quantiles must be (horizon, levels) = ({len(self.yhat)}, {len(self.levels)})")
 
     @property
     def horizon(self) -> int:
@@ -89,3 +97,16 @@ class Forecaster(Protocol):
     def fit(self, history: History) -> Self: ...
 
     def predict(self, horizon: int) -> Forecast: ...
+
+
+def non_negative(forecast: Forecast) -> Forecast:
+    """The forecast with nothing below zero: every quantity the loop forecasts (a request rate, bytes, a share of a
+    KV cache) is never negative, whatever a model's band says (a band of 0.86 ± 6.3 requests/s reads 0 to 7.2)."""
+    quantiles = None if forecast.quantiles is None else np.maximum(forecast.quantiles, 0.0)
+    return Forecast(
+        np.maximum(forecast.yhat, 0.0),
+        np.maximum(forecast.lo, 0.0),
+        np.maximum(forecast.hi, 0.0),
+        forecast.levels,
+        quantiles,
+    )

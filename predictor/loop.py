@@ -34,8 +34,10 @@ from fleet.pools import Pool, PoolSpec, PoolStore
 from fleet.view import FleetReader
 from predictor import accuracy_store, inputs
 from predictor.accuracy import WINDOWS_SECONDS
+from predictor.auto_choice import OTHER_SUBJECTS_MODEL, AutoChooser, Choice, DecisionPoint, decision_point
+from predictor.backends.auto import CANDIDATES, PRIOR
 from predictor.backtest import horizon_steps
-from predictor.base import Forecast, ForecastError, History, NotEnoughHistory
+from predictor.base import Forecast, ForecastError, History, NotEnoughHistory, non_negative
 from predictor.capacity import PoolCapacity, ReplicaCapacity, learn_capacity, replica_capacity
 from predictor.cycle import DEFAULT_MODEL, forecast_cycle
 from predictor.saturation import saturation
@@ -68,6 +70,7 @@ class Subject:
     capacity: float | None
     pool: PoolCapacity | None = None
     context: Mapping[str, float] = field(default_factory=dict)
+    decision: DecisionPoint | None = None  # a pool's: where auto scores its candidates
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,8 @@ class ForecastJob:
         self.telemetry = telemetry
         self._capacity = _CapacityCache()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="forecast")
-        self._running: Future[Mapping[str, Forecast | ForecastError]] | None = None
+        self._running: Future[dict[str, Mapping[str, Forecast | ForecastError]]] | None = None
+        self._chooser = AutoChooser()
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -123,18 +127,19 @@ class ForecastJob:
             return CycleReport(0, len(subjects), time.monotonic() - started, skipped="previous cycle still running")
         step = inputs.STEP_SECONDS
         h = horizon_steps(self.settings.horizon_seconds, step)
-        histories = {_key_name(k): s.history for k, s in subjects.items()}
-        self._running = self._executor.submit(self.cycle, histories, h, self.settings.model)
+        self._running = self._executor.submit(self._cycles, self._plan(subjects), h)
         try:
-            results = self._running.result(timeout=self.settings.timeout_seconds)
+            by_model = self._running.result(timeout=self.settings.timeout_seconds)
         except FutureTimeout:
             self._fail_all(subjects, f"forecast cycle timed out after {self.settings.timeout_seconds:g} s", now)
             return CycleReport(0, len(subjects), time.monotonic() - started)
+        chosen = self._chosen(subjects, by_model)
+        results = {_key_name(k): c.outcome for k, c in chosen.items()}
         forecasts = {k: r for k in subjects if isinstance(r := results.get(_key_name(k)), Forecast)}
         good = self.skipped.each(
             forecasts.items(),
             lambda kf: f"{kf[0][0].value} {kf[0][1]}",
-            lambda kf: self._good(kf[0], subjects[kf[0]], kf[1], now),
+            lambda kf: self._good(kf[0], subjects[kf[0]], kf[1], now, chosen[kf[0]]),
         )
         failures = [
             (*key, str(results.get(_key_name(key), "no forecast returned"))) for key in subjects if key not in forecasts
@@ -146,6 +151,37 @@ class ForecastJob:
         report = CycleReport(len(good), len(failures), time.monotonic() - started)
         self._export(good, failures, report, now)
         return report
+
+    def _plan(self, subjects: Mapping[Key, Subject]) -> dict[str, dict[str, History]]:
+        """Which model forecasts which histories this cycle: the configured model everything, or, for ``auto``,
+        both candidates the pools and the smoothing family every other subject."""
+        histories = {_key_name(k): s.history for k, s in subjects.items()}
+        if self.settings.model != DEFAULT_MODEL:
+            return {self.settings.model: histories}
+        pools = {_key_name(k): s.history for k, s in subjects.items() if k[0] is SubjectKind.POOL}
+        return {PRIOR: pools, OTHER_SUBJECTS_MODEL: histories}
+
+    def _cycles(
+        self, plan: Mapping[str, Mapping[str, History]], h: int
+    ) -> dict[str, Mapping[str, Forecast | ForecastError]]:
+        return {model: self.cycle(histories, h, model) for model, histories in plan.items() if histories}
+
+    def _chosen(
+        self, subjects: Mapping[Key, Subject], by_model: Mapping[str, Mapping[str, Forecast | ForecastError]]
+    ) -> dict[Key, Choice]:
+        """Each subject's outcome and what made it: ``auto``'s choice for a pool, else the one model's."""
+        missing = ForecastError("no forecast returned")
+        out = {}
+        for key, subject in subjects.items():
+            name = _key_name(key)
+            if self.settings.model != DEFAULT_MODEL or subject.decision is None:
+                model = self.settings.model if self.settings.model != DEFAULT_MODEL else OTHER_SUBJECTS_MODEL
+                out[key] = Choice(by_model.get(model, {}).get(name, missing), model, None)
+                continue
+            candidates = {c: by_model.get(c, {}).get(name, missing) for c in CANDIDATES}
+            out[key] = self._chooser.choose(key[1], subject.decision, subject.history, candidates)
+        self._chooser.forget({k[1] for k, s in subjects.items() if s.decision is not None})
+        return out
 
     def _score(self, subjects: Mapping[Key, Subject], good: list[GoodForecast], now: float) -> None:
         """Keep the pools' new forecasts, score the kept ones whose targets have come against the histories just
@@ -201,7 +237,8 @@ class ForecastJob:
         history = inputs.pool_demand(conn, name, metric, window)
         per_replica = replica_capacity(spec.replica_capacity, lambda: self._learned(conn, name, spec, now))
         capacity = PoolCapacity(replicas.get(name, 0), per_replica)
-        return (SubjectKind.POOL, name, metric), Subject(history, capacity.total, pool=capacity)
+        decision = decision_point(spec.slo_attainment, spec.startup_seconds, history.step_seconds)
+        return (SubjectKind.POOL, name, metric), Subject(history, capacity.total, pool=capacity, decision=decision)
 
     def _learned(self, conn: Any, name: str, spec: PoolSpec, now: float) -> ReplicaCapacity | None:
         """The per-replica capacity learned from the pool's raw samples (cached), or None: not measured."""
@@ -215,12 +252,18 @@ class ForecastJob:
             self._capacity.learned[name] = cached
         return cached[1]
 
-    def _good(self, key: Key, subject: Subject, forecast: Forecast, now: float) -> GoodForecast:
+    def _good(self, key: Key, subject: Subject, forecast: Forecast, now: float, choice: Choice) -> GoodForecast:
         history, step = subject.history, subject.history.step_seconds
         origin = history.end_ts
+        forecast = non_negative(forecast)
+        quantiles = forecast.quantiles.tolist() if forecast.quantiles is not None else [[]] * forecast.horizon
         points = [
             ForecastPoint(
-                origin + (k + 1) * step, float(forecast.yhat[k]), float(forecast.lo[k]), float(forecast.hi[k])
+                origin + (k + 1) * step,
+                float(forecast.yhat[k]),
+                float(forecast.lo[k]),
+                float(forecast.hi[k]),
+                tuple(quantiles[k]),
             )
             for k in range(forecast.horizon)
         ]
@@ -238,7 +281,7 @@ class ForecastJob:
             subject=key[1],
             metric=key[2],
             generated_at=now,
-            model=self.settings.model,
+            model=choice.model if choice.selection is None else f"{DEFAULT_MODEL}[{choice.model}]",
             origin_ts=origin,
             step_seconds=step,
             horizon_seconds=forecast.horizon * step,
@@ -246,6 +289,8 @@ class ForecastJob:
             input_end=origin + step,
             points=points,
             saturation=state,
+            levels=forecast.levels,
+            selection=choice.selection,
         )
 
     def _fail_all(self, subjects: dict[Key, Subject], reason: str, now: float) -> None:

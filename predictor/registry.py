@@ -6,7 +6,18 @@ from collections.abc import Callable
 
 from predictor.base import Forecaster
 
-FORECASTER_NAMES: tuple[str, ...] = ("naive", "seasonal_naive", "auto", "ets", "sarimax", "gbm", "lstm", "ensemble")
+FORECASTER_NAMES: tuple[str, ...] = (
+    "naive",
+    "seasonal_naive",
+    "auto",
+    "prior",
+    "smoothing",
+    "ets",
+    "sarimax",
+    "gbm",
+    "lstm",
+    "ensemble",
+)
 ENSEMBLE_MEMBERS: tuple[str, ...] = ("naive", "seasonal_naive", "ets", "sarimax", "gbm", "lstm")
 
 
@@ -46,9 +57,21 @@ def _seasonal_naive(seed: int, quick: bool) -> Forecaster:
 
 
 def _auto(seed: int, quick: bool) -> Forecaster:
-    from predictor.backends.smoothing import AutoSmoothing
+    from predictor.backends.auto import Auto
 
-    return AutoSmoothing()
+    return Auto()
+
+
+def _prior(seed: int, quick: bool) -> Forecaster:
+    from predictor.backends.prior import PriorForecaster
+
+    return PriorForecaster()
+
+
+def _smoothing(seed: int, quick: bool) -> Forecaster:
+    from predictor.backends.smoothing import Smoothing
+
+    return Smoothing()
 
 
 def _ets(seed: int, quick: bool) -> Forecaster:
@@ -86,6 +109,8 @@ _BUILDERS: dict[str, Callable[[int, bool], Forecaster]] = {
     "naive": _naive,
     "seasonal_naive": _seasonal_naive,
     "auto": _auto,
+    "prior": _prior,
+    "smoothing": _smoothing,
     "ets": _ets,
     "sarimax": _sarimax,
     "gbm": _gbm,

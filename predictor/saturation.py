@@ -1,8 +1,8 @@
 """The chance that demand exceeds capacity within a forecast's horizon, and when it first becomes likely.
 
-Each step's forecast is read as a split normal: the median is ``yhat`` and each side is a normal whose 90 % central
-interval half-width is that side's half of the band (σ_hi = (hi − yhat) / 1.645, σ_lo = (yhat − lo) / 1.645), so an
-asymmetric band gives an asymmetric distribution and P(demand > hi) = P(demand < lo) = 5 %.
+Each step's forecast is read as a distribution by :mod:`predictor.distribution`: with the band alone a split normal
+(the median ``yhat``, each side a normal whose 90 % half-width is that side's half of the band, so P(demand > hi) =
+P(demand < lo) = 5 %); with a quantile model's levels, its own quantiles joined in standard units.
 
 Steps are combined as a random walk's would be: the error at step k is the error at step k − 1 plus a new
 independent shock, so steps i < k correlate as sqrt(i / k) (how h-step errors of a level forecast behave on the
@@ -22,8 +22,8 @@ from functools import lru_cache
 import numpy as np
 
 from predictor.base import FloatArray, Forecast
+from predictor.distribution import standard_thresholds
 
-Z90 = 1.6448536269514722  # the standard normal's 95th percentile: a central 90 % interval is ± 1.645 σ
 LIKELY = 0.5  # the first step at least this likely to exceed sets ``eta_seconds``
 PATHS = 4_096  # Monte Carlo paths: a standard error of at most 0.008 on the union's probability
 PATH_SEED = 20_240_515
@@ -44,17 +44,6 @@ def exceedance(forecast: Forecast, capacity: float) -> FloatArray:
     a zero-width side is a certainty: yhat 100, hi 100, capacity 99 → 1.0."""
     # P(y > c) = 1 − Φ(z) = erfc(z / √2) / 2; at z = 0 (capacity == yhat) it is 0.5 either way.
     return np.array([0.5 * math.erfc(value / math.sqrt(2.0)) for value in standard_thresholds(forecast, capacity)])
-
-
-def standard_thresholds(forecast: Forecast, capacity: float) -> FloatArray:
-    """Capacity in standard units of each step's split normal (the side it lies on): yhat 100, hi 120, c 110 →
-    1.645 × 10 / 20 = 0.82; ±inf where that side has zero width."""
-    above = capacity >= forecast.yhat
-    half_width = np.where(above, forecast.hi - forecast.yhat, forecast.yhat - forecast.lo)
-    distance = capacity - forecast.yhat
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z: FloatArray = np.where(half_width > 0, Z90 * distance / half_width, np.sign(distance) * np.inf)
-    return z
 
 
 @lru_cache(maxsize=8)

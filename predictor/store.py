@@ -49,6 +49,10 @@ forecasts = Table(
     Column("short_history", Boolean, nullable=True),
     # a pool's live accuracy over each window ({"24h": {...}, "7d": {...}}, predictor.accuracy), after each cycle
     Column("accuracy", JSON, nullable=True),
+    # the forecaster's own quantiles: {"levels": [...], "values": [[...] per point]}; null: only the band
+    Column("quantiles", JSON, nullable=True),
+    # auto's choice for a pool: {"chosen", "level", "horizon_steps", "scored", "losses": {candidate: mean loss}}
+    Column("selection", JSON, nullable=True),
 )
 
 
@@ -67,6 +71,32 @@ class ForecastPoint:
     yhat: float
     lo: float
     hi: float
+    quantiles: tuple[float, ...] = ()  # at the forecast's ``levels``
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which of ``auto``'s candidates a pool follows, and how each scored at its decision point (``level``,
+    ``horizon_steps``) over the last ``scored`` forecasts (mean pinball loss; :mod:`predictor.selection`)."""
+
+    chosen: str
+    level: float
+    horizon_steps: int
+    scored: int
+    losses: dict[str, float]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> Selection:
+        return cls(
+            str(body["chosen"]),
+            float(body["level"]),
+            int(body["horizon_steps"]),
+            int(body["scored"]),
+            {str(k): float(v) for k, v in body["losses"].items()},
+        )
 
 
 @dataclass(frozen=True)
@@ -85,6 +115,8 @@ class GoodForecast:
     input_end: float
     points: Sequence[ForecastPoint]
     saturation: dict[str, Any] | None  # as stored and answered: the estimate and what it was measured against
+    levels: tuple[float, ...] = ()  # of each point's quantiles
+    selection: Selection | None = None  # auto's choice, for a pool forecast by auto
 
     @property
     def pool_capacity(self) -> PoolCapacity | None:
@@ -134,6 +166,12 @@ def _good_columns(forecast: GoodForecast) -> dict[str, Any]:
         "input_end": forecast.input_end,
         "points": [[p.ts, p.yhat, p.lo, p.hi] for p in forecast.points],
         "saturation": forecast.saturation,
+        "quantiles": (
+            {"levels": list(forecast.levels), "values": [list(p.quantiles) for p in forecast.points]}
+            if forecast.levels
+            else None
+        ),
+        "selection": None if forecast.selection is None else forecast.selection.to_json(),
         "error": None,
         "short_history": None,
     }
@@ -144,6 +182,7 @@ def _stored(row: Any) -> StoredForecast:
     kind = SubjectKind(m["kind"])
     good = None
     if m["generated_at"] is not None:
+        quantiles = m["quantiles"] or {"levels": [], "values": [[] for _ in m["points"]]}
         good = GoodForecast(
             kind=kind,
             subject=m["subject"],
@@ -155,8 +194,13 @@ def _stored(row: Any) -> StoredForecast:
             horizon_seconds=m["horizon_seconds"],
             input_start=m["input_start"],
             input_end=m["input_end"],
-            points=[ForecastPoint(*p) for p in m["points"]],
+            points=[
+                ForecastPoint(p[0], p[1], p[2], p[3], tuple(q))
+                for p, q in zip(m["points"], quantiles["values"], strict=True)
+            ],
             saturation=m["saturation"],
+            levels=tuple(quantiles["levels"]),
+            selection=None if m["selection"] is None else Selection.from_json(m["selection"]),
         )
     scored = m["accuracy"]
     accuracy = {name: WindowAccuracy(**window) for name, window in scored.items()} if scored else None

@@ -1,25 +1,17 @@
-"""The predictive bound's band scale: how many of the forecast band's upper half-widths above yhat a pool is
-provisioned for, where it starts (:func:`initial_band_scale`) and how it follows the attainment reached
-(:func:`adapted_band_scale`). The controller and the simulator carry it from one decision to the next."""
+"""The predictive bound's band scale: how many of the forecast's own excess of its target quantile over yhat a pool
+is provisioned for. It starts at 1 (``INITIAL_BAND_SCALE``: the forecaster's quantile at the attainment target, as
+it is) and follows the attainment reached (:func:`adapted_band_scale`), so a forecaster that is wide or narrow for
+this pool, or the rails' own extra headroom, is made good. The controller and the simulator carry it from one
+decision to the next."""
 
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
 
 from autoscaler.policy.settings import PolicySettings
-from predictor.base import INTERVAL_COVERAGE
 
-UPPER_LEVEL = 0.5 + INTERVAL_COVERAGE / 2  # the forecast band's hi is its 0.95 quantile
-_UPPER_Z = NormalDist().inv_cdf(UPPER_LEVEL)
+INITIAL_BAND_SCALE = 1.0
 MIN_BAND_SCALE = 1e-3  # a scale that has shrunk to nothing can still grow again
-
-
-def initial_band_scale(settings: PolicySettings) -> float:
-    """Where the band scale starts: the target's normal quantile over the band's (0.999 → 3.090 / 1.645 = 1.879);
-    1 (the band's own upper bound) without a target."""
-    target = settings.attainment_target
-    return 1.0 if target is None else NormalDist().inv_cdf(target) / _UPPER_Z
 
 
 def adapted_band_scale(scale: float, missed: bool, settings: PolicySettings, elapsed_seconds: float) -> float:

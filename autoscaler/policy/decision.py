@@ -12,23 +12,50 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from autoscaler.policy.band_scale import initial_band_scale
+import numpy as np
+
+from autoscaler.policy.band_scale import INITIAL_BAND_SCALE
 from autoscaler.policy.settings import PolicySettings
 from autoscaler.scaling_events import ReasonCode
 from fleet.pools import Policy
+from predictor.base import Forecast
+from predictor.distribution import quantile
 
 InputValue = float | int | str | bool | None
 
 
 @dataclass(frozen=True)
 class ForecastView:
-    """The pool's latest demand forecast: points (ts, yhat, lo, hi) after ``origin_ts``; ``stale`` if it failed."""
+    """The pool's latest demand forecast: points (ts, yhat, lo, hi) after ``origin_ts``, and the forecaster's own
+    quantiles at ``levels`` per point when it gives them; ``stale`` if it failed."""
 
     origin_ts: float
     points: tuple[tuple[float, float, float, float], ...]
     stale: bool = False
     error: str | None = None
     distrusted: str | None = None  # why its live accuracy says not to follow it (predictor.accuracy); None: trusted
+    levels: tuple[float, ...] = ()
+    quantiles: tuple[tuple[float, ...], ...] = ()  # per point, at ``levels``
+    model: str | None = None  # which forecaster made it ("auto[prior]", ...)
+
+    def bounds(self, level: float, scale: float) -> tuple[tuple[float, float], ...]:
+        """(ts, bound) per point: yhat + ``scale`` × (the quantile at ``level`` − yhat), the quantile the
+        forecaster's own where it gives one, else read from its band as a normal would
+        (:mod:`predictor.distribution`): yhat 100, hi 120, level 0.99, scale 1 → 128.3."""
+        return tuple((p[0], p[1] + scale * (q - p[1])) for p, q in zip(self.points, self._quantile(level), strict=True))
+
+    def _quantile(self, level: float) -> tuple[float, ...]:
+        """Each point's quantile at ``level``, computed once per level (the simulator asks at every step)."""
+        cache: dict[float, tuple[float, ...]] = self.__dict__.setdefault("_quantiles_at", {})
+        if level not in cache:
+            if not self.points:
+                return ()
+            columns = np.array(self.points).T
+            forecast = Forecast(
+                columns[1], columns[2], columns[3], self.levels, np.array(self.quantiles) if self.levels else None
+            )
+            cache[level] = tuple(quantile(forecast, level).tolist())
+        return cache[level]
 
 
 @dataclass(frozen=True)
@@ -53,8 +80,9 @@ class PoolContext:
 
     @property
     def provisioning_scale(self) -> float:
-        """How many of the forecast band's upper half-widths above yhat the predictive policy provisions for."""
-        return self.band_scale if self.band_scale is not None else initial_band_scale(self.settings)
+        """How many of the forecast's own excess of its target quantile over yhat the predictive policy
+        provisions for (1: the quantile itself)."""
+        return self.band_scale if self.band_scale is not None else INITIAL_BAND_SCALE
 
     @property
     def current_replicas(self) -> int:

@@ -1,9 +1,10 @@
 """The ``predictive`` policy: enough replicas for the forecast's bound over the time a replica asked for now will
-serve, from now + ``startup_seconds`` to that + ``margin_seconds``. The bound is yhat plus a scale times the band's
-upper half-width, the scale adapted after every decision to the attainment actually reached
-(:mod:`autoscaler.policy.band_scale`, quantile tracking toward ``attainment_target``), so the headroom is what the
-pool's SLO needs on this demand, not a fixed utilization; each replica is loaded to ``predictive_utilization`` of its
-capacity (1: the bound carries the headroom). A scale-down within HPA's tolerance is not made (the forecast's noise
+serve, from now + ``startup_seconds`` to that + ``margin_seconds``. The bound is the forecast's quantile at the pool's
+attainment target — the forecaster's own where it gives quantiles (the prior, the smoothing family), so the headroom
+is wide where the forecast is unsure and narrow where it is not — its excess over yhat scaled by a factor adapted
+after every decision to the attainment actually reached (:mod:`autoscaler.policy.band_scale`, quantile tracking
+toward ``attainment_target``); each replica is loaded to ``predictive_utilization`` of its capacity (1: the bound
+carries the headroom). A scale-down within HPA's tolerance is not made (the forecast's noise
 would otherwise flap the pool). Without a usable forecast the reactive policy decides, and the decision says why.
 """
 
@@ -16,13 +17,14 @@ from autoscaler.policy.decision import Decision, ForecastView, PoolContext, Scal
 from autoscaler.policy.reactive import Reactive
 from autoscaler.scaling_events import ReasonCode
 from fleet.pools import Policy
+from predictor.distribution import UPPER_LEVEL
 
 
 def forecast_peak(ctx: PoolContext) -> tuple[float, float, float] | None:
-    """(bound, from, to): the forecast's largest bound, yhat + the band scale × (hi − yhat) (:attr:`PoolContext.
-    provisioning_scale`), over [now + startup, now + startup + margin); with no
-    point inside, the first point at or after its start, else the horizon's last point. None when there is no usable
-    forecast.
+    """(bound, from, to): the forecast's largest bound (:meth:`ForecastView.bounds` at the attainment target, scaled
+    by :attr:`PoolContext.provisioning_scale`; the band's 95 % point without a target) over [now + startup, now +
+    startup + margin); with no point inside, the first point at or after its start, else the horizon's last point.
+    None when there is no usable forecast.
 
     The window is half-open because a point at its end is the next decision's to cover: with 60-s forecast steps,
     decisions every 60 s and a 60-s margin, the decision at 12:00 covers the point at 12:00 + startup and the one at
@@ -33,12 +35,18 @@ def forecast_peak(ctx: PoolContext) -> tuple[float, float, float] | None:
         return None
     start = ctx.now + ctx.startup_seconds
     end = start + ctx.settings.margin_seconds
-    scale = ctx.provisioning_scale
-    window = [p for p in forecast.points if start <= p[0] < end]
+    bounds = forecast.bounds(bound_level(ctx), ctx.provisioning_scale)
+    window = [b for ts, b in bounds if start <= ts < end]
     if not window:
-        after = [p for p in forecast.points if p[0] >= start]
-        window = after[:1] or [forecast.points[-1]]  # horizon ends before the window: its last point
-    return max(yhat + scale * (hi - yhat) for _ts, yhat, _lo, hi in window), start, end
+        after = [b for ts, b in bounds if ts >= start]
+        window = after[:1] or [bounds[-1][1]]  # horizon ends before the window: its last point
+    return max(window), start, end
+
+
+def bound_level(ctx: PoolContext) -> float:
+    """The quantile the bound is read at: the attainment target, or the band's 95 % point without one."""
+    target = ctx.settings.attainment_target
+    return UPPER_LEVEL if target is None else target
 
 
 def per_replica_target(ctx: PoolContext) -> float | None:
@@ -108,10 +116,14 @@ class Predictive:
 
 
 def _bound_words(ctx: PoolContext) -> str:
-    """What the bound is, for the reason: "yhat + 1.57 × the band, toward 99.5 % attainment"."""
+    """What the bound is, for the reason: "auto[prior]'s 99 % quantile, its excess over yhat × 1.12 toward 99.0 %
+    attainment"."""
     target = ctx.settings.attainment_target
-    toward = "the band's own upper bound" if target is None else f"toward {target:.1%} attainment"
-    return f"yhat + {ctx.provisioning_scale:.3g} × the band, {toward}"
+    model = f"{ctx.forecast.model}'s " if ctx.forecast is not None and ctx.forecast.model else "the forecast's "
+    if target is None:
+        return f"{model}95 % point, as it is"
+    scale = ctx.provisioning_scale
+    return f"{model}{target:.1%} quantile, its excess over yhat × {scale:.3g} toward {target:.1%} attainment"
 
 
 def _startup_words(ctx: PoolContext) -> str:

@@ -12,6 +12,7 @@ from autoscaler.hpa import (
     KUBERNETES_SCALE_UP_POLICIES,
     ScalingRule,
 )
+from fleet.pools import DEFAULT_SLO_ATTAINMENT
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class PolicySettings:
     static_replicas: int | None = None  # static: this count (default min_replicas)
     # predictive: the share of time the ready replicas should carry the demand; the forecast's bound is scaled toward
     # it (:func:`autoscaler.policy.band_scale.adapted_band_scale`). None: the forecast's 95 % upper bound, fixed.
-    attainment_target: float | None = 0.999
+    attainment_target: float | None = DEFAULT_SLO_ATTAINMENT
     quantile_rate: float = 0.02  # how fast the band scale follows misses and hits (quantile tracking's eta), per minute
 
     def __post_init__(self) -> None:

@@ -15,14 +15,15 @@ from predictor.base import FloatArray, Forecast, ForecastError, History
 MIN_OBSERVED = 2
 
 
-def lagged_residuals(values: FloatArray, lag: int) -> FloatArray:
-    """actual[j] − last-observed[j − lag]: the errors of forecasting ``lag`` steps ahead with a held value.
+def lagged_residuals(values: FloatArray, lag: int, held: FloatArray | None = None) -> FloatArray:
+    """actual[j] − last-observed[j − lag]: the errors of forecasting ``lag`` steps ahead with a held value
+    (``held``: ``values`` forward-filled, when the caller has it already).
 
     values [1, 2, 4], lag 1 → [2 − 1, 4 − 2] = [1, 2]; NaN where the actual is missing (dropped later).
     """
     if lag >= len(values):
         return np.empty(0)
-    held = forward_fill(values)
+    held = forward_fill(values) if held is None else held
     return values[lag:] - held[:-lag]
 
 
@@ -41,9 +42,9 @@ class Naive:
 
     def predict(self, horizon: int) -> Forecast:
         values = _fitted(self._values, self.name)
-        last = forward_fill(values)[-1]  # the history may end in a gap: hold the last value seen
-        yhat = np.full(horizon, last)
-        return residual_band(yhat, [lagged_residuals(values, k) for k in range(1, horizon + 1)])
+        held = forward_fill(values)
+        yhat = np.full(horizon, held[-1])  # the history may end in a gap: hold the last value seen
+        return residual_band(yhat, [lagged_residuals(values, k, held) for k in range(1, horizon + 1)])
 
 
 class SeasonalNaive:
@@ -75,7 +76,7 @@ class SeasonalNaive:
         yhat = np.array([held[n - 1 + k - lag] for k, lag in zip(range(1, horizon + 1), lags, strict=True)])
         if not np.all(np.isfinite(yhat)):
             yhat = np.where(np.isfinite(yhat), yhat, held[-1])
-        return residual_band(yhat, [lagged_residuals(values, lag) for lag in lags])
+        return residual_band(yhat, [lagged_residuals(values, lag, held) for lag in lags])
 
     def _lag(self, k: int) -> int:
         """Steps between a target and its source: k for naive, the next multiple of the season otherwise."""

@@ -36,10 +36,11 @@ from typing import Self
 import numpy as np
 
 from predictor.backends.gaps import forward_fill, require_observed
-from predictor.backends.intervals import UPPER_Q
 from predictor.backends.seasonality import MIN_SEASONS, daily_period
 from predictor.base import FloatArray, Forecast, ForecastError, History, NotEnoughHistory
+from predictor.distribution import LEVELS, LOWER_LEVEL, UPPER_LEVEL
 
+NAME = "smoothing"
 MIN_OBSERVED = 3
 ALPHAS = (1.0, 0.5, 0.3, 0.15, 0.05)  # 1.0 is the last value; 0.05 averages about the last 40 steps
 MAX_DAYS = 7  # the daily shape is averaged over at most a week of past days
@@ -68,12 +69,13 @@ class Candidate:
 
 @dataclass(frozen=True)
 class BatchForecast:
-    """Forecasts of S series for steps 1..h, (S, h) arrays; ``chosen`` names each series' heaviest candidate; a
-    series whose forecast could not be computed has NaN rows."""
+    """Forecasts of S series for steps 1..h, (S, h) arrays, and their quantiles at ``LEVELS`` (S, h, levels);
+    ``chosen`` names each series' heaviest candidate; a series whose forecast could not be computed has NaN rows."""
 
     yhat: FloatArray
     lo: FloatArray
     hi: FloatArray
+    quantiles: FloatArray
     chosen: tuple[str, ...]
 
 
@@ -105,6 +107,7 @@ def forecast_batch(values: FloatArray, step_seconds: float, horizon: int) -> Bat
         np.concatenate([p.yhat for p in parts]),
         np.concatenate([p.lo for p in parts]),
         np.concatenate([p.hi for p in parts]),
+        np.concatenate([p.quantiles for p in parts]),
         tuple(name for p in parts for name in p.chosen),
     )
 
@@ -135,10 +138,14 @@ def _forecast_chunk(values: FloatArray, step_seconds: float, horizon: int) -> Ba
     # actual − Σ w·forecast = Σ w·(actual − forecast): the combination's own residuals, for its band
     residuals = np.einsum("cs,csoh->soh", weights, np.where(comparable[None], errors, 0.0))
     volatility = _volatility(held)[:, origins]
-    lo, hi = _conformal_band(np.where(comparable, residuals, np.nan), volatility)
-    # a half-width below zero (every residual of one sign, as in a short rising history) puts the band beside yhat
-    lo, hi = np.maximum(lo, 0.0), np.maximum(hi, 0.0)
-    return BatchForecast(yhat, yhat - lo, yhat + hi, tuple(pool[b].name for b in np.argmax(weights, axis=0)))
+    offsets = _conformal_offsets(np.where(comparable, residuals, np.nan), volatility)
+    # an offset on the wrong side of yhat (every residual of one sign, as in a short rising history) puts that
+    # level on yhat: the band sits beside the point, never across it
+    below = np.array(LEVELS) < 0.5
+    offsets = np.where(below, np.minimum(offsets, 0.0), np.maximum(offsets, 0.0))
+    quantiles = yhat[:, :, None] + offsets
+    lo, hi = quantiles[:, :, LEVELS.index(LOWER_LEVEL)], quantiles[:, :, LEVELS.index(UPPER_LEVEL)]
+    return BatchForecast(yhat, lo, hi, quantiles, tuple(pool[b].name for b in np.argmax(weights, axis=0)))
 
 
 def combination_weights(mae: FloatArray) -> FloatArray:
@@ -213,12 +220,14 @@ def _volatility(held: FloatArray) -> FloatArray:
     return volatility
 
 
-def _conformal_band(residuals: FloatArray, volatility: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Lower and upper half-widths per series and step from residuals (series, origins, steps) NaN = unscored.
+def _conformal_offsets(residuals: FloatArray, volatility: FloatArray) -> FloatArray:
+    """Each level's offset from yhat per series and step (series, steps, ``LEVELS``; 0 at the median) from residuals
+    (series, origins, steps), NaN = unscored.
 
     Scores are residual / (volatility at the origin × step scale); the step scale is the mean |score| per step,
     made non-decreasing (uncertainty does not shrink further ahead), and steps with no residual extend the last
-    one as a random walk would (step 12 after step 3 → × 2).
+    one as a random walk would (step 12 after step 3 → × 2). A level above the median is the conformal quantile of
+    the scores at it, one below the median the same of the negated scores, at 1 − level.
     """
     relative = residuals / volatility[:, :-1, None]
     with warnings.catch_warnings():  # a step no origin could score yet is all NaN: _extend_steps fills it
@@ -228,7 +237,14 @@ def _conformal_band(residuals: FloatArray, volatility: FloatArray) -> tuple[Floa
     step_scale = np.maximum(step_scale, 1e-12)
     scores = (relative / step_scale[:, None, :]).reshape(len(residuals), -1)
     width = volatility[:, -1:] * step_scale  # at the forecast origin
-    return conformal_rank(-scores, UPPER_Q)[:, None] * width, conformal_rank(scores, UPPER_Q)[:, None] * width
+    columns = [
+        np.zeros(len(scores))
+        if level == 0.5
+        else (conformal_rank(scores, level) if level > 0.5 else -conformal_rank(-scores, 1.0 - level))
+        for level in LEVELS
+    ]
+    offsets: FloatArray = np.stack(columns, axis=1)[:, None, :] * width[:, :, None]
+    return offsets
 
 
 def _extend_steps(scale: FloatArray) -> FloatArray:
@@ -251,25 +267,25 @@ def conformal_rank(scores: FloatArray, level: float) -> FloatArray:
     return np.where(count > 0, picked, np.nan)
 
 
-class AutoSmoothing:
+class Smoothing:
     """:func:`forecast_batch` for one series as a :class:`~predictor.base.Forecaster`; ``name`` says which candidate
-    weighed most at the last ``predict``: "auto[ses0.3]", "auto[naive+daily]"."""
+    weighed most at the last ``predict``: "smoothing[ses0.3]", "smoothing[naive+daily]"."""
 
     def __init__(self) -> None:
-        self.name = "auto"
+        self.name = NAME
         self._history: History | None = None
 
     def fit(self, history: History) -> Self:
-        require_observed(history, MIN_OBSERVED, "auto")
+        require_observed(history, MIN_OBSERVED, NAME)
         self._history = history
-        self.name = "auto"
+        self.name = NAME
         return self
 
     def predict(self, horizon: int) -> Forecast:
         if self._history is None:
-            raise ForecastError("auto: predict called before fit")
+            raise ForecastError(f"{NAME}: predict called before fit")
         batch = forecast_batch(self._history.values[None, :], self._history.step_seconds, horizon)
-        self.name = f"auto[{batch.chosen[0]}]"
+        self.name = f"{NAME}[{batch.chosen[0]}]"
         return to_forecast(batch, 0, self.name)
 
     def update(self, history: History) -> Self:
@@ -279,7 +295,7 @@ class AutoSmoothing:
 
 def to_forecast(batch: BatchForecast, row: int, who: str) -> Forecast:
     """Row ``row`` as a Forecast (``lo <= yhat <= hi``); ForecastError when it could not be computed."""
-    yhat, lo, hi = batch.yhat[row], batch.lo[row], batch.hi[row]
-    if not (np.all(np.isfinite(yhat)) and np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
+    yhat, quantiles = batch.yhat[row], batch.quantiles[row]
+    if not (np.all(np.isfinite(yhat)) and np.all(np.isfinite(quantiles))):
         raise NotEnoughHistory(f"{who}: too few scored origins to forecast and bound ({batch.chosen[row]})")
-    return Forecast(yhat, np.minimum(lo, yhat), np.maximum(hi, yhat))
+    return Forecast(yhat, batch.lo[row], batch.hi[row], LEVELS, quantiles)

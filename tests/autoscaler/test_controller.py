@@ -15,7 +15,7 @@ from sqlalchemy import Engine, insert
 from autoscaler.actuators.base import ActuationError, Actuator
 from autoscaler.actuators.local import LocalActuator
 from autoscaler.controller import Controller, ControllerSettings
-from autoscaler.policy.band_scale import initial_band_scale
+from autoscaler.policy.band_scale import INITIAL_BAND_SCALE
 from autoscaler.policy.settings import PolicySettings
 from autoscaler.scaling_events import EventStore, ReasonCode
 from collector.registry import NodeStatus, PoolOnNode
@@ -376,12 +376,12 @@ def test_a_tick_the_ready_replicas_fell_short_widens_the_predictive_bound_and_a_
     report(engine, clock, "node-a", "chat", demand=70.0, ready=6)  # 70/s on 6 × 10: the tick missed
     first = loop.run(clock())["chat"]
     start = PolicySettings().attainment_target
-    assert start is not None and first.inputs["band_scale"] == round(initial_band_scale(PolicySettings()), 4)
+    assert start is not None and first.inputs["band_scale"] == round(INITIAL_BAND_SCALE, 4)
     clock.advance(5)
     report(engine, clock, "node-a", "chat", demand=70.0, ready=8)  # carried: 70 <= 80
     second = loop.run(clock())["chat"]
     widened = math.exp(0.02 * 5 / 60 * start)  # exp(η × the interval's minutes × (1 − α))
-    assert second.inputs["band_scale"] == round(initial_band_scale(PolicySettings()) * widened, 4)
+    assert second.inputs["band_scale"] == round(INITIAL_BAND_SCALE * widened, 4)
     assert f"toward {start:.1%} attainment" in second.reason
     stored = PoolStore(engine).get("chat")
     assert stored is not None
@@ -441,7 +441,7 @@ def test_the_pool_keeps_what_it_is_sized_by_and_a_new_leader_carries_it_on(engin
     stored = PoolStore(engine).get("chat")
     assert stored is not None and stored.provisioning is not None
     kept = stored.provisioning
-    assert kept.band_scale is not None and kept.band_scale > initial_band_scale(PolicySettings())
+    assert kept.band_scale is not None and kept.band_scale > INITIAL_BAND_SCALE
     assert (kept.startup_seconds, kept.startup_measurements) == (60.0, 1)
 
     first.stop()  # another server leads from here, with nothing in memory

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from autoscaler.policy.band_scale import adapted_band_scale, initial_band_scale
+from autoscaler.policy.band_scale import INITIAL_BAND_SCALE, adapted_band_scale
 from autoscaler.policy.decision import ForecastView, PoolContext, ScalingPolicy
 from autoscaler.policy.hybrid import Hybrid
 from autoscaler.policy.predictive import Predictive
@@ -237,10 +237,18 @@ def test_each_code_falls_in_one_colour_family(code: ReasonCode | None, before: i
     assert reason_family(code, before, after) == family
 
 
-def test_the_band_scale_starts_at_the_targets_normal_quantile() -> None:
-    assert initial_band_scale(PolicySettings(attainment_target=0.999)) == pytest.approx(3.0902 / 1.6449, abs=1e-3)
-    assert initial_band_scale(PolicySettings(attainment_target=0.95)) == pytest.approx(1.0)  # the band's own hi
-    assert initial_band_scale(PolicySettings(attainment_target=None)) == 1.0
+def test_the_bound_starts_at_the_forecasts_own_quantile_at_the_target() -> None:
+    target = PolicySettings(attainment_target=0.99, predictive_utilization=1.0)
+    assert ctx(settings=target).provisioning_scale == INITIAL_BAND_SCALE == 1.0
+    # the band alone (yhat 100, hi 120): its 99 % point as a normal would have it, 100 + 20 × 2.326 / 1.645 = 128.3
+    band = tuple((NOW + 60 * k, 100.0, 90.0, 120.0) for k in range(1, 16))
+    decision = Predictive().decide(ctx(settings=target, forecast=ForecastView(NOW, band)))
+    assert decision.inputs["forecast_upper"] == pytest.approx(128.28, abs=0.01) and decision.replicas == 13
+    # a forecaster's own 99 % point wins over the band's guess: 150 → 15 replicas
+    levels = (0.05, 0.5, 0.95, 0.99)
+    grid = tuple((90.0, 100.0, 120.0, 150.0) for _ in band)
+    own = Predictive().decide(ctx(settings=target, forecast=ForecastView(NOW, band, levels=levels, quantiles=grid)))
+    assert own.inputs["forecast_upper"] == pytest.approx(150.0) and own.replicas == 15
 
 
 def test_a_miss_widens_the_bound_by_what_the_target_says_hits_give_back() -> None:
@@ -258,14 +266,17 @@ def test_a_miss_widens_the_bound_by_what_the_target_says_hits_give_back() -> Non
 
 
 def test_predictive_sizes_on_the_adapted_bound_and_says_so() -> None:
-    adapted = replace(FIXED_BAND, attainment_target=0.999, predictive_utilization=1.0)
-    # yhat 80, hi 100: a scale of 2 puts the bound at 80 + 2 × 20 = 120 → 12 replicas of 10
-    decision = Predictive().decide(ctx(forecast=forecast(100.0), settings=adapted, band_scale=2.0))
+    adapted = replace(FIXED_BAND, attainment_target=0.95, predictive_utilization=1.0)
+    # yhat 80, hi 100 (the 95 % point): a scale of 2 puts the bound at 80 + 2 × 20 = 120 → 12 replicas of 10
+    view = replace(forecast(100.0), model="auto[prior]")
+    decision = Predictive().decide(ctx(forecast=view, settings=adapted, band_scale=2.0))
     assert decision.replicas == 12 and decision.inputs["band_scale"] == 2.0
-    assert "forecast bound 120 (yhat + 2 × the band, toward 99.9% attainment)" in decision.reason
-    assert Predictive().decide(ctx(forecast=forecast(100.0), settings=adapted, band_scale=0.0)).replicas == 8
-    fixed = Predictive().decide(ctx(forecast=forecast(100.0), settings=replace(adapted, attainment_target=None)))
-    assert fixed.replicas == 10 and "the band's own upper bound" in fixed.reason
+    assert "forecast bound 120 (auto[prior]'s 95.0% quantile, its excess over yhat × 2 toward 95.0% attainment)" in (
+        decision.reason
+    )
+    assert Predictive().decide(ctx(forecast=view, settings=adapted, band_scale=0.0)).replicas == 8
+    fixed = Predictive().decide(ctx(forecast=view, settings=replace(adapted, attainment_target=None)))
+    assert fixed.replicas == 10 and "auto[prior]'s 95 % point, as it is" in fixed.reason
 
 
 @pytest.mark.parametrize("bad", [{"attainment_target": 1.0}, {"attainment_target": 0.2}, {"quantile_rate": -0.1}])

@@ -370,12 +370,13 @@ def test_average_precision_and_alarm_scores_by_hand() -> None:
 def test_a_2016_row_backtest_of_the_default_model_is_well_within_a_minute() -> None:
     import time
 
-    from predictor.backends.smoothing import AutoSmoothing
+    from predictor.cycle import DEFAULT_MODEL
+    from predictor.registry import make_forecaster
 
     rng = np.random.default_rng(5)
     history = History(1000 + np.cumsum(rng.normal(0, 10, 2016)), 600.0)
     started = time.process_time()  # CPU, not wall: the suite's other workers share the cores
-    summary = backtest(AutoSmoothing(), history, plan_backtest(2016, 600, 900)).summary()
+    summary = backtest(make_forecaster(DEFAULT_MODEL), history, plan_backtest(2016, 600, 900)).summary()
     assert time.process_time() - started < 30
     assert summary["origins"] == 1727 and summary["failed_origins"] == 0
     assert 0.8 <= summary["coverage90"] <= 0.97

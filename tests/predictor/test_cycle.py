@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 
 from predictor.backends.smoothing import (
-    AutoSmoothing,
+    Smoothing,
     candidates,
     combination_weights,
     forecast_batch,
     warmup_observations,
 )
+from predictor.backends.prior import PriorForecaster
 from predictor.base import Forecast, ForecastError, History
 from predictor.cycle import DEFAULT_MODEL, forecast_cycle
 
@@ -25,7 +26,7 @@ def noisy(length: int, seed: int, step: float = 60.0, level: float = 100.0) -> H
     return History(values, step, start_ts=0.0)
 
 
-def test_the_default_model_is_the_fast_one() -> None:
+def test_the_default_model_is_auto() -> None:
     assert DEFAULT_MODEL == "auto"
 
 
@@ -48,13 +49,15 @@ def test_a_failing_series_gets_its_error_and_the_others_their_forecast() -> None
 def test_a_batch_forecast_equals_each_series_forecast_alone() -> None:
     histories = {f"s{i}": noisy(3000, i) for i in range(5)}
     histories["s1"].values[2990:] = np.nan  # one ends in a gap
-    together = forecast_cycle(histories, 15)
-    for key, history in histories.items():
-        alone = AutoSmoothing().fit(history).predict(15)
-        forecast = together[key]
-        assert isinstance(forecast, Forecast)
-        np.testing.assert_allclose(forecast.yhat, alone.yhat)
-        np.testing.assert_allclose(forecast.hi, alone.hi)
+    for model, forecaster in (("smoothing", Smoothing), ("prior", PriorForecaster)):
+        together = forecast_cycle(histories, 15, model)
+        for key, history in histories.items():
+            alone = forecaster().fit(history).predict(15)
+            forecast = together[key]
+            assert isinstance(forecast, Forecast) and forecast.quantiles is not None
+            np.testing.assert_allclose(forecast.yhat, alone.yhat)
+            np.testing.assert_allclose(forecast.hi, alone.hi)
+            np.testing.assert_allclose(forecast.quantiles, alone.quantiles)
 
 
 def test_the_forecast_never_reads_past_the_origin() -> None:
@@ -70,16 +73,18 @@ def test_the_forecast_never_reads_past_the_origin() -> None:
 def test_a_gap_at_the_origin_holds_the_last_value_never_zero() -> None:
     values = np.full(60, 40.0)
     values[-10:] = np.nan
-    forecast = forecast_cycle({"away": History(values, 60.0)}, 3)["away"]
+    forecast = forecast_cycle({"away": History(values, 60.0)}, 3, "smoothing")["away"]
     assert isinstance(forecast, Forecast)
     np.testing.assert_allclose(forecast.yhat, 40.0)
+    prior = forecast_cycle({"away": History(values, 60.0)}, 3)["away"]  # the default, the prior: near 40, not 0
+    assert isinstance(prior, Forecast) and np.all(np.abs(prior.yhat - 40.0) < 4.0)
 
 
 def test_a_ramp_is_extrapolated_by_the_drift_candidate() -> None:
     ramp = History(np.arange(200.0) * 2.0, 60.0)
-    model = AutoSmoothing().fit(ramp)
+    model = Smoothing().fit(ramp)
     forecast = model.predict(4)
-    assert model.name == "auto[naive+drift]"
+    assert model.name == "smoothing[naive+drift]"
     np.testing.assert_allclose(forecast.yhat, [400.0, 402.0, 404.0, 406.0], rtol=1e-3)
 
 
@@ -99,7 +104,7 @@ def test_the_interval_covers_about_90_percent_of_iid_noise() -> None:
     values = np.random.default_rng(11).normal(50.0, 5.0, 1400)
     hits = []
     for origin in range(600, 1380, 13):
-        forecast = AutoSmoothing().fit(History(values[: origin + 1], 60.0)).predict(5)
+        forecast = Smoothing().fit(History(values[: origin + 1], 60.0)).predict(5)
         actual = values[origin + 1 : origin + 6]
         hits.extend(((forecast.lo <= actual) & (actual <= forecast.hi)).tolist())
     assert 0.82 <= float(np.mean(hits)) <= 0.97

@@ -175,11 +175,13 @@ def test_forecast_api_serves_the_contract_shape(
     seed(engine, clock, lambda i: 40.0 + 5 * np.sin(i / 10))
     viewer = auth("viewer")
     assert client.get("/api/v1/pools/chat/forecast", headers=viewer).status_code == 404  # the loop has not run
-    job(engine).run(clock())
+    ForecastJob(engine, ForecastSettings(), fleet=fleet_reader(engine)).run(clock())  # the default model: auto
     body = client.get("/api/v1/pools/chat/forecast", headers=viewer).json()
     assert {"generated_at", "horizon_seconds", "points", "saturation"} <= set(body)
     assert body["horizon_seconds"] == 900 and len(body["points"]) == 15
-    assert set(body["points"][0]) == {"ts", "yhat", "lo", "hi"}
+    assert {"ts", "yhat", "lo", "hi"} <= set(body["points"][0])
+    assert len(body["points"][0]["quantiles"]) == len(body["levels"]) and 0.99 in body["levels"]
+    assert body["model"] == "auto[prior]" and body["selection"]["chosen"] == "prior"  # nothing scored yet
     assert {"probability", "eta_seconds", "capacity"} <= set(body["saturation"])
     assert body["stale"] is False and body["inputs"]["end"] == _minute(clock)
     node = client.get("/api/v1/nodes/node-a/forecast", headers=viewer).json()

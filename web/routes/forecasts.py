@@ -27,6 +27,17 @@ class PointOut(BaseModel):
     yhat: float
     lo: float
     hi: float
+    quantiles: list[float] | None = Field(
+        None, description="the forecaster's own quantiles at the forecast's `levels`; null: it gives only the band"
+    )
+
+
+class SelectionOut(BaseModel):
+    chosen: str = Field(description="the candidate auto follows for this pool (prior or smoothing)")
+    level: float = Field(description="the quantile its forecasts are scored at: the pool's slo.attainment")
+    horizon_steps: int = Field(description="how many steps ahead they are scored: the pool's startup")
+    scored: int = Field(description="forecasts of both candidates scored so far (the last day's)")
+    losses: dict[str, float] = Field(description="each candidate's mean pinball loss over them (lower is better)")
 
 
 class SaturationOut(BaseModel):
@@ -57,6 +68,8 @@ class ForecastOut(BaseModel):
     inputs: InputsOut
     points: list[PointOut]
     saturation: SaturationOut
+    levels: list[float] = Field(default_factory=list, description="the levels of each point's `quantiles`")
+    selection: SelectionOut | None = Field(None, description="auto's choice for a pool; null for other models")
 
 
 class NodeForecastsOut(BaseModel):
@@ -85,8 +98,13 @@ def _out(stored: StoredForecast) -> ForecastOut:
         step_seconds=good.step_seconds,
         origin_ts=good.origin_ts,
         inputs=InputsOut(start=good.input_start, end=good.input_end),
-        points=[PointOut(ts=p.ts, yhat=p.yhat, lo=p.lo, hi=p.hi) for p in good.points],
+        points=[
+            PointOut(ts=p.ts, yhat=p.yhat, lo=p.lo, hi=p.hi, quantiles=list(p.quantiles) if good.levels else None)
+            for p in good.points
+        ],
         saturation=SaturationOut(**saturation),
+        levels=list(good.levels),
+        selection=None if good.selection is None else SelectionOut(**asdict(good.selection)),
     )
 
 

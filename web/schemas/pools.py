@@ -22,8 +22,16 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
-from autoscaler.policy.settings import PolicySettings
-from fleet.pools import DemandMetric, Mode, Policy, Pool, Provisioning
+from fleet.pools import (
+    DEFAULT_SLO_ATTAINMENT,
+    MAX_SLO_ATTAINMENT,
+    MIN_SLO_ATTAINMENT,
+    DemandMetric,
+    Mode,
+    Policy,
+    Pool,
+    Provisioning,
+)
 from fleet.scale_targets import MAX_SCALE_TARGET_LENGTH
 from fleet.view import FleetView
 from wire.control import MAX_LABELS, NAME_PATTERN, LabelKey, LabelValue, ModelName
@@ -50,6 +58,13 @@ class Slo(BaseModel):
     model_config = {"allow_inf_nan": False}  # JSON numbers only: Infinity/NaN would not survive the answer
 
     latency_p99_seconds: float = Field(1.0, gt=0, description="the p99 end-to-end latency a replica must keep")
+    attainment: float = Field(
+        DEFAULT_SLO_ATTAINMENT,
+        ge=MIN_SLO_ATTAINMENT,
+        le=MAX_SLO_ATTAINMENT,
+        description="the share of time the ready replicas must carry the demand: the predictive policy sizes for "
+        "the forecast's quantile at it (0.99: the demand carried 99 % of the time)",
+    )
 
 
 class Routing(BaseModel):
@@ -70,8 +85,8 @@ class ManualOut(BaseModel):
 
 class ProvisioningOut(BaseModel):
     band_scale: float | None = Field(
-        description="the predictive bound is yhat + band_scale × the forecast band's upper half-width, adapted toward "
-        "attainment_target; null: the policy has no forecast part"
+        description="the predictive bound is yhat + band_scale × (the forecast's quantile at attainment_target − "
+        "yhat), adapted toward attainment_target (1: the quantile itself); null: the policy has no forecast part"
     )
     attainment_target: float | None = Field(description="the attainment the band scale is adapted toward")
     startup_seconds: float = Field(description="the startup the policy looks ahead by")
@@ -195,11 +210,15 @@ class ScaleIn(BaseModel):
 
 
 def spec_changes(fields: dict[str, Any]) -> dict[str, Any]:
-    """API field names → PoolSpec field names (``slo.latency_p99_seconds`` is ``slo_p99_seconds``)."""
+    """API field names → PoolSpec field names (``slo.latency_p99_seconds`` is ``slo_p99_seconds``,
+    ``slo.attainment`` ``slo_attainment``)."""
     changes = dict(fields)
     slo = changes.pop("slo", None)
-    if slo is not None:
-        changes["slo_p99_seconds"] = slo["latency_p99_seconds"]
+    if slo is not None:  # a patch may name one of the two: the other stays as it is
+        if "latency_p99_seconds" in slo:
+            changes["slo_p99_seconds"] = slo["latency_p99_seconds"]
+        if "attainment" in slo:
+            changes["slo_attainment"] = slo["attainment"]
     routing = changes.pop("routing", None)
     if routing is not None:
         changes.update(routing_alpha=routing["alpha"], routing_beta=routing["beta"], routing_gamma=routing["gamma"])
@@ -222,7 +241,7 @@ def pool_out(pool: Pool, replicas: Mapping[str, ReplicaCounts], now: float) -> P
         min_replicas=s.min_replicas,
         max_replicas=s.max_replicas,
         policy=s.policy,
-        slo=Slo(latency_p99_seconds=s.slo_p99_seconds),
+        slo=Slo(latency_p99_seconds=s.slo_p99_seconds, attainment=s.slo_attainment),
         replica_capacity=s.replica_capacity,
         demand_metric=s.demand_metric,
         startup_seconds=s.startup_seconds,
@@ -243,17 +262,17 @@ def pool_out(pool: Pool, replicas: Mapping[str, ReplicaCounts], now: float) -> P
         if manual is None
         else ManualOut(replicas=manual.replicas, until=manual.until, reason=manual.reason),
         scaled_by=pool.scaled_by,
-        provisioning=_provisioning_out(pool.provisioning),
+        provisioning=_provisioning_out(pool.provisioning, s.slo_attainment),
         version=pool.version,
         created_at=pool.created_at,
         updated_at=pool.updated_at,
     )
 
 
-def _provisioning_out(stored: Provisioning | None) -> ProvisioningOut | None:
+def _provisioning_out(stored: Provisioning | None, attainment: float) -> ProvisioningOut | None:
     if stored is None:
         return None
-    target = PolicySettings().attainment_target if stored.band_scale is not None else None
+    target = attainment if stored.band_scale is not None else None
     return ProvisioningOut(
         band_scale=stored.band_scale,
         attainment_target=target,

@@ -13,13 +13,13 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response, Streamin
 from pydantic import ValidationError
 from starlette.datastructures import FormData
 
-from autoscaler.policy.settings import PolicySettings
+from autoscaler.policy.decision import ForecastView
 from collector.registry import node_sources, reported_pools
 from collector.series import Point, SeriesQuery, SeriesReader
 from fleet.pools import Pool
 from predictor.accuracy import distrusted
 from predictor.capacity import replica_capacity
-from predictor.store import StoredForecast, SubjectKind
+from predictor.store import GoodForecast, StoredForecast, SubjectKind
 from web.auth import ServicesDep
 from web.changes.audit import AuditorDep
 from web.changes.pools import apply_pool_patch, apply_pool_scale
@@ -104,6 +104,9 @@ def _pool_charts(
             Line("lo", "90 % band, low", [(p.ts, max(p.lo, floor)) for p in good.points], "band"),
             Line("forecast", "forecast", [(p.ts, max(p.yhat, floor)) for p in good.points], "dash"),
         ]
+        level = pool.spec.slo_attainment
+        sized = [(ts, max(value, floor)) for ts, value in target_quantile(good, level)]
+        band.append(Line("sized", f"{level:.1%} quantile (what the policy sizes for)", sized, "dash"))
         tables.append(table(band, origin, merge=False))
         lines += band
         limit = (good.saturation or {}).get("capacity")
@@ -115,6 +118,17 @@ def _pool_charts(
     title = f"{CHART_TITLES[metric]}: demand against capacity, with the 15-min forecast"
     demand = chart("demand", title, BY_NAME[metric].unit, tables, lines)
     return [replicas, demand]
+
+
+def target_quantile(good: GoodForecast, level: float) -> list[tuple[float, float]]:
+    """The forecast's quantile at ``level`` per point: the forecaster's own, else read from its band."""
+    view = ForecastView(
+        good.origin_ts,
+        tuple((p.ts, p.yhat, p.lo, p.hi) for p in good.points),
+        levels=good.levels,
+        quantiles=tuple(p.quantiles for p in good.points) if good.levels else (),
+    )
+    return list(view.bounds(level, 1.0))
 
 
 def bound_state(pool: Pool) -> tuple[str, str] | None:
@@ -178,7 +192,8 @@ def _pool_page(
         distrusted=_distrusted(forecast),
         events=services.events.list(pool=name, limit=50),
         provisioning=pool.provisioning,
-        attainment_target=PolicySettings().attainment_target,
+        attainment_target=pool.spec.slo_attainment,
+        selection=forecast.good.selection if forecast is not None and forecast.good is not None else None,
         ranges=RANGES.values(),
         time_range=time_range,
         charts_json=script_json({"window": window(time_range, now, ahead=FORECAST_AHEAD_SECONDS), "charts": charts}),
