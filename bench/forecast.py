@@ -1,8 +1,13 @@
 """Forecast benchmark (CONTRACT section 12): ``python -m bench.forecast [--quick]``.
 
-One forecasting cycle (:func:`predictor.cycle.forecast_cycle`, the default model) over 1,000 series of two days at
-1-minute steps, 15 steps ahead, against the baseline of the same cycle with statsmodels ETS series by series (timed on
-a sample and extrapolated to all series). The series are synthesised, seeded, from the shapes of the project's
+One forecasting cycle of the default model, ``auto``, over 1,000 pools' series of two days at 1-minute steps, 15
+steps ahead, as the forecast loop runs it: both candidates for every pool (:func:`predictor.cycle.
+forecast_candidates`: the prior's trees on every pool's last origin at once, the smoothing family in one batch) and
+each pool's choice and calibration (:class:`predictor.auto_choice.AutoChooser`, whose ledgers a warm-up cycle fills
+first, so the timed one scores a step of both candidates per pool as a running loop does). The prior is trained
+offline (``scripts/train_demand_prior.py``, about a minute, once per release): a cycle pays nothing for training.
+Against the baseline of the same cycle with statsmodels ETS series by series (timed on a sample and extrapolated to
+all series). The series are synthesised, seeded, from the shapes of the project's
 traces: a ServeGen 10-minute series' daily profile (interpolated to minutes, started at a random time of day and
 scaled) times the 1-minute burstiness of an Azure series (its relative deviations from a 5-minute mean, resampled),
 plus noise; one series in ten has a collection gap of 5–30 minutes. Progress goes to stderr; the last stdout line
@@ -20,6 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from bench.lib.progress import progress_line
+from predictor.auto_choice import AutoChooser, decision_point
+from predictor.backends.auto import PRIOR, SMOOTHING
 from predictor.base import FloatArray, History
 from predictor.cycle import DEFAULT_MODEL, forecast_cycle
 from predictor.series_csv import read_series_csv
@@ -72,6 +79,26 @@ def time_cycle(histories: dict[str, History], model: str) -> tuple[float, int]:
     return seconds, sum(1 for value in outcome.values() if not isinstance(value, Exception))
 
 
+def time_auto_cycle(histories: dict[str, History], chooser: AutoChooser) -> tuple[dict[str, float], int]:
+    """Seconds of each part of one ``auto`` cycle (the prior, the smoothing family, the choices) and how many pools
+    came back with a forecast."""
+    parts = {}
+    started = time.perf_counter()
+    prior = forecast_cycle(histories, HORIZON, PRIOR)
+    parts["prior"] = time.perf_counter() - started
+    started = time.perf_counter()
+    smoothing = forecast_cycle(histories, HORIZON, SMOOTHING)
+    parts["smoothing"] = time.perf_counter() - started
+    started = time.perf_counter()
+    point = decision_point(0.99, 120.0, STEP_S)
+    chosen = [
+        chooser.choose(name, point, history, {PRIOR: prior[name], SMOOTHING: smoothing[name]})
+        for name, history in histories.items()
+    ]
+    parts["choose"] = time.perf_counter() - started
+    return parts, sum(1 for c in chosen if not isinstance(c.outcome, Exception))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.forecast", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="baseline on 5 series instead of 20 (under 60 s)")
@@ -79,9 +106,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     histories = synthesise(args.series)
     progress(f"{len(histories)} series × {STEPS} one-minute steps, horizon {HORIZON}; {os.cpu_count()} CPUs")
-    forecast_cycle(dict(list(histories.items())[:2]), HORIZON)  # imports and first-call costs out of the timing
-    seconds, ok = time_cycle(histories, DEFAULT_MODEL)
-    progress(f"{DEFAULT_MODEL}: {seconds:.2f} s for the cycle, {ok} forecasts")
+    chooser = AutoChooser()
+    earlier = {name: h.upto(len(h) - 1) for name, h in histories.items()}  # the cycle a minute before: warm-up
+    time_auto_cycle(earlier, chooser)
+    parts, ok = time_auto_cycle(histories, chooser)
+    seconds = sum(parts.values())
+    split = ", ".join(f"{k} {v:.2f} s" for k, v in parts.items())
+    progress(f"{DEFAULT_MODEL}: {seconds:.2f} s for the cycle ({split}), {ok} forecasts")
     sample = dict(list(histories.items())[: 5 if args.quick else 20])
     baseline_sample_s, baseline_ok = time_cycle(sample, "ets")
     baseline_s = baseline_sample_s * len(histories) / len(sample)
@@ -93,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         "horizon_steps": HORIZON,
         "model": DEFAULT_MODEL,
         "seconds_per_cycle": round(seconds, 3),
+        "seconds_by_part": {k: round(v, 3) for k, v in parts.items()},
         "forecasts": ok,
         "baseline": f"statsmodels ETS series by series, {len(sample)} series timed, extrapolated to {len(histories)}",
         "baseline_seconds_per_cycle": round(baseline_s, 2),

@@ -13,9 +13,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from predictor.backends.auto import CANDIDATES, SMOOTHING, ledger
+from predictor.backends.auto import CANDIDATES, SMOOTHING, follow, ledger
 from predictor.base import Forecast, ForecastError, History
-from predictor.distribution import quantile
 from predictor.selection import SkillLedger
 from predictor.store import Selection
 
@@ -51,18 +50,14 @@ class AutoChooser:
         its decision point, and choose (a candidate that failed is not chosen unless both did)."""
         book = self._ledger(pool, point, history.step_seconds)
         self._observe(pool, book, history)
-        bounds = {
-            name: float(quantile(f, point.level)[min(point.horizon_steps, f.horizon) - 1])
-            for name, f in candidates.items()
-            if isinstance(f, Forecast)
-        }
+        forecasts = {name: f for name, f in candidates.items() if isinstance(f, Forecast)}
+        if not forecasts:  # neither could forecast: the prior's reason (it needs the least history)
+            error = candidates.get(CANDIDATES[0])
+            return Choice(error if error is not None else ForecastError("no forecast"), CANDIDATES[0], None)
         target = history.end_ts + point.horizon_steps * history.step_seconds
-        book.record(target, {name: b for name, b in bounds.items() if math.isfinite(b)})
-        chosen = book.best()
-        if not isinstance(candidates.get(chosen), Forecast):
-            chosen = next((n for n in CANDIDATES if isinstance(candidates.get(n), Forecast)), chosen)
+        chosen, forecast = follow(book, forecasts, target)
         selection = Selection(chosen, point.level, point.horizon_steps, book.scored, book.mean_losses())
-        return Choice(candidates[chosen], chosen, selection)
+        return Choice(forecast, chosen, selection)
 
     def forget(self, pools: set[str]) -> None:
         """Drop the ledgers of pools the loop no longer forecasts."""

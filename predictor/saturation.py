@@ -1,4 +1,5 @@
-"""The chance that demand exceeds capacity within a forecast's horizon, and when it first becomes likely.
+"""The chance that demand exceeds capacity within a forecast's horizon, and when it becomes likely: one judgement
+that the pool card, the API and the SaturationPredicted alert all read.
 
 Each step's forecast is read as a distribution by :mod:`predictor.distribution`: with the band alone a split normal
 (the median ``yhat``, each side a normal whose 90 % half-width is that side's half of the band, so P(demand > hi) =
@@ -11,6 +12,10 @@ random walk scaled to unit variance per step, z_k being each step's own threshol
 estimated on 4,096 fixed paths (seeded: the same forecast always gives the same answer) and never reported below the
 likeliest single step, which is the exact answer under perfect correlation. Two steps each at P 0.30 give about
 0.39 (independent steps would give 0.51, perfectly correlated ones 0.30).
+
+``eta_seconds`` is when the chance of having exceeded by then first reaches ``LIKELY`` (0.5): the same union, step by
+step. So a saturation at least 0.5 likely always has an ETA and one under 0.5 never has: a card cannot say "not
+expected" beside a 77 % risk while the alert fires on it.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ PATH_SEED = 20_240_515
 @dataclass(frozen=True)
 class Saturation:
     """``probability``: P(demand > capacity at some step within the horizon), 0..1; ``eta_seconds``: seconds after
-    the origin to the first step whose P(exceed) >= 0.5, None if none."""
+    the origin to the first step by which that is at least 0.5 likely, None when it never is (probability < 0.5)."""
 
     probability: float
     eta_seconds: float | None
@@ -54,13 +59,22 @@ def _random_walk_paths(horizon: int) -> FloatArray:
     return paths
 
 
+def cumulative_probability(forecast: Forecast, capacity: float) -> FloatArray:
+    """P(some step up to k exceeds ``capacity``) for each k, under random-walk-correlated steps (module docstring);
+    never below the likeliest single step so far, and exact for one step."""
+    per_step = exceedance(forecast, capacity)
+    floor: FloatArray = np.maximum.accumulate(per_step)
+    if forecast.horizon <= 1:  # nothing to combine: the exact value, not an estimate
+        return floor
+    crossed = _random_walk_paths(forecast.horizon) > standard_thresholds(forecast, capacity)
+    by_step = np.logical_or.accumulate(crossed, axis=1).mean(axis=0)
+    combined: FloatArray = np.maximum(by_step, floor)
+    return combined
+
+
 def union_probability(forecast: Forecast, capacity: float) -> float:
     """P(some step exceeds ``capacity``) under random-walk-correlated steps (see the module docstring)."""
-    per_step = exceedance(forecast, capacity)
-    if forecast.horizon <= 1:  # nothing to combine: the exact value, not an estimate
-        return float(per_step.max(initial=0.0))
-    crossed = np.any(_random_walk_paths(forecast.horizon) > standard_thresholds(forecast, capacity), axis=1)
-    return max(float(crossed.mean()), float(per_step.max()))
+    return float(cumulative_probability(forecast, capacity)[-1]) if forecast.horizon else 0.0
 
 
 def saturation(forecast: Forecast, capacity: float, step_seconds: float) -> Saturation:
@@ -70,7 +84,7 @@ def saturation(forecast: Forecast, capacity: float, step_seconds: float) -> Satu
         raise ValueError(f"capacity must be a positive finite number, got {capacity}")
     if not (math.isfinite(step_seconds) and step_seconds > 0):
         raise ValueError(f"step_seconds must be a positive finite number, got {step_seconds}")
-    per_step = exceedance(forecast, capacity)
-    likely = np.flatnonzero(per_step >= LIKELY)
+    by_step = cumulative_probability(forecast, capacity)
+    likely = np.flatnonzero(by_step >= LIKELY)
     eta = float((likely[0] + 1) * step_seconds) if len(likely) else None
-    return Saturation(union_probability(forecast, capacity), eta, capacity)
+    return Saturation(float(by_step[-1]) if len(by_step) else 0.0, eta, capacity)

@@ -240,8 +240,26 @@ def summarise(runs: Sequence[SeriesRuns], *, source: str, seconds: float) -> dic
         "startup_sweep": sweep,
         "forecasts": scores,
         "seconds": round(seconds, 1),
+        "detail": detail(runs),
         "table_text": table_text(rows, sweep, scores),
     }
+
+
+def detail(runs: Sequence[SeriesRuns]) -> dict[str, dict[str, Any]]:
+    """Per series: every row's attainment, ratio and oracle ratio at the default startup (for reading one series)."""
+    out = {}
+    for series in runs:
+        at = series.by_startup[DEFAULT_STARTUP_S]
+        rows = {}
+        for (policy, name), (run, front) in rows_of(at).items():
+            f = row_figures(at, run, front, series.rate_oracle)
+            rows[f"{policy}×{name}"] = {
+                "attainment": round(f.attainment, 4),
+                "ratio": None if f.ratio is None else round(f.ratio, 4),
+                "oracle": round(f.oracle, 4),
+            }
+        out[series.name] = {"steps": series.steps, "auto_share_smoothing": series.auto_share_smoothing, "rows": rows}
+    return out
 
 
 def table_text(

@@ -11,14 +11,13 @@ NaN marks an origin a forecaster could not forecast (too little history): the po
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from predictor.backends.auto import CANDIDATES, PRIOR, ledger
+from predictor.backends.auto import PRIOR, follow, ledger
 from predictor.backends.smoothing import MIN_OBSERVED, forecast_batch
 from predictor.base import FloatArray, Forecast, ForecastError, History
 from predictor.distribution import LEVELS, LOWER_LEVEL, UPPER_LEVEL, quantile
@@ -116,15 +115,19 @@ def auto_table(
     started = time.perf_counter()
     book = ledger(level, decision_steps, history.step_seconds)
     tables = {PRIOR: prior, "smoothing": smoothing}
-    out = prior.quantiles.copy()
+    out = np.full_like(prior.quantiles, np.nan)
     step = history.step_seconds
     for t in range(len(history)):
         book.observe(t * step, float(history.values[t]))
-        bounds = {c: float(tables[c].at(level, decision_steps)[t]) for c in CANDIDATES}
-        book.record((t + decision_steps) * step, {c: b for c, b in bounds.items() if math.isfinite(b)})
-        chosen = book.best()
-        if chosen != PRIOR and np.all(np.isfinite(tables[chosen].quantiles[t])):
-            out[t] = tables[chosen].quantiles[t]
+        forecasts = {
+            c: table_forecast(table.quantiles[t])
+            for c, table in tables.items()
+            if np.all(np.isfinite(table.quantiles[t]))
+        }
+        if forecasts:
+            _, forecast = follow(book, forecasts, (t + decision_steps) * step)
+            assert forecast.quantiles is not None
+            out[t] = forecast.quantiles
     return OriginTable("auto", out, time.perf_counter() - started + prior.seconds + smoothing.seconds)
 
 

@@ -3,9 +3,9 @@ reads the forecast (:mod:`predictor.selection`).
 
 The prior (:mod:`predictor.backends.prior`) knows how demand moves across many pools and needs no past of its own;
 the smoothing family (:mod:`predictor.backends.smoothing`) learns this series' own level, drift, daily shape and
-band. ``auto`` forecasts with both at every origin, scores both once the demand ``decision_steps`` ahead arrives —
-by the pinball loss of their quantile at ``level``, the attainment target's — and follows the one with the lower
-summed loss over the last ``window`` origins; the prior until enough are scored. Its ``name`` says which it followed:
+band. ``auto`` forecasts with both at every origin and scores both once the demand ``decision_steps`` ahead arrives;
+it follows the prior unless the smoothing family's quantile at ``level`` (the attainment target's) has clearly had
+the lower pinball loss over the last day of origins (:func:`follow`). Its ``name`` says which it followed:
 "auto[prior]", "auto[smoothing[ses0.3]]".
 
 Fed origin after origin (``update``, as the backtest and the forecast loop do), it carries its scores along; a fit on a
@@ -14,7 +14,7 @@ history that does not extend the last one starts them afresh.
 
 from __future__ import annotations
 
-import math
+from collections.abc import Mapping
 from typing import Self
 
 from predictor.backends.prior import PriorForecaster
@@ -76,15 +76,21 @@ class Auto:
                 problems.append(f"{name}: {exc}")
         if not forecasts:
             raise ForecastError("auto: " + "; ".join(problems))
-        step = self.decision_steps - 1
         target_ts = self._history.end_ts + self.decision_steps * self._history.step_seconds
-        bounds = {name: float(quantile(f, self.level)[step]) for name, f in forecasts.items()}
-        self._ledger.record(target_ts, {name: b for name, b in bounds.items() if math.isfinite(b)})
-        chosen = self._ledger.best()
-        if chosen not in forecasts:
-            chosen = next(iter(forecasts))
+        chosen, forecast = follow(self._ledger, forecasts, target_ts)
         self.name = f"auto[{candidates[chosen].name}]"
-        return _first(forecasts[chosen], horizon)
+        return _first(forecast, horizon)
+
+
+def follow(book: SkillLedger, forecasts: Mapping[str, Forecast], target_ts: float) -> tuple[str, Forecast]:
+    """Record each candidate's quantile at the ledger's decision point for ``target_ts``, then the candidate to
+    follow (the ledger's best, else the first that forecast) and its forecast."""
+    step = book.horizon - 1
+    book.record(target_ts, {n: float(quantile(f, book.level)[min(step, f.horizon - 1)]) for n, f in forecasts.items()})
+    chosen = book.best()
+    if chosen not in forecasts:
+        chosen = next(iter(forecasts))
+    return chosen, forecasts[chosen]
 
 
 def _first(forecast: Forecast, horizon: int) -> Forecast:

@@ -26,7 +26,11 @@ def test_the_packed_windows_keep_every_client_and_window(mm_image: servegen.Clie
 def test_a_window_draws_its_rate_and_keeps_its_burstiness() -> None:
     rate, shape = 2.0, 0.25  # Gamma shape 0.25: gaps with a CV of 2
     windows = servegen.ClientWindows(
-        "t", (1,), np.full((1, 200), rate), np.full((1, 200), 1, dtype=np.int8), np.full((1, 200), shape),
+        "t",
+        (1,),
+        np.full((1, 200), rate),
+        np.full((1, 200), 1, dtype=np.int8),
+        np.full((1, 200), shape),
         np.ones((1, 200)),
     )
     counts = servegen.minute_counts(windows, 0, 0, 200, seed=7)
@@ -44,7 +48,9 @@ def test_a_busy_window_is_drawn_from_the_renewal_central_limit() -> None:
         "t", (1,), np.full((1, 50), rate), np.zeros((1, 50), dtype=np.int8), np.zeros((1, 50)), np.zeros((1, 50))
     )
     counts = servegen.minute_counts(windows, 0, 0, 50, seed=1)
-    assert counts.mean() == pytest.approx(rate * 60, rel=0.01) and counts.std() == pytest.approx(math.sqrt(3000), rel=0.2)
+    assert counts.mean() == pytest.approx(rate * 60, rel=0.01) and counts.std() == pytest.approx(
+        math.sqrt(3000), rel=0.2
+    )
 
 
 def test_the_halves_are_disjoint_fixed_and_cover_every_client(mm_image: servegen.ClientWindows) -> None:

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from predictor.backends.prior import PriorForecaster
 from predictor.backends.smoothing import (
     Smoothing,
     candidates,
@@ -14,7 +15,6 @@ from predictor.backends.smoothing import (
     forecast_batch,
     warmup_observations,
 )
-from predictor.backends.prior import PriorForecaster
 from predictor.base import Forecast, ForecastError, History
 from predictor.cycle import DEFAULT_MODEL, forecast_cycle
 

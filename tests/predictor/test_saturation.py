@@ -71,3 +71,18 @@ def test_a_zero_width_band_is_a_certainty_either_way() -> None:
 def test_a_capacity_that_is_not_positive_and_finite_is_refused(capacity: float) -> None:
     with pytest.raises(ValueError, match="capacity"):
         saturation(band([1], [0], [2]), capacity, 60.0)
+
+
+def test_a_likely_saturation_always_has_an_eta_and_an_unlikely_one_never_has() -> None:
+    # fifteen steps each 0.30 likely: no single step reaches 0.5, together they do, by some step
+    flat = band([90] * 15, [80] * 15, [100] * 15)
+    capacity = 90 + 10 / 1.6448536 * 0.5244005
+    result = saturation(flat, capacity, 60.0)
+    assert exceedance(flat, capacity).max() < 0.5 <= result.probability
+    assert result.eta_seconds is not None and 60.0 < result.eta_seconds <= 900.0
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        yhat = rng.uniform(50, 150, 10)
+        width = rng.uniform(1, 40, 10)
+        judged = saturation(band(list(yhat), list(yhat - width), list(yhat + width)), 100.0, 60.0)
+        assert (judged.probability >= 0.5) == (judged.eta_seconds is not None)

@@ -17,7 +17,7 @@ def ledger() -> SkillLedger:
     return SkillLedger(("prior", "smoothing"), 0.99, 2, 100, "prior")
 
 
-def test_the_default_stands_until_enough_is_scored_then_the_tighter_bound_wins() -> None:
+def test_the_default_stands_until_enough_is_scored_then_a_clearly_tighter_bound_wins() -> None:
     book = ledger()
     for t in range(MIN_SCORED + 2):
         book.record(t + 2.0, {"prior": 150.0, "smoothing": 110.0})  # both cover 100; smoothing is tighter
@@ -28,6 +28,14 @@ def test_the_default_stands_until_enough_is_scored_then_the_tighter_bound_wins()
     assert book.mean_losses() == {"prior": pytest.approx(0.5), "smoothing": pytest.approx(0.1)}
 
 
+def test_a_small_lead_is_not_followed() -> None:
+    book = ledger()
+    for t in range(MIN_SCORED + 2):
+        book.record(t + 2.0, {"prior": 110.0, "smoothing": 109.0})  # 0.1 against 0.09: within the margin
+        book.observe(float(t), 100.0)
+    assert book.best() == "prior"
+
+
 def test_a_bound_that_falls_short_loses_and_old_scores_leave_the_window() -> None:
     book = SkillLedger(("prior", "smoothing"), 0.99, 1, 80, "prior")
     for t in range(200):
@@ -35,6 +43,8 @@ def test_a_bound_that_falls_short_loses_and_old_scores_leave_the_window() -> Non
         bounds = {"prior": 90.0 if not short else 120.0, "smoothing": 90.0 if short else 120.0}
         book.record(t + 1.0, bounds)
         book.observe(float(t), 100.0)
+        if t == 99:
+            assert book.best() == "prior"
     assert book.scored == 80 and book.best() == "smoothing"
 
 
@@ -49,7 +59,6 @@ def test_a_missing_value_or_a_missing_candidate_scores_nothing() -> None:
 
 def flat(value: float, upper: float) -> Forecast:
     import numpy as np
-
 
     return Forecast(np.full(5, value), np.full(5, value * 0.9), np.full(5, upper))
 
