@@ -22,7 +22,7 @@ def test_admin_creates_a_pool_that_everyone_reads(client: TestClient, auth: Auth
     assert created.status_code == 201, created.text
     body = created.json()
     assert body["policy"] == "hybrid" and body["replica_capacity"] is None and body["version"] == 1
-    assert body["slo"] == {"latency_p99_seconds": 0.5}
+    assert body["slo"] == {"latency_p99_seconds": 0.5, "attainment": 0.99}  # the attainment target's default
     assert body["current_replicas"] == 0 and body["desired_replicas"] is None
     viewer = auth("viewer")
     assert client.get("/api/v1/pools/chat", headers=viewer).json()["max_replicas"] == 6
@@ -192,6 +192,20 @@ def test_the_openapi_shows_the_engine_settings(client: TestClient) -> None:
         assert {"engine", "model", "gpu_memory_mib", "node_selector"} <= set(schemas[name]["properties"]), name
 
 
+def test_a_pools_attainment_target_is_its_own_and_a_patch_of_the_latency_keeps_it(
+    client: TestClient, auth: Auth
+) -> None:
+    admin = auth("admin")
+    created = client.post(
+        "/api/v1/pools", json={**CHAT, "slo": {"latency_p99_seconds": 0.5, "attainment": 0.995}}, headers=admin
+    )
+    assert created.status_code == 201 and created.json()["slo"]["attainment"] == 0.995
+    patched = client.patch("/api/v1/pools/chat", json={"slo": {"latency_p99_seconds": 2.0}}, headers=admin).json()
+    assert patched["slo"] == {"latency_p99_seconds": 2.0, "attainment": 0.995}
+    refused = client.patch("/api/v1/pools/chat", json={"slo": {"attainment": 1.0}}, headers=admin)
+    assert refused.status_code == 422 and "attainment" in refused.text
+
+
 def test_a_pool_answers_what_the_controller_sizes_it_by(client: TestClient, auth: Auth, services: AppServices) -> None:
     client.post("/api/v1/pools", json=CHAT, headers=auth("admin"))
     assert client.get("/api/v1/pools/chat", headers=auth("viewer")).json()["provisioning"] is None
@@ -199,7 +213,7 @@ def test_a_pool_answers_what_the_controller_sizes_it_by(client: TestClient, auth
     body = client.get("/api/v1/pools/chat", headers=auth("viewer")).json()
     assert body["provisioning"] == {
         "band_scale": 2.5,
-        "attainment_target": 0.999,
+        "attainment_target": 0.99,  # the pool's slo.attainment
         "startup_seconds": 90.0,
         "startup_measurements": 2,
         "ts": 1_000.0,

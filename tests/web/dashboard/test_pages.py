@@ -122,7 +122,7 @@ def test_the_pool_page_says_what_the_controller_sizes_the_pool_by(
     services.pools.set_provisioning("chat", Provisioning(2.35, 95.0, 3, clock() - 60))
     line = re.search(r'id="pool-provisioning">(.*?)</p>', client.get("/pools/chat").text, re.S)
     assert line is not None
-    assert "yhat + 2.35 × its band's upper half-width, adapted toward 99.9 % attainment" in line[1]
+    assert "the forecast's 99 % quantile, its excess over the median × 2.35, adapted toward 99 % attainment" in line[1]
     assert "it looks 95.0 s ahead, the startup measured over 3 scale-ups (configured 2 min)" in line[1]
     services.pools.set_provisioning("chat", Provisioning(None, 120.0, 0, clock()))  # a reactive pool
     line = re.search(r'id="pool-provisioning">(.*?)</p>', client.get("/pools/chat").text, re.S)
