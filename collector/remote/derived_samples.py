@@ -10,10 +10,11 @@ from typing import Any
 from sqlalchemy import Connection, delete, func, tuple_
 
 from collector.database import insert_for
-from collector.ingest import backlog_upsert, late_buckets, later_of, latest_per_series, latest_upsert
+from collector.ingest import backlog_upsert, later_of, latest_upsert
 from collector.remote.mapping import SeriesMapping
 from collector.remote.series import SourceKind
 from collector.remote.staging import StagedSeries
+from collector.rollups import bucket_start
 from collector.tables import devices, nodes, samples
 
 
@@ -141,3 +142,19 @@ def _by_node(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     for row in rows:
         found.setdefault(row["node_id"], []).append(row)
     return found
+
+
+def latest_per_series(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The newest row of each (node, device, pool) series, in key order so concurrent upserts lock rows alike."""
+    latest: dict[tuple[str, int, str], dict[str, Any]] = {}
+    for row in rows:
+        key = (row["node_id"], row["device"], row["pool"])
+        kept = latest.get(key)
+        if kept is None or row["ts"] >= kept["ts"]:
+            latest[key] = row
+    return [{k: v for k, v in latest[key].items() if k != "seq"} for key in sorted(latest)]
+
+
+def late_buckets(rows: list[dict[str, Any]], late_before: float) -> set[float]:
+    """The node's minutes (bucket starts) of ``rows`` older than ``late_before``: those the rollup job has passed."""
+    return {bucket_start(row["ts"]) for row in rows if row["ts"] < late_before}

@@ -14,10 +14,9 @@ from sqlalchemy.exc import OperationalError
 from bench.lib.databases import POSTGRES_ADMIN_URL
 from bench.lib.lost_samples import lost_by_seq
 from bench.soak import SoakConfig, SoakNode, run, slope_per_hour
-from collector.sample_insert import sample_inserter, sample_row
+from collector.tables import NO_DEVICE, NO_POOL, samples
 from inference_agent.probes.replay import load_recording
 from tests.support.availability import unavailable
-from wire.samples import WireSample
 
 STARTED = 1_764_424_800.0
 
@@ -73,11 +72,9 @@ def test_slope_per_hour(points: list[tuple[float, float]], expected: float | Non
 
 
 def store(engine: Engine, node_id: str, seqs: list[int]) -> None:
-    rows = [
-        sample_row(node_id, WireSample.model_validate({"seq": seq, "ts": STARTED + seq, "metrics": {}})) for seq in seqs
-    ]
+    rows = [{"node_id": node_id, "seq": seq, "ts": STARTED + seq, "device": NO_DEVICE, "pool": NO_POOL} for seq in seqs]
     with engine.begin() as conn:
-        sample_inserter(engine.dialect.name)(conn, rows)
+        conn.execute(samples.insert(), rows)
 
 
 def test_lost_counts_acknowledged_seqs_missing_from_the_database(engine: Engine) -> None:
