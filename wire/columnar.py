@@ -109,3 +109,40 @@ def _append_values(metrics: dict[str, float | None], values: array[float]) -> in
             bits |= METRIC_BITS[name]
             values.append(value)
     return bits
+
+
+def decode_to_json(body: bytes) -> dict[str, Any]:
+    """A compact body as the JSON body it stands for, with the standard library alone: for the agent's in-repo fake
+    collector and for tests (the collector reads the columns in place, ``collector.batch_decode``). Trusts its input:
+    no bound is checked here."""
+    (length,) = HEADER_LENGTH.unpack_from(body, len(MAGIC))
+    start = len(MAGIC) + HEADER_LENGTH.size
+    header = json.loads(body[start : start + length])
+    count, offset = header["samples"], start + length
+    columns: list[array[Any]] = []
+    for code in ("q", "d", "h", "h", "H"):
+        column = array(code)
+        column.frombytes(body[offset : offset + count * column.itemsize])
+        offset += count * column.itemsize
+        columns.append(column)
+    values = array("d")
+    values.frombytes(body[offset:])
+    if sys.byteorder != "little":
+        for column in (*columns, values):
+            column.byteswap()
+    seq, ts, device, pool, present = columns
+    pools, extra, taken = header.get("pools", []), header.get("extra", {}), 0
+    samples = []
+    for i in range(count):
+        metrics = {}
+        for name, bit in METRIC_BITS.items():
+            if present[i] & bit:
+                metrics[name] = values[taken]
+                taken += 1
+        sample: dict[str, Any] = {"seq": seq[i], "ts": ts[i], "metrics": metrics}
+        sample["device"] = None if device[i] == NO_DEVICE else device[i]
+        sample["pool"] = None if pool[i] == NO_POOL else pools[pool[i]]
+        sample["extra"] = extra.get(str(i), {})
+        samples.append(sample)
+    out = {k: v for k, v in header.items() if k in ("node_id", "report", "inventory")}
+    return {**out, "samples": samples}
