@@ -69,7 +69,8 @@ class BenchConfig:
     gzip: bool
     profile: Path | None
     managed: bool = False
-    workers: int | None = 1  # the server's --workers; None: its default (the cores, on PostgreSQL)
+    workers: int | None = 1
+    encoding: str = "compact"  # the server's --workers; None: its default (the cores, on PostgreSQL)
 
     @property
     def shape(self) -> PushShape:
@@ -87,6 +88,12 @@ def parse_config(argv: list[str] | None) -> BenchConfig:
     parser.add_argument("--duration", type=float, default=None, help="measured seconds (default 20, quick 8)")
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds of load before measuring")
     parser.add_argument("--no-gzip", dest="gzip", action="store_false", help="plain JSON bodies (the agent gzips)")
+    parser.add_argument(
+        "--encoding",
+        choices=("compact", "json"),
+        default="compact",
+        help="what the nodes send once offered: the compact encoding, as the agent does (default), or JSON",
+    )
     parser.add_argument("--profile", type=Path, default=None, help="py-spy the server into this .svg/.txt/.json")
     parser.add_argument("--workers", type=int, default=1, help="the server's --workers (default 1)")
     parser.add_argument(
@@ -109,6 +116,7 @@ def parse_config(argv: list[str] | None) -> BenchConfig:
         profile=args.profile,
         managed=args.managed,
         workers=args.workers,
+        encoding=args.encoding,
     )
 
 
@@ -127,6 +135,7 @@ def drive_load(
         config.warmup_s,
         config.duration_s,
         gzip=config.gzip,
+        compact=config.encoding == "compact",
         pools=pools,
     )
     snapshots: list[CpuSnapshot] = []
@@ -252,6 +261,7 @@ def summarize(
         "batch_ticks": config.batch_ticks,
         "rows_per_request": shape.rows,
         "gzip": config.gzip,
+        "encoding": config.encoding if config.gzip else "json",
         "concurrency": config.concurrency,
         "workers": config.workers,
         "warmup_s": config.warmup_s,

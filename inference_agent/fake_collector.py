@@ -3,8 +3,9 @@
 ``FakeCollector`` is an httpx transport: it keeps what it accepted (by ``seq``), counts duplicates like the real one,
 and can be switched to refuse connections or answer an error status, to play an outage; with ``offers_compact`` it
 offers the compact encoding (``wire.columnar``) in its answers and reads it, as the real one does, and without it
-refuses a compact body 422, as an older collector does. ``ScriptedCollector`` is a real loopback HTTP server answering every push with the bytes it is given, to play a collector (or a proxy in front
-of one) that answers what the real one never would: ``200`` with HTML, ``Retry-After: inf``.
+refuses a compact body 422, as an older collector does. ``ScriptedCollector`` is a real loopback HTTP server
+answering every push with the bytes it is given, to play a collector (or a proxy in front of one) that answers what
+the real one never would: ``200`` with HTML, ``Retry-After: inf``.
 """
 
 from __future__ import annotations

@@ -46,6 +46,7 @@ from inference_agent.telemetry import AgentTelemetry
 from wire import columnar
 from wire.control import DesiredState, NodeReport
 from wire.refusals import Refusal
+from wire.samples import SampleJson
 
 log = logging.getLogger(__name__)
 LATENCY_FRESH_FOR_S = 10.0
@@ -140,6 +141,31 @@ def retry_after_s(value: str | None, *, cap_s: float) -> float | None:
     except ValueError:
         return cap_s
     return seconds if math.isfinite(seconds) and 0 <= seconds <= cap_s else cap_s
+
+
+def push_body(
+    node_id: str,
+    samples: list[SampleJson],
+    *,
+    report: dict[str, Any] | None,
+    inventory: dict[str, Any] | None,
+    compact: bool,
+) -> tuple[str, bytes]:
+    """A push's media type and gzipped body: the compact encoding when ``compact`` (offered) and able to hold the
+    batch, else JSON (a batch it cannot hold goes as JSON, for the collector to refuse with its reason)."""
+    if compact:
+        try:
+            raw = columnar.encode_columns(node_id, samples, report=report, inventory=inventory)
+        except columnar.NotEncodable as exc:
+            log.debug("batch sent as JSON: %s", exc)
+        else:
+            return columnar.MEDIA_TYPE, gzip.compress(raw, compresslevel=1)
+    body: dict[str, Any] = {"node_id": node_id, "samples": samples}
+    if inventory is not None:
+        body["inventory"] = inventory
+    if report is not None:
+        body["report"] = report
+    return "application/json", gzip.compress(json.dumps(body, separators=(",", ":")).encode(), compresslevel=5)
 
 
 def offers_compact(answer: httpx.Response) -> bool:
@@ -269,21 +295,7 @@ class Pusher:
         return self._handle(answer, batch)
 
     def _body(self, batch: SpoolBatch, report: dict[str, Any] | None) -> tuple[str, bytes]:
-        """The push's media type and gzipped body: the compact encoding when offered and able to hold the batch,
-        else JSON (a batch it cannot hold goes as JSON, for the collector to refuse with its reason)."""
-        if self._compact:
-            try:
-                raw = columnar.encode_columns(self._node_id, batch.samples, report=report, inventory=self._inventory)
-            except columnar.NotEncodable as exc:
-                log.debug("batch sent as JSON: %s", exc)
-            else:
-                return columnar.MEDIA_TYPE, gzip.compress(raw, compresslevel=1)
-        body: dict[str, Any] = {"node_id": self._node_id, "samples": batch.samples}
-        if self._inventory is not None:
-            body["inventory"] = self._inventory
-        if report is not None:
-            body["report"] = report
-        return "application/json", gzip.compress(json.dumps(body, separators=(",", ":")).encode(), compresslevel=5)
+        return push_body(self._node_id, batch.samples, report=report, inventory=self._inventory, compact=self._compact)
 
     def _report_now(self) -> NodeReport | None:
         """The node's report as of now; one that cannot be built is logged (once until it can) and left out, so the

@@ -17,6 +17,7 @@ from bench.soak import SoakConfig, SoakNode, run, slope_per_hour
 from collector.tables import NO_DEVICE, NO_POOL, samples
 from inference_agent.probes.replay import load_recording
 from tests.support.availability import unavailable
+from wire import columnar
 
 STARTED = 1_764_424_800.0
 
@@ -42,8 +43,9 @@ def test_a_body_carries_due_ticks_in_seq_order_and_is_resent_until_acknowledged(
     soak = node(gpus=2)
     first = soak.next_body(STARTED + 1.0, max_ticks=200)
     assert first is not None
-    raw, rows, last_seq = first
+    raw, rows, last_seq, content_type = first
     body = decode(raw)
+    assert content_type == "application/json"
     assert rows == 3 * 4 == len(body["samples"]) and last_seq == 12  # 3 ticks × (2 GPUs + node + pool)
     assert [s["seq"] for s in body["samples"]] == list(range(1, 13))
     assert sorted({s["ts"] for s in body["samples"]}) == [STARTED, STARTED + 0.5, STARTED + 1.0]
@@ -57,6 +59,10 @@ def test_a_body_carries_due_ticks_in_seq_order_and_is_resent_until_acknowledged(
     assert second is not None
     assert decode(second[0])["samples"][0]["seq"] == 13
     assert "inventory" not in decode(second[0])
+    soak.unacknowledged = None
+    compact = soak.next_body(STARTED + 3.0, max_ticks=200, compact=True)  # once the server offered it
+    assert compact is not None and compact[3] == columnar.MEDIA_TYPE
+    assert [s["seq"] for s in columnar.decode_to_json(gzip.decompress(compact[0]))["samples"]] == list(range(21, 29))
 
 
 @pytest.mark.parametrize(
