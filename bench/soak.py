@@ -66,7 +66,8 @@ from collector.rollups import WATERMARK_NAME
 from collector.tables import job_state
 from fleetpilot.launch import ServerProcess
 from inference_agent.probes.replay import Recording, ReplayProbe, load_recording
-from inference_agent.pusher import backoff_delay, offers_compact, push_body, retry_after_s
+from inference_agent.push_body import offers_compact, push_body
+from inference_agent.pusher import backoff_delay, retry_after_s
 from inference_agent.sampler import wire_sample
 
 PUSH_MAX_SAMPLES = 2000  # the agent's push_max_samples

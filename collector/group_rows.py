@@ -13,7 +13,7 @@ from numpy.typing import NDArray
 
 from collector.batch import NO_POOL_INDEX, SampleBatch
 from collector.rollups import bucket_start
-from collector.tables import NO_POOL
+from collector.tables import NO_POOL, ROLLUP_BUCKET_SECONDS
 from wire.catalog import METRIC_NAMES
 
 
@@ -128,7 +128,13 @@ def _latest_row(rows: GroupRows, row: int) -> dict[str, Any]:
     return out
 
 
+def late_rows(rows: GroupRows, new: NDArray[np.intp], late_before: float) -> NDArray[np.bool_]:
+    """Which of the ``new`` rows are late: their minute started before ``late_before`` (the arrival less the rollup
+    lookback). A minute is late or not as a whole for a batch, so its rows either all reach the write path's
+    aggregates or all go through the rollup backlog, re-rolled from the raw samples."""
+    return np.floor_divide(rows.ts[new], ROLLUP_BUCKET_SECONDS) * ROLLUP_BUCKET_SECONDS < late_before
+
+
 def late_buckets(rows: GroupRows, new: NDArray[np.intp], late_before: float) -> set[float]:
-    """The minutes (bucket starts) of the ``new`` rows older than ``late_before``: those the rollup job passed."""
-    ts = rows.ts[new]
-    return {bucket_start(t) for t in ts[ts < late_before].tolist()}
+    """The minutes (bucket starts) of the late ``new`` rows (:func:`late_rows`): those the rollup job rolls again."""
+    return {bucket_start(t) for t in rows.ts[new[late_rows(rows, new, late_before)]].tolist()}

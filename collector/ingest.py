@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,11 +36,20 @@ from sqlalchemy.exc import DBAPIError
 from collector.batch import SampleBatch
 from collector.database import insert_for, storage_errors
 from collector.errors import Overloaded
-from collector.group_rows import GroupRows, first_of_each_key, group_rows, late_buckets, latest_rows, node_upserts
+from collector.group_rows import (
+    GroupRows,
+    first_of_each_key,
+    group_rows,
+    late_buckets,
+    late_rows,
+    latest_rows,
+    node_upserts,
+)
+from collector.minute_rollups import MinuteRollups
 from collector.node_reports import ReportStatements
 from collector.pool_bound import PoolBound, PoolsSeen, within_pool_bound
 from collector.sample_insert import sample_inserter
-from collector.tables import devices, nodes, rollup_backlog, series_latest
+from collector.tables import ROLLUP_BUCKET_SECONDS, devices, nodes, rollup_backlog, rollup_pending, series_latest
 from wire.catalog import METRIC_NAMES
 from wire.refusals import Refusal
 from wire.samples import WireInventory
@@ -70,8 +80,16 @@ class SampleWriter:
     """Writes batches for the ingest endpoint, several a commit (module docstring); ``late_after_seconds`` is how far
     behind the rollup job may be."""
 
-    def __init__(self, engine: Engine, *, late_after_seconds: float, deadline_seconds: float = 5.0) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        late_after_seconds: float,
+        deadline_seconds: float = 5.0,
+        rollups: MinuteRollups | None = None,
+    ) -> None:
         self._engine = engine
+        self._rollups = rollups  # the write path's minute aggregates (None: the rollup job reads the raw samples)
         self._late_after_seconds = late_after_seconds
         self._deadline_seconds = deadline_seconds
         dialect = engine.dialect.name
@@ -97,6 +115,7 @@ class SampleWriter:
         )
         self._register_node = insert_for(dialect, nodes).on_conflict_do_nothing(index_elements=["id"])
         self._mark_backlog = backlog_upsert(dialect)
+        self._mark_pending = insert_for(dialect, rollup_pending).on_conflict_do_nothing()
         self._store_report = ReportStatements(dialect)
         device = insert_for(dialect, devices)
         self._upsert_devices = device.on_conflict_do_update(
@@ -145,7 +164,7 @@ class SampleWriter:
         try:
             with storage_errors(), self._engine.begin() as conn:
                 self._bound_pools(conn, group)
-                results = self._write(conn, group)
+                results, fold = self._write(conn, group)
         except DBAPIError:
             if len(group) == 1:
                 raise
@@ -162,6 +181,8 @@ class SampleWriter:
                 queued.error = queued.error or exc
                 queued.done = True
             return
+        if fold is not None:
+            fold()  # committed: the rows reach this process's minute aggregates
         for queued, result in zip(group, results, strict=True):
             queued.result = result
             queued.done = True
@@ -175,7 +196,8 @@ class SampleWriter:
                 if refusal is not None:  # a batch written alone after a failed group was trimmed already
                     queued.refused = (refusal,)
 
-    def _write(self, conn: Connection, group: list[_Queued]) -> list[IngestResult]:
+    def _write(self, conn: Connection, group: list[_Queued]) -> tuple[list[IngestResult], Callable[[], None] | None]:
+        """Write the group in ``conn``'s transaction; its results, and what to do once it is committed."""
         for queued in group:
             batch = queued.batch
             if batch.inventory is not None:
@@ -191,24 +213,48 @@ class SampleWriter:
             )
         rows = group_rows([q.batch for q in group])
         if not len(rows):
-            return [IngestResult(0, 0, q.refused) for q in group]
+            return [IngestResult(0, 0, q.refused) for q in group], None
         new = self._insert_samples(conn, rows, first_of_each_key(rows))
         conn.execute(self._upsert_node, node_upserts(rows, [(q.batch.node_id, q.received_at) for q in group]))
-        self._mark_late(conn, rows, new, group)
+        timely = self._mark_late(conn, rows, new, group)
         latest = latest_rows(rows, new)
         if latest:
             conn.execute(self._upsert_latest, latest)
-        return [_result(rows, new, span, q.refused) for q, span in zip(group, rows.spans, strict=True)]
+        results = [_result(rows, new, span, q.refused) for q, span in zip(group, rows.spans, strict=True)]
+        return results, self._fold_later(conn, rows, timely)
 
-    def _mark_late(self, conn: Connection, rows: GroupRows, new: NDArray[np.intp], group: list[_Queued]) -> None:
-        """Note the (node, minute) pairs of new rows older than the rollup job's lookback, for it to roll again."""
+    def _mark_late(
+        self, conn: Connection, rows: GroupRows, new: NDArray[np.intp], group: list[_Queued]
+    ) -> NDArray[np.intp]:
+        """Note the (node, minute) pairs of late new rows (``late_rows``) for the rollup job to roll again from the
+        raw samples; answer the new rows that are not late."""
         marks: set[tuple[str, float]] = set()
+        timely = []
         for queued, span in zip(group, rows.spans, strict=True):
             mine = new[(new >= span.start) & (new < span.stop)]
-            late = late_buckets(rows, mine, queued.received_at - self._late_after_seconds)
-            marks.update((queued.batch.node_id, bucket) for bucket in late)
+            late_before = queued.received_at - self._late_after_seconds
+            marks.update((queued.batch.node_id, bucket) for bucket in late_buckets(rows, mine, late_before))
+            timely.append(mine[~late_rows(rows, mine, late_before)])
         if marks:
             conn.execute(self._mark_backlog, [{"node_id": n, "bucket": b} for n, b in sorted(marks)])
+        return np.concatenate(timely) if timely else new[:0]
+
+    def _fold_later(self, conn: Connection, rows: GroupRows, timely: NDArray[np.intp]) -> Callable[[], None] | None:
+        """Mark the minutes this process starts holding (``rollup_pending``, in the group's transaction), and answer
+        what folds the rows into its minute aggregates once the group is committed."""
+        rollups = self._rollups
+        if rollups is None or not len(timely):
+            return None
+        buckets = np.floor_divide(rows.ts[timely], ROLLUP_BUCKET_SECONDS) * ROLLUP_BUCKET_SECONDS
+        opened = rollups.unmarked(set(buckets.tolist()))
+        if opened:
+            conn.execute(self._mark_pending, [{"holder": rollups.holder, "bucket": b} for b in opened])
+
+        def fold() -> None:
+            rollups.marked(opened)
+            rollups.add(rows, timely)
+
+        return fold
 
     def _write_inventory(self, conn: Connection, node_id: str, inventory: WireInventory, now: float) -> None:
         node = insert_for(conn.dialect.name, nodes)

@@ -160,6 +160,16 @@ rollup_backlog = Table(
     Column("bucket", Double, primary_key=True),
 )
 
+# The minutes whose rollup aggregates a server process holds and has not flushed yet (collector.minute_rollups), by
+# the process (its holder name): a minute still here long after it closed was held by a process that died, and the
+# rollup job rolls it again from the raw samples.
+rollup_pending = Table(
+    "rollup_pending",
+    metadata,
+    Column("holder", String(128), primary_key=True),
+    Column("bucket", Double, primary_key=True),
+)
+
 job_state = Table(
     "job_state",
     metadata,

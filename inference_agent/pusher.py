@@ -23,7 +23,6 @@ has stopped or has not got anything through for ``5 × max_retry_after_s``; the 
 
 from __future__ import annotations
 
-import gzip
 import json
 import logging
 import math
@@ -40,13 +39,13 @@ from pydantic import TypeAdapter, ValidationError
 
 from inference_agent.agent_token import AgentToken
 from inference_agent.probes.base import GpuInfo
+from inference_agent.push_body import offers_compact, push_body
 from inference_agent.rejected_batches import RejectedBatches
 from inference_agent.spool import Spool, SpoolBatch
 from inference_agent.telemetry import AgentTelemetry
 from wire import columnar
 from wire.control import DesiredState, NodeReport
 from wire.refusals import Refusal
-from wire.samples import SampleJson
 
 log = logging.getLogger(__name__)
 LATENCY_FRESH_FOR_S = 10.0
@@ -141,37 +140,6 @@ def retry_after_s(value: str | None, *, cap_s: float) -> float | None:
     except ValueError:
         return cap_s
     return seconds if math.isfinite(seconds) and 0 <= seconds <= cap_s else cap_s
-
-
-def push_body(
-    node_id: str,
-    samples: list[SampleJson],
-    *,
-    report: dict[str, Any] | None,
-    inventory: dict[str, Any] | None,
-    compact: bool,
-) -> tuple[str, bytes]:
-    """A push's media type and gzipped body: the compact encoding when ``compact`` (offered) and able to hold the
-    batch, else JSON (a batch it cannot hold goes as JSON, for the collector to refuse with its reason)."""
-    if compact:
-        try:
-            raw = columnar.encode_columns(node_id, samples, report=report, inventory=inventory)
-        except columnar.NotEncodable as exc:
-            log.debug("batch sent as JSON: %s", exc)
-        else:
-            return columnar.MEDIA_TYPE, gzip.compress(raw, compresslevel=1)
-    body: dict[str, Any] = {"node_id": node_id, "samples": samples}
-    if inventory is not None:
-        body["inventory"] = inventory
-    if report is not None:
-        body["report"] = report
-    return "application/json", gzip.compress(json.dumps(body, separators=(",", ":")).encode(), compresslevel=5)
-
-
-def offers_compact(answer: httpx.Response) -> bool:
-    """Whether the collector's answer offers the compact encoding (``Accept-Post`` lists its media type)."""
-    offered = answer.headers.get("accept-post", "")
-    return any(part.split(";", 1)[0].strip().lower() == columnar.MEDIA_TYPE for part in offered.split(","))
 
 
 def pusher_problem(*, ran: bool, running: bool, since_progress_s: float, stale_after_s: float) -> str | None:

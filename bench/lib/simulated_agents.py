@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 
 from fleetpilot.launch import ServerProcess
-from inference_agent.pusher import offers_compact, push_body
+from inference_agent.push_body import offers_compact, push_body
 
 POOL = "llama-8b"
 TICK_SECONDS = 0.5
