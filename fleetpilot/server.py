@@ -98,7 +98,6 @@ def build_services(settings: ServerSettings, engine: Engine | None = None) -> Ap
         remote=RemoteWriter(
             engine,
             load_mapping(settings.remote_write_mapping),
-            late_after_seconds=settings.rollup_lookback_seconds,
             limits=ReceiverLimits(
                 max_series_per_request=settings.remote_write_max_series_per_request,
                 max_future_seconds=settings.ingest_max_future_seconds,

@@ -19,10 +19,9 @@ from collector.tables import devices, nodes, samples
 
 
 class DerivedSamples:
-    def __init__(self, dialect: str, mapping: SeriesMapping, *, late_after_seconds: float) -> None:
+    def __init__(self, dialect: str, mapping: SeriesMapping) -> None:
         self._dialect = dialect
         self._mapping = mapping
-        self._late_after_seconds = late_after_seconds
 
     def store(
         self,
@@ -43,7 +42,7 @@ class DerivedSamples:
             self._latest(conn, written)
             self._nodes(conn, written, received_at=received_at, kind=kind, token_id=token_id)
             self._devices(conn, staged, memory, received_at)
-            self._backlog(conn, written, received_at)
+            self._backlog(conn, written)
 
     def _samples(self, conn: Connection, rows: list[tuple[dict[str, Any], bool]]) -> None:
         """Each row replaces its earlier derivation; a row with no metric (a first scrape of counters) only removes."""
@@ -117,12 +116,13 @@ class DerivedSamples:
             ],
         )
 
-    def _backlog(self, conn: Connection, rows: list[dict[str, Any]], received_at: float) -> None:
-        late: set[tuple[str, float]] = set()
-        for node, node_rows in _by_node(rows).items():
-            late |= {(node, b) for b in late_buckets(node_rows, received_at - self._late_after_seconds)}
-        if late:
-            conn.execute(backlog_upsert(self._dialect), [{"node_id": n, "bucket": b} for n, b in sorted(late)])
+    def _backlog(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
+        """Every (node, minute) of the rows, for the rollup job to roll from the raw samples: derived samples do not
+        reach the write path's minute aggregates (collector.minute_rollups), and a scrape's minute is rolled once the
+        processes settled it."""
+        touched = {(row["node_id"], bucket_start(row["ts"])) for row in rows}
+        if touched:
+            conn.execute(backlog_upsert(self._dialect), [{"node_id": n, "bucket": b} for n, b in sorted(touched)])
 
 
 def _node_row(node: str, rows: list[dict[str, Any]], received_at: float, kind: SourceKind) -> dict[str, Any]:
@@ -153,8 +153,3 @@ def latest_per_series(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if kept is None or row["ts"] >= kept["ts"]:
             latest[key] = row
     return [{k: v for k, v in latest[key].items() if k != "seq"} for key in sorted(latest)]
-
-
-def late_buckets(rows: list[dict[str, Any]], late_before: float) -> set[float]:
-    """The node's minutes (bucket starts) of ``rows`` older than ``late_before``: those the rollup job has passed."""
-    return {bucket_start(row["ts"]) for row in rows if row["ts"] < late_before}
