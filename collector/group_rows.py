@@ -102,7 +102,7 @@ def node_upserts(rows: GroupRows, batches: Sequence[tuple[str, float]]) -> list[
     return [by_node[n] for n in sorted(by_node)]
 
 
-def latest_rows(rows: GroupRows, new: NDArray[np.intp]) -> list[dict[str, Any]]:
+def latest_rows(rows: GroupRows, new: NDArray[np.intp], *, updated_at: float) -> list[dict[str, Any]]:
     """The newest of the ``new`` rows of each (node, device, pool) series as a ``series_latest`` row, in key order so
     concurrent upserts lock rows alike; of two with the same ``ts`` the later row."""
     if not len(new):
@@ -111,7 +111,7 @@ def latest_rows(rows: GroupRows, new: NDArray[np.intp]) -> list[dict[str, Any]]:
     last = np.ones(len(order), dtype=bool)
     key = (rows.node[order], rows.device[order], rows.pool[order])
     last[:-1] = (key[0][1:] != key[0][:-1]) | (key[1][1:] != key[1][:-1]) | (key[2][1:] != key[2][:-1])
-    latest = [_latest_row(rows, int(row)) for row in order[last]]
+    latest = [_latest_row(rows, int(row)) | {"updated_at": updated_at} for row in order[last]]
     return sorted(latest, key=lambda r: (r["node_id"], r["device"], r["pool"]))
 
 

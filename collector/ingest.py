@@ -217,7 +217,7 @@ class SampleWriter:
         new = self._insert_samples(conn, rows, first_of_each_key(rows))
         conn.execute(self._upsert_node, node_upserts(rows, [(q.batch.node_id, q.received_at) for q in group]))
         timely = self._mark_late(conn, rows, new, group)
-        latest = latest_rows(rows, new)
+        latest = latest_rows(rows, new, updated_at=time.time())
         if latest:
             conn.execute(self._upsert_latest, latest)
         results = [_result(rows, new, span, q.refused) for q, span in zip(group, rows.spans, strict=True)]
@@ -292,7 +292,7 @@ def latest_upsert(dialect: str) -> Insert:
     latest = insert_for(dialect, series_latest)
     return latest.on_conflict_do_update(
         index_elements=["node_id", "device", "pool"],
-        set_={name: latest.excluded[name] for name in ("ts", *METRIC_NAMES, "extra")},
+        set_={name: latest.excluded[name] for name in ("ts", *METRIC_NAMES, "extra", "updated_at")},
         where=series_latest.c.ts <= latest.excluded.ts,
     )
 

@@ -123,6 +123,8 @@ series_latest = Table(
     Column("ts", Double, nullable=False),
     *_metric_columns(),
     Column("extra", JSON, nullable=True),
+    # the server's clock when the row was last written: the alert evaluator reads only what changed since its last tick
+    Column("updated_at", Double, nullable=True),
 )
 
 rollups_1m = Table(

@@ -4,6 +4,7 @@ rollup backlog for minutes the rollup job has passed."""
 
 from __future__ import annotations
 
+import time
 from statistics import median
 from typing import Any
 
@@ -55,7 +56,8 @@ class DerivedSamples:
             conn.execute(insert_for(self._dialect, samples), written)
 
     def _latest(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
-        conn.execute(latest_upsert(self._dialect), latest_per_series(rows))
+        written = time.time()
+        conn.execute(latest_upsert(self._dialect), [row | {"updated_at": written} for row in latest_per_series(rows)])
 
     def _nodes(
         self, conn: Connection, rows: list[dict[str, Any]], *, received_at: float, kind: SourceKind, token_id: str
