@@ -3,12 +3,15 @@ columns, what it refuses they refuse naming the same sample and field, and the c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from typing import Any, cast
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from collector.batch import NO_DEVICE, SampleBatch
 from collector.batch_decode import decode_columns, decode_json
@@ -157,3 +160,15 @@ def test_a_bit_past_the_catalog_is_an_unknown_metric() -> None:
     with pytest.raises(InvalidBatch) as refused:
         decode_columns(bytes(compact), max_samples=100)
     assert (refused.value.problems[0].sample, refused.value.problems[0].field) == (0, "metrics")
+
+
+@given(st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=8), st.integers(0, 10_000))
+@settings(max_examples=300, deadline=None)
+def test_a_corrupted_compact_body_is_refused_as_invalid_never_anything_else(
+    changes: list[tuple[int, int]], cut: int
+) -> None:
+    body = bytearray(encode("node-a", [GPU, POOL], report={"ts": NOW, "pools": {}}))
+    for place, value in changes:
+        body[place % len(body)] = value
+    with contextlib.suppress(InvalidBatch):  # anything else (a 500) fails the test
+        checked(decode_columns(bytes(body[: max(1, len(body) - cut % 40)]), max_samples=100), **LIMITS)
