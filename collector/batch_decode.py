@@ -70,6 +70,10 @@ class _Header(msgspec.Struct, frozen=True):
     report: msgspec.Raw = _NULL
 
 
+# msgspec reads JSON nested far deeper than the wire model's parser (200 levels, where it refuses the body): an
+# ``extra`` nested past this goes through the wire model (JSON), or is refused (the compact encoding's header).
+MAX_EXTRA_DEPTH = 100
+
 _BODY = msgspec.json.Decoder(_Body)
 _HEADER = msgspec.json.Decoder(_Header)
 
@@ -82,6 +86,9 @@ def decode_json(
     try:
         parsed = _BODY.decode(body)
         report, inventory = _envelope(parsed.report, parsed.inventory)
+        for index, sample in enumerate(parsed.samples):
+            if sample.extra and _deeper_than(sample.extra, MAX_EXTRA_DEPTH):
+                _refuse(index, "extra", f"nested deeper than {MAX_EXTRA_DEPTH} levels")
     except (msgspec.ValidationError, msgspec.DecodeError, InvalidBatch):
         batch = parse_batch(
             body, now=now, max_samples=max_samples, max_future_seconds=max_future_seconds, max_replicas=max_replicas
@@ -230,8 +237,24 @@ def _extras(extra: dict[str, dict[str, Any]], count: int) -> Extras:
     for key, value in extra.items():
         if not key.isdigit() or int(key) >= count:
             _refuse(None, "extra", f"key {key[:40]!r} is not the index of one of the {count} samples")
+        if _deeper_than(value, MAX_EXTRA_DEPTH):
+            _refuse(int(key), "extra", f"nested deeper than {MAX_EXTRA_DEPTH} levels")
         out[int(key)] = value
     return out
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests objects and lists more than ``limit`` levels deep (counted without recursion)."""
+    level: list[Any] = [value]
+    for _ in range(limit):
+        level = [
+            child
+            for item in level
+            for child in (item.values() if isinstance(item, dict) else item if isinstance(item, list) else ())
+        ]
+        if not level:
+            return False
+    return any(isinstance(item, dict | list) for item in level)
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -91,6 +91,8 @@ CASES: list[tuple[str, bytes]] = [
     ("a bad report field", body(GPU, report={"ts": NOW, "pools": {"chat": {"ready": -1}}})),
     ("an extra integer past any float", body({**POOL, "extra": {"big": 10**400}})),
     ("legacy replicas past the bound", body({**POOL, "extra": {"replicas_ready": 300}})),
+    ("an extra nested 150 deep", body({**POOL, "extra": {"x": json.loads("[" * 150 + "]" * 150)}})),
+    ("an extra nested 250 deep", body(POOL).replace(b'"pod": "a/b"', b'"x": ' + b"[" * 250 + b"]" * 250)),
     ("duplicate keys", b'{"node_id": "x", "node_id": "node-a", "samples": []}'),
     ("not an object", b"[]"),
 ]
@@ -172,3 +174,10 @@ def test_a_corrupted_compact_body_is_refused_as_invalid_never_anything_else(
         body[place % len(body)] = value
     with contextlib.suppress(InvalidBatch):  # anything else (a 500) fails the test
         checked(decode_columns(bytes(body[: max(1, len(body) - cut % 40)]), max_samples=100), **LIMITS)
+
+
+def test_a_compact_extra_nested_too_deep_is_refused() -> None:
+    deep = json.loads("[" * 150 + "]" * 150)
+    with pytest.raises(InvalidBatch) as refused:
+        decode_columns(encode("node-a", [GPU, {**POOL, "extra": {"x": deep}}]), max_samples=100)
+    assert (refused.value.problems[0].sample, refused.value.problems[0].field) == (1, "extra")
