@@ -30,6 +30,7 @@ from inference_agent.pusher import (
 from inference_agent.rejected_batches import RejectedBatches
 from inference_agent.spool import Spool
 from inference_agent.telemetry import AgentTelemetry
+from wire import columnar
 from wire.control import (
     DesiredState,
     NodeReport,
@@ -39,7 +40,6 @@ from wire.control import (
     TenantDesired,
     TenantUsage,
 )
-from wire import columnar
 from wire.samples import UnsequencedSampleJson
 
 
