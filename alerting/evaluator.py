@@ -22,6 +22,7 @@ from sqlalchemy import Engine
 from alerting.alert_store import AlertStore, OutboxRow, SilenceStore, with_ids
 from alerting.evaluate import changed, evaluate, mark_notified
 from alerting.gather import WindowEdges, gather
+from alerting.latest_readings import LatestReadings
 from alerting.lifecycle import Alert, AlertStatus, Transition, TransitionKind
 from alerting.payload import Group, alertmanager_alerts, encode, group, webhook_payload, with_group
 from alerting.rule_store import RuleStore
@@ -76,6 +77,7 @@ class Evaluator:
         self.alerts = AlertStore(engine)
         self._state: dict[int, dict[str, Alert]] | None = None
         self._edges = WindowEdges()
+        self._latest = LatestReadings()
         self._resent_at = float("-inf")  # when the firing alerts last went to the Alertmanager targets
 
     def run(self, now: float) -> list[Transition]:
@@ -115,6 +117,7 @@ class Evaluator:
                 fresh_seconds=s.fresh_seconds,
                 edges=self._edges,
                 skipped=self.skipped,
+                latest=self._latest,
             )
         result = evaluate(rules, inputs, previous, now, unseen_resolve_seconds=s.unseen_resolve_seconds)
         quiet = SilenceStore(self.engine).list(active_at=now)

@@ -18,10 +18,11 @@ from typing import Any
 from sqlalchemy import Connection, Row, func, select
 
 from alerting.inputs import ForecastView, Inputs, PoolScaling, Reading, Throttle
+from alerting.latest_readings import LatestReadings
 from alerting.rules import EventKind, Rule, RuleKind
 from alerting.signals import is_catalog_metric, reading_values
 from collector.aggregate import Stat, reduce_rollups
-from collector.registry import LatestSeries, NodeStatus, read_latest
+from collector.registry import NodeStatus
 from collector.skipped_rows import Job, SkippedRows
 from collector.tables import NO_DEVICE, NO_POOL, ROLLUP_BUCKET_SECONDS, nodes, rollup_column, rollups_1m, samples
 from fleet.pools import applies_desired, pools
@@ -65,6 +66,7 @@ def gather(
     fresh_seconds: float,
     edges: WindowEdges | None = None,
     skipped: SkippedRows | None = None,
+    latest: LatestReadings | None = None,
 ) -> Inputs:
     """The inputs of ``rules`` at ``now``; ``edges`` (kept by the evaluator between ticks) spares rate-of-change
     rules their raw-sample read on most ticks, and a series whose figures cannot be read is left out to ``skipped``."""
@@ -72,7 +74,8 @@ def gather(
     edges = edges if edges is not None else WindowEdges()
     edges.keep_only(rules)
     skipped = skipped if skipped is not None else SkippedRows(Job.ALERTS)
-    readings = _readings(conn, skipped) if want.readings else []
+    latest = latest if latest is not None else LatestReadings()
+    readings = latest.read(conn, now, skipped) if want.readings else []
     last_seen = {r.id: r.last_seen for r in conn.execute(select(nodes.c.id, nodes.c.last_seen))}
     up = frozenset(n for n, status in fleet.statuses(conn, now).items() if status is NodeStatus.UP)
     windowed = {}
@@ -97,16 +100,6 @@ def gather(
 def _slos(conn: Connection) -> dict[str, float]:
     """Each pool's latency SLO, for the rules whose threshold is a share of it."""
     return {r.name: float(r.slo_p99_seconds) for r in conn.execute(select(pools.c.name, pools.c.slo_p99_seconds))}
-
-
-def _readings(conn: Connection, skipped: SkippedRows) -> list[Reading]:
-    return skipped.each(read_latest(conn), lambda s: _where((s.node_id, s.device, s.pool)), _reading)
-
-
-def _reading(s: LatestSeries) -> Reading:
-    resolution = (s.extra or {}).get("resolution_seconds")
-    scraped = resolution if isinstance(resolution, int | float) else None
-    return Reading(s.node_id, s.device, s.pool, s.ts, reading_values(s.metrics, s.extra), scraped)
 
 
 def _where(key: SeriesKey) -> str:

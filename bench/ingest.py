@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psutil
 from sqlalchemy import Engine, func, select, text
 
@@ -39,11 +40,13 @@ from bench.lib.simulated_agents import (
     create_agent_tokens,
     run_in_process,
 )
+from collector.batch import SampleBatch
+from collector.batch_decode import decode_json
 from collector.database import make_engine
-from collector.sample_insert import sample_inserter, sample_row
+from collector.group_rows import GroupRows, group_rows
+from collector.sample_insert import SAMPLE_COLUMNS, sample_inserter, sample_tuples
 from collector.tables import NO_DEVICE, samples
 from fleetpilot.launch import ServerProcess
-from wire.samples import WireSample
 
 BASELINE_CHUNK_ROWS = 10_000
 TARGET_DEVICE_ROWS_PER_SECOND = 16_000
@@ -66,7 +69,8 @@ class BenchConfig:
     gzip: bool
     profile: Path | None
     managed: bool = False
-    workers: int | None = 1  # the server's --workers; None: its default (the cores, on PostgreSQL)
+    workers: int | None = 1
+    encoding: str = "compact"  # the server's --workers; None: its default (the cores, on PostgreSQL)
 
     @property
     def shape(self) -> PushShape:
@@ -84,6 +88,12 @@ def parse_config(argv: list[str] | None) -> BenchConfig:
     parser.add_argument("--duration", type=float, default=None, help="measured seconds (default 20, quick 8)")
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds of load before measuring")
     parser.add_argument("--no-gzip", dest="gzip", action="store_false", help="plain JSON bodies (the agent gzips)")
+    parser.add_argument(
+        "--encoding",
+        choices=("compact", "json"),
+        default="compact",
+        help="what the nodes send once offered: the compact encoding, as the agent does (default), or JSON",
+    )
     parser.add_argument("--profile", type=Path, default=None, help="py-spy the server into this .svg/.txt/.json")
     parser.add_argument("--workers", type=int, default=1, help="the server's --workers (default 1)")
     parser.add_argument(
@@ -106,6 +116,7 @@ def parse_config(argv: list[str] | None) -> BenchConfig:
         profile=args.profile,
         managed=args.managed,
         workers=args.workers,
+        encoding=args.encoding,
     )
 
 
@@ -124,6 +135,7 @@ def drive_load(
         config.warmup_s,
         config.duration_s,
         gzip=config.gzip,
+        compact=config.encoding == "compact",
         pools=pools,
     )
     snapshots: list[CpuSnapshot] = []
@@ -142,43 +154,55 @@ def stored_rows(engine: Engine) -> tuple[int, int]:
     return int(total), int(device)
 
 
-def baseline_rows(node_ids: list[str], pools: dict[str, str], shape: PushShape, count: int) -> list[dict[str, Any]]:
-    """``count`` rows shaped like the pushed ones, passed through the server's own wire model and row builder."""
+def baseline_rows(node_ids: list[str], pools: dict[str, str], shape: PushShape, count: int) -> list[GroupRows]:
+    """``count`` rows shaped like the pushed ones, passed through the server's own decoder and row builder, in
+    chunks of ``BASELINE_CHUNK_ROWS`` (one transaction each)."""
     nodes = [SimulatedNode(n, shape.gpus, seed, pools.get(n, POOL)) for seed, n in enumerate(node_ids)]
-    rows: list[dict[str, Any]] = []
-    now = time.time()
-    while len(rows) < count:
+    batches: list[SampleBatch] = []
+    made, now = 0, time.time()
+    while made < count:
         for node in nodes:
-            rows.extend(sample_row(node.node_id, WireSample.model_validate(s)) for s in node.tick(now))
+            samples = node.tick(now)[: count - made]
+            body = json.dumps({"node_id": node.node_id, "samples": samples}).encode()
+            batches.append(decode_json(body, max_samples=len(samples), now=now, max_future_seconds=300, max_replicas=1))
+            made += len(samples)
         now += 0.5
-    return rows[:count]
+    chunks: list[list[SampleBatch]] = []
+    rows = 0
+    for batch in batches:
+        if not chunks or rows + len(batch) > BASELINE_CHUNK_ROWS:
+            chunks.append([])
+            rows = 0
+        chunks[-1].append(batch)
+        rows += len(batch)
+    return [group_rows(chunk) for chunk in chunks]
 
 
-def bulk_insert_rate(engine: Engine, rows: list[dict[str, Any]]) -> float:
+def bulk_insert_rate(engine: Engine, chunks: list[GroupRows]) -> float:
     """Rows per second of the server's own sample insert (``collector.sample_insert.sample_inserter``), 10,000 rows a
     transaction."""
     insert = sample_inserter(engine.dialect.name)
     inserted = 0
     started = time.perf_counter()
-    for first in range(0, len(rows), BASELINE_CHUNK_ROWS):
+    for rows in chunks:
         with engine.begin() as conn:
-            inserted += len(insert(conn, rows[first : first + BASELINE_CHUNK_ROWS]))
+            inserted += len(insert(conn, rows, np.arange(len(rows))))
     elapsed = time.perf_counter() - started
-    if inserted != len(rows):
-        raise RuntimeError(f"baseline stored {inserted} of {len(rows)} rows")
+    wanted = sum(len(rows) for rows in chunks)
+    if inserted != wanted:
+        raise RuntimeError(f"baseline stored {inserted} of {wanted} rows")
     return inserted / elapsed
 
 
-def raw_insert_rate(engine: Engine, rows: list[dict[str, Any]]) -> float:
+def raw_insert_rate(engine: Engine, chunks: list[GroupRows]) -> float:
     """Rows per second of a bare DBAPI ``executemany`` of the same rows, 10,000 a transaction: what the database
     itself takes with no SQLAlchemy per-row work in the way; context for the baseline."""
-    columns = [column.name for column in samples.c]
     marker = "%s" if engine.dialect.name == "postgresql" else "?"
-    names = ", ".join(f'"{c}"' for c in columns)
-    markers = ", ".join([marker] * len(columns))
+    names = ", ".join(f'"{c}"' for c in SAMPLE_COLUMNS)
+    markers = ", ".join([marker] * len(SAMPLE_COLUMNS))
     sql = f"INSERT INTO samples ({names}) VALUES ({markers}) ON CONFLICT DO NOTHING"
-    # The JSON column serialized before the clock starts, as the other inserts do inside it.
-    data = [tuple(_raw_value(row, c) for c in columns) for row in rows]
+    # The tuples built before the clock starts: the database's own rate, with no per-row work of ours in the way.
+    data = [row for rows in chunks for row in sample_tuples(rows, np.arange(len(rows)))]
     raw = engine.raw_connection()
     try:
         cursor = raw.cursor()
@@ -190,11 +214,6 @@ def raw_insert_rate(engine: Engine, rows: list[dict[str, Any]]) -> float:
     finally:
         raw.close()
     return len(data) / elapsed
-
-
-def _raw_value(row: dict[str, Any], column: str) -> Any:
-    value = row[column]
-    return json.dumps(value) if column == "extra" and value is not None else value
 
 
 def empty_samples(engine: Engine) -> None:
@@ -242,6 +261,7 @@ def summarize(
         "batch_ticks": config.batch_ticks,
         "rows_per_request": shape.rows,
         "gzip": config.gzip,
+        "encoding": config.encoding if config.gzip else "json",
         "concurrency": config.concurrency,
         "workers": config.workers,
         "warmup_s": config.warmup_s,

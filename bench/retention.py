@@ -28,13 +28,13 @@ from sqlalchemy.engine import make_url
 from bench.lib.databases import POSTGRES_ADMIN_URL
 from bench.lib.figures import figure, percentile_or_nan
 from bench.lib.progress import progress_line
+from collector.batch import SampleBatch
 from collector.database import make_engine
 from collector.ingest import SampleWriter
 from collector.partitions import SAMPLES
 from collector.retention import RetentionJob
 from collector.tables import samples
 from migrations import runner
-from wire.samples import IngestBatch
 
 KEPT_HOURS = 2
 WRITER_BATCH = 20
@@ -132,7 +132,7 @@ class PacedWriter:
                 {"seq": seq + i, "ts": now, "device": i % 8, "metrics": {"gpu_power_watts": 300.0}}
                 for i in range(WRITER_BATCH)
             ]
-            batch = IngestBatch.model_validate({"node_id": "writer", "samples": body})
+            batch = SampleBatch.parse({"node_id": "writer", "samples": body})
             started = time.monotonic()
             self._writer.write_batch(batch, received_at=now)
             self.latencies.append((started, time.monotonic() - started))

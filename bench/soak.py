@@ -1,5 +1,6 @@
 """Soak benchmark (CONTRACT section 12):
-``python -m bench.soak [--quick] [--managed] [--workers N] [--nodes N] [--gpus G] [--duration S] [--profile F]``.
+``python -m bench.soak [--quick] [--managed] [--workers N] [--nodes N] [--gpus G] [--duration S] [--profile F]
+[--encoding compact|json]``.
 
 One real ``fleetpilot server`` on a fresh PostgreSQL database takes pushes from N simulated nodes (default 1,000),
 all in one asyncio process beside it: each samples every 500 ms (GPU rows from the agent's replay probe, through the
@@ -25,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gzip
 import json
 import multiprocessing
 import os
@@ -66,6 +66,7 @@ from collector.rollups import WATERMARK_NAME
 from collector.tables import job_state
 from fleetpilot.launch import ServerProcess
 from inference_agent.probes.replay import Recording, ReplayProbe, load_recording
+from inference_agent.push_body import offers_compact, push_body
 from inference_agent.pusher import backoff_delay, retry_after_s
 from inference_agent.sampler import wire_sample
 
@@ -90,6 +91,7 @@ class SoakPlan:
     duration_s: float
     seed: int = 1
     pools: dict[str, str] = field(default_factory=dict)
+    compact: bool = True  # the compact encoding once offered, as the agent sends
 
     @property
     def rows_per_tick(self) -> int:
@@ -113,7 +115,7 @@ class SoakNode(SimulatedNode):
             self._probe.read()
         self.first_tick_ts = started
         self.ticks_sent = 0  # ticks already in a body (sent, or in flight / to be resent)
-        self.unacknowledged: tuple[bytes, int, int] | None = None  # body, rows, last seq
+        self.unacknowledged: tuple[bytes, int, int, str] | None = None  # body, rows, last seq, media type
         self.acknowledged_seq = 0
 
     def tick(self, ts: float) -> list[dict[str, Any]]:
@@ -129,8 +131,9 @@ class SoakNode(SimulatedNode):
         """Ticks sampled by ``now`` and not yet in a body: the spool's depth."""
         return max(0, int((now - self.first_tick_ts) / TICK_SECONDS) + 1 - self.ticks_sent)
 
-    def next_body(self, now: float, max_ticks: int) -> tuple[bytes, int, int] | None:
-        """The body to push: the unacknowledged one again, else up to ``max_ticks`` due ticks (gzip JSON)."""
+    def next_body(self, now: float, max_ticks: int, compact: bool = False) -> tuple[bytes, int, int, str] | None:
+        """The body to push: the unacknowledged one again, else up to ``max_ticks`` due ticks, gzipped, in the
+        compact encoding when ``compact`` (the server offered it) or JSON, as the agent's pusher builds it."""
         if self.unacknowledged is not None:
             return self.unacknowledged
         ticks = min(self.due_ticks(now), max_ticks)
@@ -140,11 +143,11 @@ class SoakNode(SimulatedNode):
         for tick in range(self.ticks_sent, self.ticks_sent + ticks):
             rows.extend(self.tick(round(self.first_tick_ts + tick * TICK_SECONDS, 3)))
         self.ticks_sent += ticks
-        body: dict[str, Any] = {"node_id": self.node_id, "samples": rows}
+        inventory = None
         if not self.registered:
-            body["inventory"] = {**self.inventory(), "gpus": [vars(g) for g in self._probe.inventory()]}
-        raw = gzip.compress(json.dumps(body, separators=(",", ":")).encode(), compresslevel=5)
-        self.unacknowledged = (raw, len(rows), self.seq)
+            inventory = {**self.inventory(), "gpus": [vars(g) for g in self._probe.inventory()]}
+        content_type, raw = push_body(self.node_id, rows, report=None, inventory=inventory, compact=compact)  # type: ignore[arg-type]
+        self.unacknowledged = (raw, len(rows), self.seq, content_type)
         return self.unacknowledged
 
 
@@ -176,12 +179,14 @@ class Pushed:
     retry_after_s: float | None = None
 
 
-async def _push(client: httpx.AsyncClient, node: SoakNode, token: str, tally: SoakTally, max_ticks: int) -> Pushed:
-    pending = node.next_body(time.time(), max_ticks)
+async def _push(
+    client: httpx.AsyncClient, node: SoakNode, token: str, tally: SoakTally, max_ticks: int, compact: bool
+) -> Pushed:
+    pending = node.next_body(time.time(), max_ticks, compact=compact and node.offered)
     if pending is None:
         return Pushed("idle")
-    body, rows, last_seq = pending
-    headers = {"authorization": f"Bearer {token}", "content-type": "application/json", "content-encoding": "gzip"}
+    body, rows, last_seq, content_type = pending
+    headers = {"authorization": f"Bearer {token}", "content-type": content_type, "content-encoding": "gzip"}
     started = time.perf_counter()
     try:
         response = await client.post("/api/v1/ingest", content=body, headers=headers)
@@ -201,6 +206,7 @@ async def _push(client: httpx.AsyncClient, node: SoakNode, token: str, tally: So
     tally.duplicates += answer["duplicates"]
     tally.desired += answer.get("desired") is not None
     node.registered, node.unacknowledged, node.acknowledged_seq = True, None, last_seq
+    node.offered = offers_compact(response)
     return Pushed("full" if rows >= max_ticks * (node.gpus + 2) else "ok")
 
 
@@ -213,7 +219,7 @@ async def _node_loop(
     await asyncio.sleep(rng.uniform(0.0, plan.push_interval_s))
     failures = 0
     while time.time() < end and not stop.is_set():
-        pushed = await _push(client, node, plan.tokens[node.node_id], tally, plan.max_ticks)
+        pushed = await _push(client, node, plan.tokens[node.node_id], tally, plan.max_ticks, plan.compact)
         if pushed.outcome == "full":
             failures = 0
             continue
@@ -384,6 +390,7 @@ class SoakConfig:
     managed: bool = False
     workers: int | None = None  # the server's --workers; None: its default (the cores, on PostgreSQL)
     profile: Path | None = None
+    encoding: str = "compact"  # what the nodes send once offered: "compact" (as the agent does) or "json"
 
 
 def parse_config(argv: list[str] | None) -> SoakConfig:
@@ -407,13 +414,27 @@ def parse_config(argv: list[str] | None) -> SoakConfig:
         "--workers", type=int, default=None, help="the server's --workers (default: its own, the cores on PostgreSQL)"
     )
     parser.add_argument("--profile", type=Path, default=None, help="py-spy the server into this .svg/.txt/.json")
+    parser.add_argument(
+        "--encoding",
+        choices=("compact", "json"),
+        default="compact",
+        help="what the nodes send once offered: the compact encoding, as the agent does (default), or JSON",
+    )
     args = parser.parse_args(argv)
     nodes = args.nodes if args.nodes is not None else (200 if args.quick else 1000)
     duration_s = args.duration if args.duration is not None else (20.0 if args.quick else 600.0)
     if min(nodes, args.gpus, args.workers or 1) < 1 or not args.push_interval > 0 or not duration_s > 0:
         parser.error("--nodes, --gpus and --workers must be at least 1, --push-interval and --duration positive")
     return SoakConfig(
-        nodes, args.gpus, args.push_interval, duration_s, args.max_server_rss, args.managed, args.workers, args.profile
+        nodes,
+        args.gpus,
+        args.push_interval,
+        duration_s,
+        args.max_server_rss,
+        args.managed,
+        args.workers,
+        args.profile,
+        args.encoding,
     )
 
 
@@ -436,7 +457,15 @@ def run(config: SoakConfig) -> dict[str, Any]:
                 if config.managed:
                     progress(f"creating {POOLS} pools and {TENANTS} tenants with quotas (--managed)")
                     create_managed_fleet(server)
-                plan = SoakPlan(server.url, tokens, config.gpus, config.push_interval_s, config.duration_s, pools=pools)
+                plan = SoakPlan(
+                    server.url,
+                    tokens,
+                    config.gpus,
+                    config.push_interval_s,
+                    config.duration_s,
+                    pools=pools,
+                    compact=config.encoding == "compact",
+                )
                 progress(
                     f"{config.nodes} nodes × {config.gpus} GPUs at 2 Hz, a push every {config.push_interval_s:g} s,"
                     f" for {config.duration_s:g} s"
@@ -493,6 +522,7 @@ def summarize(
         "backend": "postgresql",
         "managed": config.managed,
         "workers": config.workers,
+        "encoding": config.encoding,
         "nodes": config.nodes,
         "gpus_per_node": config.gpus,
         "push_interval_s": config.push_interval_s,

@@ -24,27 +24,35 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
 from sqlalchemy import ColumnElement, Connection, Engine, Insert, case, func
 from sqlalchemy.exc import DBAPIError
 
+from collector.batch import SampleBatch
 from collector.database import insert_for, storage_errors
 from collector.errors import Overloaded
+from collector.group_rows import (
+    GroupRows,
+    first_of_each_key,
+    group_rows,
+    late_buckets,
+    late_rows,
+    latest_rows,
+    node_upserts,
+)
+from collector.minute_rollups import MinuteRollups
 from collector.node_reports import ReportStatements
 from collector.pool_bound import PoolBound, PoolsSeen, within_pool_bound
-from collector.rollups import bucket_start
-from collector.sample_insert import sample_inserter, sample_row
-from collector.tables import (
-    devices,
-    nodes,
-    rollup_backlog,
-    series_latest,
-)
+from collector.sample_insert import sample_inserter
+from collector.tables import ROLLUP_BUCKET_SECONDS, devices, nodes, rollup_backlog, rollup_pending, series_latest
 from wire.catalog import METRIC_NAMES
 from wire.refusals import Refusal
-from wire.samples import IngestBatch, WireInventory, node_report
+from wire.samples import WireInventory
 
 
 @dataclass(frozen=True)
@@ -58,7 +66,7 @@ class IngestResult:
 class _Queued:
     """One request's batch waiting for a group commit, and then its outcome."""
 
-    batch: IngestBatch
+    batch: SampleBatch
     received_at: float
     pools: PoolBound | None
     queued_at: float  # time.monotonic() when its request came through the door: the deadline counts from there
@@ -72,8 +80,16 @@ class SampleWriter:
     """Writes batches for the ingest endpoint, several a commit (module docstring); ``late_after_seconds`` is how far
     behind the rollup job may be."""
 
-    def __init__(self, engine: Engine, *, late_after_seconds: float, deadline_seconds: float = 5.0) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        late_after_seconds: float,
+        deadline_seconds: float = 5.0,
+        rollups: MinuteRollups | None = None,
+    ) -> None:
         self._engine = engine
+        self._rollups = rollups  # the write path's minute aggregates (None: the rollup job reads the raw samples)
         self._late_after_seconds = late_after_seconds
         self._deadline_seconds = deadline_seconds
         dialect = engine.dialect.name
@@ -99,6 +115,7 @@ class SampleWriter:
         )
         self._register_node = insert_for(dialect, nodes).on_conflict_do_nothing(index_elements=["id"])
         self._mark_backlog = backlog_upsert(dialect)
+        self._mark_pending = insert_for(dialect, rollup_pending).on_conflict_do_nothing()
         self._store_report = ReportStatements(dialect)
         device = insert_for(dialect, devices)
         self._upsert_devices = device.on_conflict_do_update(
@@ -109,7 +126,7 @@ class SampleWriter:
         )
 
     def write_batch(
-        self, batch: IngestBatch, *, received_at: float, pools: PoolBound | None = None, arrived: float | None = None
+        self, batch: SampleBatch, *, received_at: float, pools: PoolBound | None = None, arrived: float | None = None
     ) -> IngestResult:
         """Store ``batch`` but the samples of its pools past ``pools`` (named in the result), committed (maybe with
         others) before this returns; raises ``StorageUnavailable`` when the database is away, and ``Overloaded``
@@ -147,7 +164,7 @@ class SampleWriter:
         try:
             with storage_errors(), self._engine.begin() as conn:
                 self._bound_pools(conn, group)
-                results = self._write(conn, group)
+                results, fold = self._write(conn, group)
         except DBAPIError:
             if len(group) == 1:
                 raise
@@ -164,6 +181,8 @@ class SampleWriter:
                 queued.error = queued.error or exc
                 queued.done = True
             return
+        if fold is not None:
+            fold()  # committed: the rows reach this process's minute aggregates
         for queued, result in zip(group, results, strict=True):
             queued.result = result
             queued.done = True
@@ -177,44 +196,65 @@ class SampleWriter:
                 if refusal is not None:  # a batch written alone after a failed group was trimmed already
                     queued.refused = (refusal,)
 
-    def _write(self, conn: Connection, group: list[_Queued]) -> list[IngestResult]:
+    def _write(self, conn: Connection, group: list[_Queued]) -> tuple[list[IngestResult], Callable[[], None] | None]:
+        """Write the group in ``conn``'s transaction; its results, and what to do once it is committed."""
         for queued in group:
             batch = queued.batch
             if batch.inventory is not None:
                 self._write_inventory(conn, batch.node_id, batch.inventory, queued.received_at)
-            report = node_report(batch)
-            if report is not None:
-                self._store_report(conn, batch.node_id, report, received_at=queued.received_at)
-        empty = [q for q in group if not q.batch.samples]
+        reports = [(q.batch.node_id, q.batch.report, q.received_at) for q in group if q.batch.report is not None]
+        if reports:
+            self._store_report.many(conn, reports)
+        empty = [q for q in group if not len(q.batch)]
         if empty:
             conn.execute(
                 self._register_node,
                 [{"id": q.batch.node_id, "first_seen": q.received_at, "last_seen": q.received_at} for q in empty],
             )
-        rows_of = [[sample_row(q.batch.node_id, sample) for sample in q.batch.samples] for q in group]
-        rows = [row for batch_rows in rows_of for row in batch_rows]
-        if not rows:
-            return [IngestResult(0, 0, q.refused) for q in group]
-        new = self._insert_samples(conn, rows)
-        conn.execute(self._upsert_node, _node_rows(group, rows_of))
-        results, written = [], []
-        for queued, batch_rows in zip(group, rows_of, strict=True):
-            # a key new in this commit is the first batch's that carries it: a resend in the same group is a duplicate
-            accepted = 0
-            for row in batch_rows:
-                if (row["node_id"], row["seq"]) in new:
-                    new.discard((row["node_id"], row["seq"]))
-                    accepted += 1
-            results.append(IngestResult(accepted, len(batch_rows) - accepted, queued.refused))
-            if accepted:
-                written.extend(batch_rows)
-                late = late_buckets(batch_rows, queued.received_at - self._late_after_seconds)
-                if late:
-                    node_id = queued.batch.node_id
-                    conn.execute(self._mark_backlog, [{"node_id": node_id, "bucket": b} for b in sorted(late)])
-        if written:
-            conn.execute(self._upsert_latest, latest_per_series(written))
-        return results
+        rows = group_rows([q.batch for q in group])
+        if not len(rows):
+            return [IngestResult(0, 0, q.refused) for q in group], None
+        new = self._insert_samples(conn, rows, first_of_each_key(rows))
+        conn.execute(self._upsert_node, node_upserts(rows, [(q.batch.node_id, q.received_at) for q in group]))
+        timely = self._mark_late(conn, rows, new, group)
+        latest = latest_rows(rows, new, updated_at=time.time())
+        if latest:
+            conn.execute(self._upsert_latest, latest)
+        results = [_result(rows, new, span, q.refused) for q, span in zip(group, rows.spans, strict=True)]
+        return results, self._fold_later(conn, rows, timely)
+
+    def _mark_late(
+        self, conn: Connection, rows: GroupRows, new: NDArray[np.intp], group: list[_Queued]
+    ) -> NDArray[np.intp]:
+        """Note the (node, minute) pairs of late new rows (``late_rows``) for the rollup job to roll again from the
+        raw samples; answer the new rows that are not late."""
+        marks: set[tuple[str, float]] = set()
+        timely = []
+        for queued, span in zip(group, rows.spans, strict=True):
+            mine = new[(new >= span.start) & (new < span.stop)]
+            late_before = queued.received_at - self._late_after_seconds
+            marks.update((queued.batch.node_id, bucket) for bucket in late_buckets(rows, mine, late_before))
+            timely.append(mine[~late_rows(rows, mine, late_before)])
+        if marks:
+            conn.execute(self._mark_backlog, [{"node_id": n, "bucket": b} for n, b in sorted(marks)])
+        return np.concatenate(timely) if timely else new[:0]
+
+    def _fold_later(self, conn: Connection, rows: GroupRows, timely: NDArray[np.intp]) -> Callable[[], None] | None:
+        """Mark the minutes this process starts holding (``rollup_pending``, in the group's transaction), and answer
+        what folds the rows into its minute aggregates once the group is committed."""
+        rollups = self._rollups
+        if rollups is None or not len(timely):
+            return None
+        buckets = np.floor_divide(rows.ts[timely], ROLLUP_BUCKET_SECONDS) * ROLLUP_BUCKET_SECONDS
+        opened = rollups.unmarked(set(buckets.tolist()))
+        if opened:
+            conn.execute(self._mark_pending, [{"holder": rollups.holder, "bucket": b} for b in opened])
+
+        def fold() -> None:
+            rollups.marked(opened)
+            rollups.add(rows, timely)
+
+        return fold
 
     def _write_inventory(self, conn: Connection, node_id: str, inventory: WireInventory, now: float) -> None:
         node = insert_for(conn.dialect.name, nodes)
@@ -240,12 +280,19 @@ class SampleWriter:
             )
 
 
+def _result(rows: GroupRows, new: NDArray[np.intp], span: slice, refused: tuple[Refusal, ...]) -> IngestResult:
+    """A batch's outcome: its rows new in this commit accepted, the rest duplicates (stored before, or earlier in the
+    group: a key new in the commit is the first batch's that carries it)."""
+    accepted = int(((new >= span.start) & (new < span.stop)).sum())
+    return IngestResult(accepted, span.stop - span.start - accepted, refused)
+
+
 def latest_upsert(dialect: str) -> Insert:
     """Each series' latest values, replaced only by a row at least as new (a replayed spool never goes back)."""
     latest = insert_for(dialect, series_latest)
     return latest.on_conflict_do_update(
         index_elements=["node_id", "device", "pool"],
-        set_={name: latest.excluded[name] for name in ("ts", *METRIC_NAMES, "extra")},
+        set_={name: latest.excluded[name] for name in ("ts", *METRIC_NAMES, "extra", "updated_at")},
         where=series_latest.c.ts <= latest.excluded.ts,
     )
 
@@ -260,40 +307,3 @@ def backlog_upsert(dialect: str) -> Insert:
 def later_of(stored: ColumnElement[Any], incoming: ColumnElement[Any]) -> ColumnElement[Any]:
     """In an upsert, the larger of the stored and the incoming value, the incoming one where none is stored."""
     return func.coalesce(case((incoming > stored, incoming), else_=stored), incoming)
-
-
-def _node_rows(group: list[_Queued], rows_of: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """One node upsert row per node with samples in the group, in node order: its newest sample, seq and arrival."""
-    by_node: dict[str, dict[str, Any]] = {}
-    for queued, batch_rows in zip(group, rows_of, strict=True):
-        if not batch_rows:
-            continue
-        node_id = queued.batch.node_id
-        row = {
-            "id": node_id,
-            "first_seen": queued.received_at,
-            "last_seen": queued.received_at,
-            "last_sample_ts": max(r["ts"] for r in batch_rows),
-            "last_seq": max(r["seq"] for r in batch_rows),
-        }
-        kept = by_node.get(node_id)
-        if kept is not None:
-            row = {k: min(v, kept[k]) if k == "first_seen" else max(v, kept[k]) for k, v in row.items()}
-        by_node[node_id] = row
-    return [by_node[n] for n in sorted(by_node)]
-
-
-def latest_per_series(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The newest row of each (node, device, pool) series, in key order so concurrent upserts lock rows alike."""
-    latest: dict[tuple[str, int, str], dict[str, Any]] = {}
-    for row in rows:
-        key = (row["node_id"], row["device"], row["pool"])
-        kept = latest.get(key)
-        if kept is None or row["ts"] >= kept["ts"]:
-            latest[key] = row
-    return [{k: v for k, v in latest[key].items() if k != "seq"} for key in sorted(latest)]
-
-
-def late_buckets(rows: list[dict[str, Any]], late_before: float) -> set[float]:
-    """The node's minutes (bucket starts) of ``rows`` older than ``late_before``: those the rollup job has passed."""
-    return {bucket_start(row["ts"]) for row in rows if row["ts"] < late_before}

@@ -29,18 +29,32 @@ class ReportStatements:
         )
 
     def __call__(self, conn: Connection, node_id: str, report: NodeReport, *, received_at: float) -> None:
-        body = report.model_dump(mode="json", exclude_defaults=True)
-        conn.execute(
-            self._upsert_latest, [{"node_id": node_id, "ts": report.ts, "received_at": received_at, "report": body}]
-        )
-        if report.pools:
-            conn.execute(
-                self._insert_replicas,
-                [
-                    {"node_id": node_id, "pool": name, "ts": report.ts, **pool.model_dump(include=_REPLICA_COUNTS)}
-                    for name, pool in sorted(report.pools.items())
-                ],
-            )
+        self.many(conn, [(node_id, report, received_at)])
+
+    def many(self, conn: Connection, reports: list[tuple[str, NodeReport, float]]) -> None:
+        """Store the reports of a group commit's batches, (node, report, received at) each: one executemany per
+        table for them all (two statements per batch were ~4.5 µs of a 100-sample batch's rows)."""
+        newest: dict[str, tuple[NodeReport, float]] = {}
+        for node_id, report, received_at in reports:  # a node twice in a group (a resend): its newer report
+            kept = newest.get(node_id)
+            if kept is None or report.ts > kept[0].ts:
+                newest[node_id] = (report, received_at)
+        latest = [
+            {"node_id": node_id, "ts": report.ts, "received_at": received_at, "report": _body(report)}
+            for node_id, (report, received_at) in sorted(newest.items())
+        ]
+        conn.execute(self._upsert_latest, latest)
+        replicas = [
+            {"node_id": node_id, "pool": name, "ts": report.ts, **pool.model_dump(include=_REPLICA_COUNTS)}
+            for node_id, report, _ in reports
+            for name, pool in sorted(report.pools.items())
+        ]
+        if replicas:
+            conn.execute(self._insert_replicas, replicas)
+
+
+def _body(report: NodeReport) -> dict[str, object]:
+    return report.model_dump(mode="json", exclude_defaults=True)
 
 
 _REPLICA_COUNTS = {"ready", "starting", "draining"}

@@ -12,11 +12,13 @@ import threading
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+from numpy.typing import NDArray
 from sqlalchemy import Connection, select
 
+from collector.batch import SampleBatch
 from collector.tables import NO_POOL, node_reports, series_latest
 from wire.refusals import Refusal, RefusalReason
-from wire.samples import IngestBatch
 
 REFUSED_POOLS_NAMED = 100  # an answer names this many refused pools at most (a batch may invent 20,000)
 
@@ -61,14 +63,14 @@ class PoolsSeen:
 
 
 def within_pool_bound(
-    conn: Connection, batch: IngestBatch, bound: PoolBound, seen: PoolsSeen, in_group: dict[str, set[str]]
-) -> tuple[IngestBatch, Refusal | None]:
+    conn: Connection, batch: SampleBatch, bound: PoolBound, seen: PoolsSeen, in_group: dict[str, set[str]]
+) -> tuple[SampleBatch, Refusal | None]:
     """``batch`` without the samples and report entries of the pools past ``bound``, and what was refused (None: the
     batch as it came). The pools of samples and report count alike: a report may name a pool none of whose replicas
     has sent a sample yet (all starting). ``in_group``: the pools the node's batches admitted earlier in the same
     commit named (not in the database yet), updated with this one's."""
     in_report = list(batch.report.pools) if batch.report is not None else []
-    named = [s.pool for s in batch.samples if s.pool is not None] + in_report
+    named = batch.pools_named() + in_report
     earlier = in_group.setdefault(batch.node_id, set())
     if not named or seen.covers(batch.node_id, named):
         earlier.update(named)
@@ -85,20 +87,25 @@ def within_pool_bound(
     return _without(batch, refused), _refusal(batch, refused, bound.max_pools)
 
 
-def _without(batch: IngestBatch, pools: set[str]) -> IngestBatch:
+def _without(batch: SampleBatch, pools: set[str]) -> SampleBatch:
     report = batch.report
     if report is not None:
         report = report.model_copy(update={"pools": {n: p for n, p in report.pools.items() if n not in pools}})
-    samples = [s for s in batch.samples if s.pool not in pools]
-    return batch.model_copy(update={"samples": samples, "report": report})
+    return batch.take(~_in_pools(batch, pools)).with_report(report)
 
 
-def _refusal(batch: IngestBatch, pools: set[str], max_pools: int) -> Refusal:
+def _in_pools(batch: SampleBatch, pools: set[str]) -> NDArray[np.bool_]:
+    """Which of the batch's samples name one of ``pools``."""
+    refused = np.array([name in pools for name in batch.pools] + [False], dtype=bool)
+    return refused[batch.pool]  # no pool (-1) picks the trailing False
+
+
+def _refusal(batch: SampleBatch, pools: set[str], max_pools: int) -> Refusal:
     names = sorted(pools)
     shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
     return Refusal(
         reason=RefusalReason.TOO_MANY_POOLS,
-        samples=sum(1 for s in batch.samples if s.pool in pools),
+        samples=int(_in_pools(batch, pools).sum()),
         detail=f"this node reports more pools than ingest_max_pools_per_node ({max_pools}): {shown} not stored",
         pools=names[:REFUSED_POOLS_NAMED],
     )

@@ -115,10 +115,17 @@ def latest_from_row(row: Row[Any]) -> LatestSeries:
 
 
 def read_latest(
-    conn: Connection, node_ids: Sequence[str] | None = None, *, pools_only: bool = False
+    conn: Connection,
+    node_ids: Sequence[str] | None = None,
+    *,
+    pools_only: bool = False,
+    written_since: float | None = None,
 ) -> list[LatestSeries]:
-    """The latest value of every series (of ``node_ids``; only pool series with ``pools_only``)."""
+    """The latest value of every series (of ``node_ids``; only pool series with ``pools_only``; only those written
+    since ``written_since`` by the server's clock)."""
     query = select(series_latest).order_by(series_latest.c.node_id, series_latest.c.device, series_latest.c.pool)
+    if written_since is not None:
+        query = query.where(series_latest.c.updated_at >= written_since)
     if node_ids is not None:
         query = query.where(series_latest.c.node_id.in_(node_ids))
     if pools_only:

@@ -32,6 +32,7 @@ from collector.tables import (
     job_state,
     rollup_backlog,
     rollup_column,
+    rollup_pending,
     rollups_1m,
     samples,
 )
@@ -155,6 +156,7 @@ class RollupJob:
         chunk_seconds: float = ROLLUP_BUCKET_SECONDS,
         backlog_batch: int = 100,
         skipped: SkippedRows | None = None,
+        settle_seconds: float | None = None,
     ) -> None:
         if chunk_seconds < ROLLUP_BUCKET_SECONDS or chunk_seconds % ROLLUP_BUCKET_SECONDS:
             raise ValueError(f"chunk_seconds must be a whole number of minutes, got {chunk_seconds}")
@@ -165,6 +167,9 @@ class RollupJob:
         self._chunk_seconds = chunk_seconds
         self._backlog_batch = backlog_batch
         self._skipped = skipped if skipped is not None else SkippedRows(Job.ROLLUPS)
+        # With the write path's minute aggregates (collector.minute_rollups): how long after a minute starts every
+        # live process has flushed it; None: there are none, and this job rolls the raw samples of every minute.
+        self._settle_seconds = settle_seconds
         upsert = insert_for(engine, rollups_1m)
         values = [c.name for c in rollups_1m.columns if c.name not in ROLLUP_KEY]
         self._upsert = upsert.on_conflict_do_update(
@@ -181,13 +186,67 @@ class RollupJob:
     def run(self, now: float) -> RollupReport:
         """Roll every closed minute not yet rolled (plus the lookback) and the backlog; never the open minute."""
         end = bucket_start(now)  # now 1000.5 → 960.0: the minute [960, 1020) is still open
+        if self._settle_seconds is not None:
+            return self._logged(self._after_write_path(now, end))
         previous = self._read_watermark()
         start = self._range_start(previous)
         written, watermark = 0, previous
         if start is not None and start < end:
             written, watermark = self._roll_range(start, end, previous)
         processed, backlog_written = self._roll_backlog(end)
-        report = RollupReport(written + backlog_written, processed, watermark)
+        return self._logged(RollupReport(written + backlog_written, processed, watermark))
+
+    def _after_write_path(self, now: float, end: float) -> RollupReport:
+        """The processes roll their minutes as they write them; this run only reads raw samples for what they could
+        not: minutes a dead process held (still pending ``settle_seconds`` + a minute on), the backlog's late
+        (node, minute) pairs once every live process has flushed that minute, and, on a first run, the history.
+        The watermark moves to the oldest minute still held, or the open one."""
+        assert self._settle_seconds is not None
+        settled = bucket_start(now - self._settle_seconds)
+        repaired = self._repair(settled - ROLLUP_BUCKET_SECONDS)
+        previous = self._read_watermark()
+        held = self._oldest_pending()
+        target = end if held is None else min(end, held)
+        written = 0
+        if previous is None:
+            start = self._range_start(None)
+            if start is not None and start < target:
+                written, _ = self._roll_range(start, target, None)
+        watermark = target if previous is None else max(previous, target)
+        if watermark != previous:
+            with self._engine.begin() as conn:
+                self._write_watermark(conn, watermark)
+        processed, backlog_written = self._roll_backlog(settled)
+        return RollupReport(written + repaired + backlog_written, processed, watermark)
+
+    def _oldest_pending(self) -> float | None:
+        with self._engine.connect() as conn:
+            oldest = conn.scalar(select(func.min(rollup_pending.c.bucket)))
+        return None if oldest is None else float(oldest)
+
+    def _repair(self, stale_before: float) -> int:
+        """Roll again from the raw samples each minute a process marked and never flushed (it died), replacing what
+        the live ones flushed of it; its pending rows go in the same transaction."""
+        with self._engine.connect() as conn:
+            stale = [
+                float(b)
+                for b in conn.scalars(
+                    select(rollup_pending.c.bucket).where(rollup_pending.c.bucket < stale_before).distinct()
+                )
+            ]
+        written = 0
+        for bucket in sorted(stale):
+            log.warning("rollups: minute %.0f was held by a process that never flushed it; rolling it again", bucket)
+            with self._engine.begin() as conn:
+                conn.execute(delete(rollup_pending).where(rollup_pending.c.bucket == bucket))
+                where = and_(samples.c.ts >= bucket, samples.c.ts < bucket + ROLLUP_BUCKET_SECONDS)
+                rows = rollup_rows(read_raw(conn, where), self._skipped)
+                if rows:
+                    conn.execute(self._upsert, rows)
+            written += len(rows)
+        return written
+
+    def _logged(self, report: RollupReport) -> RollupReport:
         if report.buckets_written or report.backlog_processed:
             log.info(
                 "rollups: wrote %d buckets, re-rolled %d backlog entries, watermark %s",

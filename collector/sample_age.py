@@ -8,15 +8,14 @@ sample's.
 
 from __future__ import annotations
 
+from collector.batch import SampleBatch
 from wire.refusals import Refusal, RefusalReason
-from wire.samples import IngestBatch
 
 
-def without_old_samples(batch: IngestBatch, *, now: float, max_age_s: float) -> tuple[IngestBatch, Refusal | None]:
+def without_old_samples(batch: SampleBatch, *, now: float, max_age_s: float) -> tuple[SampleBatch, Refusal | None]:
     """``batch`` without its samples whose ``ts`` is before ``now - max_age_s``, and what was refused (None: none)."""
-    oldest = now - max_age_s
-    kept = [sample for sample in batch.samples if sample.ts >= oldest]
-    refused = len(batch.samples) - len(kept)
+    kept = batch.ts >= now - max_age_s
+    refused = len(batch) - int(kept.sum())
     if not refused:
         return batch, None
     refusal = Refusal(
@@ -24,4 +23,4 @@ def without_old_samples(batch: IngestBatch, *, now: float, max_age_s: float) -> 
         samples=refused,
         detail=f"{refused} samples older than ingest_max_sample_age_seconds ({max_age_s:.0f} s) not stored",
     )
-    return batch.model_copy(update={"samples": kept}), refusal
+    return batch.take(kept), refusal

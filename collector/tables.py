@@ -123,6 +123,8 @@ series_latest = Table(
     Column("ts", Double, nullable=False),
     *_metric_columns(),
     Column("extra", JSON, nullable=True),
+    # the server's clock when the row was last written: the alert evaluator reads only what changed since its last tick
+    Column("updated_at", Double, nullable=True),
 )
 
 rollups_1m = Table(
@@ -157,6 +159,16 @@ rollup_backlog = Table(
     "rollup_backlog",
     metadata,
     Column("node_id", String(128), primary_key=True),
+    Column("bucket", Double, primary_key=True),
+)
+
+# The minutes whose rollup aggregates a server process holds and has not flushed yet (collector.minute_rollups), by
+# the process (its holder name): a minute still here long after it closed was held by a process that died, and the
+# rollup job rolls it again from the raw samples.
+rollup_pending = Table(
+    "rollup_pending",
+    metadata,
+    Column("holder", String(128), primary_key=True),
     Column("bucket", Double, primary_key=True),
 )
 

@@ -31,8 +31,10 @@ from autoscaler.controller import Controller, ControllerSettings
 from collector.partitions import PARTITION_INTERVAL_SECONDS, PartitionJob
 from collector.remote.retention import StagingRetention
 from collector.retention import RetentionJob
+from collector.rollup_flush import RollupFlush
 from collector.rollups import RollupJob
 from collector.skipped_rows import Job, SkippedRows, skipped_rows_counter
+from collector.tables import ROLLUP_BUCKET_SECONDS
 from fleet.lease import Lease
 from fleet.view import FleetReader
 from fleetpilot.settings import ServerSettings
@@ -45,6 +47,7 @@ log = logging.getLogger(__name__)
 
 REMOTE_STAGING_INTERVAL_SECONDS = 60.0  # remote write's staged points past the window go every minute
 DESIRED_REFRESH_SECONDS = 1.0  # a part published on another server reaches this one's ingest answers within 1 s
+ROLLUP_FLUSH_SECONDS = 5.0  # each process's closed minutes go to rollups_1m within this of their flush delay
 
 
 @dataclass
@@ -65,10 +68,13 @@ class Jobs:
 
 def start_jobs(services: AppServices, settings: ServerSettings) -> Jobs:
     skipped = skipped_rows_counter(services.registry)
+    held = services.minute_rollups
     rollups = RollupJob(
         services.engine,
         lookback_seconds=settings.rollup_lookback_seconds,
         skipped=SkippedRows(Job.ROLLUPS, skipped),
+        # a minute's late rows come in up to the lookback after it starts; a flush follows within two flush periods
+        settle_seconds=None if held is None else settings.rollup_lookback_seconds + 2 * ROLLUP_FLUSH_SECONDS + 30,
     )
     retention = RetentionJob(
         services.engine,
@@ -98,6 +104,15 @@ def start_jobs(services: AppServices, settings: ServerSettings) -> Jobs:
 
     _every(scheduler, "desired-board", DESIRED_REFRESH_SECONDS, refresh_board)
     once_across_servers("rollups", settings.rollup_interval_seconds, rollups.run)
+    on_stop: list[Callable[[], None]] = []
+    if held is not None:  # every process flushes the minutes it holds, and all of them when it stops
+        flush = RollupFlush(services.engine, held)
+        _every(scheduler, "rollup-flush", ROLLUP_FLUSH_SECONDS, flush.run)
+
+        def flush_everything() -> None:  # the open minute too: a part flushed now merges with what comes later
+            flush.run(time.time() + 2 * ROLLUP_BUCKET_SECONDS)
+
+        on_stop.append(flush_everything)
     once_across_servers("retention", settings.retention_interval_seconds, retention.run)
     staging = StagingRetention(
         services.engine,
@@ -116,7 +131,7 @@ def start_jobs(services: AppServices, settings: ServerSettings) -> Jobs:
     history = AlertHistoryRetention(services.engine, keep_seconds=settings.alert_history_days * 86400)
     once_across_servers("alert-history", settings.retention_interval_seconds, history.run)
     scheduler.start()
-    return Jobs(scheduler, loops.on_stop() + [job.lease.release for job in once])
+    return Jobs(scheduler, on_stop + loops.on_stop() + [job.lease.release for job in once])
 
 
 @dataclass(frozen=True)

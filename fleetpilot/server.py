@@ -8,8 +8,10 @@ import multiprocessing
 import os
 import re
 import signal
+import socket
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -29,6 +31,7 @@ from autoscaler.scaling_events import EventStore
 from collector.database import make_engine
 from collector.exposition import FleetCollector, FleetSnapshot
 from collector.ingest import SampleWriter
+from collector.minute_rollups import MinuteRollups
 from collector.registry import read_latest
 from collector.remote.mapping import load_mapping
 from collector.remote.receiver import ReceiverLimits, RemoteWriter
@@ -79,6 +82,7 @@ def build_kube_tokens(settings: ServerSettings) -> KubeTokenVerifier | None:
 def build_services(settings: ServerSettings, engine: Engine | None = None) -> AppServices:
     engine = engine or make_engine(settings.database_url)
     registry = CollectorRegistry()
+    minute_rollups = MinuteRollups(f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}")
     board = DesiredBoard(engine)
     actuator = build_actuator(settings, engine, board)
     services = AppServices(
@@ -89,11 +93,11 @@ def build_services(settings: ServerSettings, engine: Engine | None = None) -> Ap
             engine,
             late_after_seconds=settings.rollup_lookback_seconds,
             deadline_seconds=settings.ingest_commit_deadline_seconds,
+            rollups=minute_rollups,
         ),
         remote=RemoteWriter(
             engine,
             load_mapping(settings.remote_write_mapping),
-            late_after_seconds=settings.rollup_lookback_seconds,
             limits=ReceiverLimits(
                 max_series_per_request=settings.remote_write_max_series_per_request,
                 max_future_seconds=settings.ingest_max_future_seconds,
@@ -125,6 +129,7 @@ def build_services(settings: ServerSettings, engine: Engine | None = None) -> Ap
         ),
         desired=board,
         kube_tokens=build_kube_tokens(settings),
+        minute_rollups=minute_rollups,
     )
 
     tenants = TenantsPublisher(services.fleet, board)

@@ -1,9 +1,11 @@
 """Stand-ins for the collector's ingest endpoint, for tests of the pusher.
 
 ``FakeCollector`` is an httpx transport: it keeps what it accepted (by ``seq``), counts duplicates like the real one,
-and can be switched to refuse connections or answer an error status, to play an outage. ``ScriptedCollector`` is a
-real loopback HTTP server answering every push with the bytes it is given, to play a collector (or a proxy in front
-of one) that answers what the real one never would: ``200`` with HTML, ``Retry-After: inf``.
+and can be switched to refuse connections or answer an error status, to play an outage; with ``offers_compact`` it
+offers the compact encoding (``wire.columnar``) in its answers and reads it, as the real one does, and without it
+refuses a compact body 422, as an older collector does. ``ScriptedCollector`` is a real loopback HTTP server
+answering every push with the bytes it is given, to play a collector (or a proxy in front of one) that answers what
+the real one never would: ``200`` with HTML, ``Retry-After: inf``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 import httpx
 
 from inference_agent.http_server import JsonHandler, Server
+from wire import columnar
 
 
 @dataclass
@@ -25,10 +28,12 @@ class FakeCollector:
     down: bool = False
     status: int = 200
     retry_after: str | None = None
+    offers_compact: bool = False
     desired: dict[str, Any] | None = None
     accepted: dict[int, dict[str, Any]] = field(default_factory=dict)
     duplicates: int = 0
     requests: list[dict[str, Any]] = field(default_factory=list)
+    content_types: list[str] = field(default_factory=list)  # each push's, in order
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -41,9 +46,15 @@ class FakeCollector:
         if request.headers.get("authorization") != f"Bearer {self.token}":
             return httpx.Response(401, json=_error("unauthorized", "unknown token"))
         raw = request.content
-        body = json.loads(gzip.decompress(raw) if request.headers.get("content-encoding") == "gzip" else raw)
+        raw = gzip.decompress(raw) if request.headers.get("content-encoding") == "gzip" else raw
+        content_type = request.headers.get("content-type", "")
+        compact = content_type == columnar.MEDIA_TYPE
+        if compact and not self.offers_compact:  # an older collector reads it as JSON, and refuses it
+            return httpx.Response(422, json=_error("unprocessable_content", "body: not JSON"))
+        body = columnar.decode_to_json(raw) if compact else json.loads(raw)
         with self._lock:
             self.requests.append(body)
+            self.content_types.append(content_type)
             if self.status != 200:
                 headers = {"Retry-After": self.retry_after} if self.retry_after else {}
                 return httpx.Response(self.status, json=_error("unavailable", "fake failure"), headers=headers)
@@ -55,7 +66,8 @@ class FakeCollector:
                     self.accepted[sample["seq"]] = sample
                     fresh += 1
         answer = {"accepted": fresh, "duplicates": len(body["samples"]) - fresh, "desired": self.desired}
-        return httpx.Response(200, json=answer)
+        offer = {"Accept-Post": f"application/json, {columnar.MEDIA_TYPE}"} if self.offers_compact else {}
+        return httpx.Response(200, json=answer, headers=offer)
 
 
 def _error(code: str, message: str) -> dict[str, Any]:

@@ -1,6 +1,10 @@
 """The pusher: spooled samples to ``POST /api/v1/ingest``, in order, acknowledged only when the collector committed.
 
-The samples go as the spool holds them (``wire.samples.SampleJson``); keep-alive HTTP and gzip bodies; exponential
+The samples go as the spool holds them (``wire.samples.SampleJson``), as JSON or, once the collector offers it in an
+answer's ``Accept-Post``, in the compact encoding (``wire.columnar``: a third of the agent's CPU per push and of the
+collector's per sample), and as JSON again after an answer without the offer (an older collector behind the same
+address; a compact batch it refused, 422, goes again as JSON before anything is set aside); keep-alive HTTP and gzip
+bodies; exponential
 backoff with full jitter while the collector is away (honouring ``Retry-After``); the round trip of each answered
 push becomes ``network_latency_seconds``. Each body carries the node's ``report`` (``wire.control.NodeReport``)
 taken as it is sent, so a spool replayed after an outage sends old samples with the node's state now, its ``ts``
@@ -19,7 +23,6 @@ has stopped or has not got anything through for ``5 × max_retry_after_s``; the 
 
 from __future__ import annotations
 
-import gzip
 import json
 import logging
 import math
@@ -36,9 +39,11 @@ from pydantic import TypeAdapter, ValidationError
 
 from inference_agent.agent_token import AgentToken
 from inference_agent.probes.base import GpuInfo
+from inference_agent.push_body import offers_compact, push_body
 from inference_agent.rejected_batches import RejectedBatches
 from inference_agent.spool import Spool, SpoolBatch
 from inference_agent.telemetry import AgentTelemetry
+from wire import columnar
 from wire.control import DesiredState, NodeReport
 from wire.refusals import Refusal
 
@@ -183,7 +188,7 @@ class Pusher:
         self._telemetry = telemetry
         self._node_id = node_id
         self._token = token
-        self._headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+        self._compact = False  # the collector offered the compact encoding in its last answer
         self._inventory = inventory
         self._on_desired = on_desired
         self._report = report
@@ -229,25 +234,36 @@ class Pusher:
         batch = self._spool.read(self._max_batch)
         if batch is None:
             return PushResult(PushOutcome.NOTHING)
-        body: dict[str, Any] = {"node_id": self._node_id, "samples": batch.samples}
-        if self._inventory is not None:
-            body["inventory"] = self._inventory
         report = self._report_now()
-        if report is not None:
-            body["report"] = report.model_dump(mode="json", exclude_none=True)
-        payload = gzip.compress(json.dumps(body, separators=(",", ":")).encode(), compresslevel=5)
+        content_type, payload = self._body(
+            batch, None if report is None else report.model_dump(mode="json", exclude_none=True)
+        )
         started = time.perf_counter()
         try:
-            headers = {**self._headers, "Authorization": f"Bearer {self._token.current()}"}
+            headers = {
+                "Content-Type": content_type,
+                "Content-Encoding": "gzip",
+                "Authorization": f"Bearer {self._token.current()}",
+            }
             answer = self._client.post("/api/v1/ingest", content=payload, headers=headers)
         except httpx.HTTPError as exc:
             log.debug("push of %d samples failed: %s", len(batch.samples), exc)
             self._telemetry.pushes.labels("failed").inc()
             return PushResult(PushOutcome.FAILED)
         round_trip = time.perf_counter() - started
+        self._compact = offers_compact(answer)
         self._latency = (self._clock(), round_trip)
         self._telemetry.push_latency.observe(round_trip)
+        if answer.status_code == 422 and content_type == columnar.MEDIA_TYPE:
+            # an older collector behind the same address read it as JSON; the batch goes again as JSON, refused
+            # there with the collector's reason if it is bad
+            log.info("collector refused a compact batch (422); sending it as JSON")
+            self._compact = False
+            return PushResult(PushOutcome.FAILED)
         return self._handle(answer, batch)
+
+    def _body(self, batch: SpoolBatch, report: dict[str, Any] | None) -> tuple[str, bytes]:
+        return push_body(self._node_id, batch.samples, report=report, inventory=self._inventory, compact=self._compact)
 
     def _report_now(self) -> NodeReport | None:
         """The node's report as of now; one that cannot be built is logged (once until it can) and left out, so the

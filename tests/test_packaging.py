@@ -18,6 +18,7 @@ SERVER_ONLY = (
     "statsmodels",
     "sklearn",
     "kubernetes",
+    "msgspec",  # ingest's JSON decoder; the agent builds its compact batches with the standard library
 )
 
 

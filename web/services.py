@@ -15,6 +15,7 @@ from autoscaler.actuators.base import Actuator
 from autoscaler.controller import AutoscalerTelemetry
 from autoscaler.scaling_events import EventStore
 from collector.ingest import SampleWriter
+from collector.minute_rollups import MinuteRollups
 from collector.remote.receiver import RemoteWriter
 from collector.telemetry import IngestTelemetry, RemoteTelemetry
 from fleet.desired.board import DesiredBoard
@@ -60,6 +61,9 @@ class AppServices:
     clock: Callable[[], float] = field(default=time.time)
     # Agents' projected ServiceAccount tokens (kubernetes_agent_auth), verified by TokenReview; None: off
     kube_tokens: KubeTokenVerifier | None = None
+    # This process's minute aggregates, which the writer feeds and a job of its own flushes (collector.minute_rollups);
+    # None: the rollup job rolls the raw samples
+    minute_rollups: MinuteRollups | None = None
     # What /metrics answers: ``registry`` itself, or with --workers every worker's metrics summed (the composition
     # root decides; fleetpilot.server.exposition_registry)
     exposition: CollectorRegistry | None = None

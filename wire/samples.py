@@ -119,7 +119,7 @@ def parse_batch(
     is built here from its pool samples' extras (:func:`node_report`), so nothing past this reads those extras.
     CPU-bound (a 20,000-sample body takes about a second): the web layer runs it off the event loop.
     """
-    _refuse_too_many_samples(body, max_samples)
+    refuse_too_many_samples(body, max_samples)
     try:
         batch = IngestBatch.model_validate_json(body)
     except ValidationError as exc:
@@ -129,9 +129,7 @@ def parse_batch(
         batch.report = node_report(batch)
         if batch.report is not None:
             problems = list(
-                _report_problems(
-                    batch.report, now=now, max_future_seconds=max_future_seconds, max_replicas=max_replicas
-                )
+                report_problems(batch.report, now=now, max_future_seconds=max_future_seconds, max_replicas=max_replicas)
             )
     if problems:
         raise InvalidBatch(problems)
@@ -155,7 +153,7 @@ def node_report(batch: IngestBatch) -> NodeReport | None:
             newest[sample.pool] = (index, sample)
     if not newest:
         return None
-    pools = {pool: _legacy_pool(index, sample.extra) for pool, (index, sample) in newest.items()}
+    pools = {pool: legacy_pool_report(index, sample.extra) for pool, (index, sample) in newest.items()}
     return NodeReport(ts=max(sample.ts for _, sample in newest.values()), pools=pools)
 
 
@@ -168,7 +166,7 @@ _LEGACY_NAMES = {
 }
 
 
-def _legacy_pool(index: int, extra: dict[str, JsonValue]) -> PoolReport:
+def legacy_pool_report(index: int, extra: dict[str, JsonValue]) -> PoolReport:
     """A pool's entry from its sample's extras: a series without ``replicas_ready`` is one ready replica."""
     fields = {field: extra[name] for field, name in _LEGACY_NAMES.items() if name in extra}
     try:
@@ -183,18 +181,14 @@ def _legacy_pool(index: int, extra: dict[str, JsonValue]) -> PoolReport:
         raise InvalidBatch(problems) from None
 
 
-def _report_problems(
+def report_problems(
     report: NodeReport, *, now: float, max_future_seconds: float, max_replicas: int
 ) -> Iterator[FieldProblem]:
     """What the server sizes by a report, against its settings: each pool's ready + starting + draining and the
     node's total at most ``max_replicas`` (ready 200 + starting 100 is over 256), and a ``ts`` no further ahead than
     the samples' (a report from 2100 would win over every later one: the newest report is the node's state)."""
     if report.ts > now + max_future_seconds:
-        yield FieldProblem(
-            None,
-            "report.ts",
-            f"{report.ts:.3f} is {report.ts - now:.0f} s in the future (limit {max_future_seconds:.0f} s)",
-        )
+        yield future_ts_problem(None, "report.ts", report.ts, now=now, max_future_seconds=max_future_seconds)
     over = False
     for name, pool in report.pools.items():
         held = pool.ready + pool.starting + pool.draining
@@ -214,7 +208,7 @@ def _report_problems(
         )
 
 
-def _refuse_too_many_samples(body: bytes, max_samples: int) -> None:
+def refuse_too_many_samples(body: bytes, max_samples: int) -> None:
     """Refuse a body of more than ``max_samples`` samples before building any of them.
 
     Every sample is a JSON object, so it brings at least one ``{`` that no string can hide: a body with at most
@@ -238,19 +232,14 @@ def _sample_problems(
     latest_allowed = now + max_future_seconds
     for index, sample in enumerate(batch.samples):
         if sample.extra:
-            yield from (FieldProblem(index, f"extra{path}", why) for path, why in _unstorable_numbers(sample.extra))
-            yield from _extra_bound_problems(index, sample.extra, max_replicas)
+            yield from extra_problems(index, sample.extra, max_replicas)
         if sample.ts > latest_allowed:
-            yield FieldProblem(
-                index,
-                "ts",
-                f"{sample.ts:.3f} is {sample.ts - now:.0f} s in the future (limit {max_future_seconds:.0f} s)",
-            )
+            yield future_ts_problem(index, "ts", sample.ts, now=now, max_future_seconds=max_future_seconds)
         # Only the metrics a sample may not carry are looked at: a device sample pays nothing for GPU metrics.
         if sample.device is None:
-            yield from _misplaced(index, sample, _GPU_METRICS, "a GPU metric needs the sample's device")
+            yield from _misplaced(index, sample, GPU_METRICS, GPU_METRIC_NEEDS_DEVICE)
         if sample.pool is None:
-            yield from _misplaced(index, sample, _POOL_METRICS, "a pool metric needs the sample's pool")
+            yield from _misplaced(index, sample, POOL_METRICS, POOL_METRIC_NEEDS_POOL)
 
 
 def _misplaced(index: int, sample: WireSample, names: tuple[str, ...], message: str) -> Iterator[FieldProblem]:
@@ -260,8 +249,23 @@ def _misplaced(index: int, sample: WireSample, names: tuple[str, ...], message: 
             yield FieldProblem(index, f"metrics.{name}", message)
 
 
-_GPU_METRICS = tuple(m.name for m in METRICS if m.scope is Scope.GPU)
-_POOL_METRICS = tuple(m.name for m in METRICS if m.scope is Scope.POOL_REPLICA)
+GPU_METRICS = tuple(m.name for m in METRICS if m.scope is Scope.GPU)
+POOL_METRICS = tuple(m.name for m in METRICS if m.scope is Scope.POOL_REPLICA)
+GPU_METRIC_NEEDS_DEVICE = "a GPU metric needs the sample's device"
+POOL_METRIC_NEEDS_POOL = "a pool metric needs the sample's pool"
+
+
+def future_ts_problem(
+    sample: int | None, field: str, ts: float, *, now: float, max_future_seconds: float
+) -> FieldProblem:
+    """A ``ts`` too far ahead of the collector's clock, said alike for a sample and a report."""
+    return FieldProblem(sample, field, f"{ts:.3f} is {ts - now:.0f} s in the future (limit {max_future_seconds:.0f} s)")
+
+
+def extra_problems(index: int, extra: dict[str, JsonValue], max_replicas: int) -> Iterator[FieldProblem]:
+    """What is wrong with sample ``index``'s ``extra``: numbers no float64 holds, and the legacy extras' bounds."""
+    yield from (FieldProblem(index, f"extra{path}", why) for path, why in _unstorable_numbers(extra))
+    yield from _extra_bound_problems(index, extra, max_replicas)
 
 
 def _extra_bound_problems(index: int, extra: dict[str, JsonValue], max_replicas: int) -> Iterator[FieldProblem]:

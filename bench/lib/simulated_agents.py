@@ -3,7 +3,8 @@
 Each node samples every 500 ms like the real agent and pushes ``batch_ticks`` ticks per request: per tick one
 sample per GPU (the five GPU metrics), one node sample (the two node metrics) and one pool sample (the five pool
 metrics) of the node's pool (``POOL`` unless the plan names another). Bodies are built as ``inference_agent.pusher``
-builds them: compact JSON, gzip level 5, the node's report on every push and the inventory on every push until
+builds them (``inference_agent.pusher.push_body``: the compact encoding once the server offered it, unless the plan
+says JSON; else JSON, gzip level 5), the node's report on every push and the inventory on every push until
 one is acknowledged. Load is closed-loop: ``concurrency`` workers, each owning a disjoint set of nodes, send one push
 at a time over a keep-alive ``httpx.AsyncClient`` until the time is up; a node never has two pushes in flight, so
 its ``seq`` reaches the server in order, as from a real agent. The generator runs in its own process
@@ -13,7 +14,6 @@ its ``seq`` reaches the server in order, as from a real agent. The generator run
 from __future__ import annotations
 
 import asyncio
-import gzip
 import importlib.util
 import json
 import multiprocessing
@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 
 from fleetpilot.launch import ServerProcess
+from inference_agent.push_body import offers_compact, push_body
 
 POOL = "llama-8b"
 TICK_SECONDS = 0.5
@@ -67,6 +68,7 @@ class SimulatedNode:
         self.pool = pool
         self.seq = 0
         self.registered = False
+        self.offered = False  # the server's last answer offered the compact encoding
         self._rng = random.Random(seed)
         self._load = [self._rng.uniform(0.3, 0.9) for _ in range(gpus)]
 
@@ -148,6 +150,7 @@ class LoadPlan:
     warmup_s: float
     duration_s: float
     gzip: bool = True
+    compact: bool = True  # send the compact encoding once offered, as the agent does
     request_timeout_s: float = 10.0
     seed: int = 1
     pools: dict[str, str] = field(default_factory=dict)
@@ -176,11 +179,16 @@ class _Window:
 
 
 async def _push(client: httpx.AsyncClient, node: SimulatedNode, plan: LoadPlan, result: LoadResult, w: _Window) -> None:
-    body = json.dumps(node.batch(plan.shape, time.time()), separators=(",", ":")).encode()
+    batch = node.batch(plan.shape, time.time())
     headers = {"authorization": f"Bearer {plan.tokens[node.node_id]}", "content-type": "application/json"}
     if plan.gzip:
-        body = gzip.compress(body, compresslevel=5)
-        headers["content-encoding"] = "gzip"
+        compact = plan.compact and node.offered
+        content_type, body = push_body(
+            node.node_id, batch["samples"], report=batch["report"], inventory=batch.get("inventory"), compact=compact
+        )
+        headers.update({"content-type": content_type, "content-encoding": "gzip"})
+    else:
+        body = json.dumps(batch, separators=(",", ":")).encode()
     started = time.perf_counter()
     try:
         response = await client.post("/api/v1/ingest", content=body, headers=headers)
@@ -193,7 +201,7 @@ async def _push(client: httpx.AsyncClient, node: SimulatedNode, plan: LoadPlan, 
     if answer is None:
         result.errors[str(response.status_code)] += 1
         return
-    node.registered = True
+    node.registered, node.offered = True, offers_compact(response)
     result.accepted_total += answer["accepted"]
     result.duplicates_total += answer["duplicates"]
     result.desired_total += answer.get("desired") is not None

@@ -4,24 +4,25 @@ rollup backlog for minutes the rollup job has passed."""
 
 from __future__ import annotations
 
+import time
 from statistics import median
 from typing import Any
 
 from sqlalchemy import Connection, delete, func, tuple_
 
 from collector.database import insert_for
-from collector.ingest import backlog_upsert, late_buckets, later_of, latest_per_series, latest_upsert
+from collector.ingest import backlog_upsert, later_of, latest_upsert
 from collector.remote.mapping import SeriesMapping
 from collector.remote.series import SourceKind
 from collector.remote.staging import StagedSeries
+from collector.rollups import bucket_start
 from collector.tables import devices, nodes, samples
 
 
 class DerivedSamples:
-    def __init__(self, dialect: str, mapping: SeriesMapping, *, late_after_seconds: float) -> None:
+    def __init__(self, dialect: str, mapping: SeriesMapping) -> None:
         self._dialect = dialect
         self._mapping = mapping
-        self._late_after_seconds = late_after_seconds
 
     def store(
         self,
@@ -42,7 +43,7 @@ class DerivedSamples:
             self._latest(conn, written)
             self._nodes(conn, written, received_at=received_at, kind=kind, token_id=token_id)
             self._devices(conn, staged, memory, received_at)
-            self._backlog(conn, written, received_at)
+            self._backlog(conn, written)
 
     def _samples(self, conn: Connection, rows: list[tuple[dict[str, Any], bool]]) -> None:
         """Each row replaces its earlier derivation; a row with no metric (a first scrape of counters) only removes."""
@@ -55,7 +56,8 @@ class DerivedSamples:
             conn.execute(insert_for(self._dialect, samples), written)
 
     def _latest(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
-        conn.execute(latest_upsert(self._dialect), latest_per_series(rows))
+        written = time.time()
+        conn.execute(latest_upsert(self._dialect), [row | {"updated_at": written} for row in latest_per_series(rows)])
 
     def _nodes(
         self, conn: Connection, rows: list[dict[str, Any]], *, received_at: float, kind: SourceKind, token_id: str
@@ -116,12 +118,13 @@ class DerivedSamples:
             ],
         )
 
-    def _backlog(self, conn: Connection, rows: list[dict[str, Any]], received_at: float) -> None:
-        late: set[tuple[str, float]] = set()
-        for node, node_rows in _by_node(rows).items():
-            late |= {(node, b) for b in late_buckets(node_rows, received_at - self._late_after_seconds)}
-        if late:
-            conn.execute(backlog_upsert(self._dialect), [{"node_id": n, "bucket": b} for n, b in sorted(late)])
+    def _backlog(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
+        """Every (node, minute) of the rows, for the rollup job to roll from the raw samples: derived samples do not
+        reach the write path's minute aggregates (collector.minute_rollups), and a scrape's minute is rolled once the
+        processes settled it."""
+        touched = {(row["node_id"], bucket_start(row["ts"])) for row in rows}
+        if touched:
+            conn.execute(backlog_upsert(self._dialect), [{"node_id": n, "bucket": b} for n, b in sorted(touched)])
 
 
 def _node_row(node: str, rows: list[dict[str, Any]], received_at: float, kind: SourceKind) -> dict[str, Any]:
@@ -141,3 +144,14 @@ def _by_node(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     for row in rows:
         found.setdefault(row["node_id"], []).append(row)
     return found
+
+
+def latest_per_series(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The newest row of each (node, device, pool) series, in key order so concurrent upserts lock rows alike."""
+    latest: dict[tuple[str, int, str], dict[str, Any]] = {}
+    for row in rows:
+        key = (row["node_id"], row["device"], row["pool"])
+        kept = latest.get(key)
+        if kept is None or row["ts"] >= kept["ts"]:
+            latest[key] = row
+    return [{k: v for k, v in latest[key].items() if k != "seq"} for key in sorted(latest)]

@@ -86,7 +86,6 @@ class RemoteWriter:
         engine: Engine,
         mapping: SeriesMapping,
         *,
-        late_after_seconds: float,
         limits: ReceiverLimits | None = None,
         unmapped: UnmappedFamilies | None = None,
     ) -> None:
@@ -97,7 +96,7 @@ class RemoteWriter:
         self._placements = Placements(mapping, max_label_bytes=self._limits.max_label_bytes)
         self._lock = threading.Lock()
         self._dialect = engine.dialect.name
-        self._out = DerivedSamples(self._dialect, mapping, late_after_seconds=late_after_seconds)
+        self._out = DerivedSamples(self._dialect, mapping)
         self._info: dict[int, SeriesInfo] = {}  # the series this process has met (forgotten past MAX_KNOWN)
         self._confirmed: dict[int, float] = {}  # series id → when this process last knew it stored
         self._per_source: dict[str, int] = {}  # series per source, as last read (then counted here)

@@ -28,6 +28,7 @@ from alerting.target_address import AddressPolicy
 from alerting.webhooks import TargetKind, WebhookStore
 from autoscaler.scaling_events import EventStore, ScalingEvent
 from collector.aggregate import Stat
+from collector.batch import SampleBatch
 from collector.skipped_rows import Job, SkippedRows, skipped_rows_counter
 from collector.tables import NO_POOL, job_state, series_latest
 from fleet.pools import Mode, PoolSpec, PoolStore
@@ -37,7 +38,6 @@ from predictor.store import ForecastPoint, ForecastStore, GoodForecast, SubjectK
 from tests.support.clock import FakeClock
 from tests.support.fleet_reader import fleet_reader
 from web.services import AppServices
-from wire.samples import IngestBatch
 
 SECRET = "a-secret-of-at-least-16"
 SETTINGS = EvaluatorSettings(fresh_seconds=3.0, external_url="http://fleetpilot.test")
@@ -48,7 +48,7 @@ def push(
     services: AppServices, node: str, now: float, *, device: int | None = 0, pool: str | None = None, **metrics: float
 ) -> None:
     sample: dict[str, Any] = {"seq": next(_seq), "ts": now, "device": device, "pool": pool, "metrics": metrics}
-    services.writer.write_batch(IngestBatch.model_validate({"node_id": node, "samples": [sample]}), received_at=now)
+    services.writer.write_batch(SampleBatch.parse({"node_id": node, "samples": [sample]}), received_at=now)
 
 
 def hot_rule(services: AppServices, **fields: Any) -> int:

@@ -14,10 +14,10 @@ from sqlalchemy.exc import OperationalError
 from bench.lib.databases import POSTGRES_ADMIN_URL
 from bench.lib.lost_samples import lost_by_seq
 from bench.soak import SoakConfig, SoakNode, run, slope_per_hour
-from collector.sample_insert import sample_inserter, sample_row
+from collector.tables import NO_DEVICE, NO_POOL, samples
 from inference_agent.probes.replay import load_recording
 from tests.support.availability import unavailable
-from wire.samples import WireSample
+from wire import columnar
 
 STARTED = 1_764_424_800.0
 
@@ -43,8 +43,9 @@ def test_a_body_carries_due_ticks_in_seq_order_and_is_resent_until_acknowledged(
     soak = node(gpus=2)
     first = soak.next_body(STARTED + 1.0, max_ticks=200)
     assert first is not None
-    raw, rows, last_seq = first
+    raw, rows, last_seq, content_type = first
     body = decode(raw)
+    assert content_type == "application/json"
     assert rows == 3 * 4 == len(body["samples"]) and last_seq == 12  # 3 ticks × (2 GPUs + node + pool)
     assert [s["seq"] for s in body["samples"]] == list(range(1, 13))
     assert sorted({s["ts"] for s in body["samples"]}) == [STARTED, STARTED + 0.5, STARTED + 1.0]
@@ -58,6 +59,10 @@ def test_a_body_carries_due_ticks_in_seq_order_and_is_resent_until_acknowledged(
     assert second is not None
     assert decode(second[0])["samples"][0]["seq"] == 13
     assert "inventory" not in decode(second[0])
+    soak.unacknowledged = None
+    compact = soak.next_body(STARTED + 3.0, max_ticks=200, compact=True)  # once the server offered it
+    assert compact is not None and compact[3] == columnar.MEDIA_TYPE
+    assert [s["seq"] for s in columnar.decode_to_json(gzip.decompress(compact[0]))["samples"]] == list(range(21, 29))
 
 
 @pytest.mark.parametrize(
@@ -73,11 +78,9 @@ def test_slope_per_hour(points: list[tuple[float, float]], expected: float | Non
 
 
 def store(engine: Engine, node_id: str, seqs: list[int]) -> None:
-    rows = [
-        sample_row(node_id, WireSample.model_validate({"seq": seq, "ts": STARTED + seq, "metrics": {}})) for seq in seqs
-    ]
+    rows = [{"node_id": node_id, "seq": seq, "ts": STARTED + seq, "device": NO_DEVICE, "pool": NO_POOL} for seq in seqs]
     with engine.begin() as conn:
-        sample_inserter(engine.dialect.name)(conn, rows)
+        conn.execute(samples.insert(), rows)
 
 
 def test_lost_counts_acknowledged_seqs_missing_from_the_database(engine: Engine) -> None:

@@ -4,24 +4,23 @@ refuses, fails alone; the database away fails the whole group, storing nothing."
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from sqlalchemy import Engine, event, func, select
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from collector import ingest
+from collector.batch import SampleBatch
 from collector.database import make_engine
 from collector.errors import Overloaded, StorageUnavailable
+from collector.group_rows import GroupRows
 from collector.ingest import IngestResult, SampleWriter
 from collector.pool_bound import PoolBound
-from collector.sample_insert import postgresql_inserter, sample_row
 from collector.tables import metadata, nodes, samples, series_latest
 from tests.conftest import empty_schema
-from wire.samples import IngestBatch
 
 T0 = 1_764_424_800.0
 
@@ -34,8 +33,8 @@ def engine(tmp_path: Any) -> Iterator[Engine]:
     made.dispose()
 
 
-def batch(node: str, seqs: range, pool: str | None = None) -> IngestBatch:
-    return IngestBatch.model_validate(
+def batch(node: str, seqs: range, pool: str | None = None) -> SampleBatch:
+    return SampleBatch.parse(
         {
             "node_id": node,
             "samples": [
@@ -127,10 +126,10 @@ def test_a_batch_the_database_refuses_fails_alone_and_the_others_are_stored(
     writer = SampleWriter(engine, late_after_seconds=1e9)
     insert = writer._insert_samples
 
-    def refusing(conn: Any, rows: list[dict[str, Any]]) -> set[tuple[str, int]]:
-        if any(r["node_id"] == "bad" for r in rows):
+    def refusing(conn: Any, rows: GroupRows, only: Any) -> Any:
+        if "bad" in rows.node_ids:
             raise IntegrityError("INSERT INTO samples", {}, Exception("CHECK constraint failed"))
-        return insert(conn, rows)
+        return insert(conn, rows, only)
 
     monkeypatch.setattr(writer, "_insert_samples", refusing)
     counted = commits(engine)
@@ -193,39 +192,29 @@ def test_a_batch_that_waited_past_the_deadline_is_not_written(
 
 
 @pytest.mark.postgres
-@pytest.mark.parametrize("way", ["copy", "unnest"])
-def test_postgresql_takes_a_group_by_copy_or_unnest_with_the_same_exact_counts(
-    postgres_url: str, way: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Both of PostgreSQL's paths (COPY through the staging table for big groups, unnest for small ones) skip a
-    resend and count it; a row the database refuses inside a COPY fails its own batch only, as with unnest."""
+def test_postgresql_takes_a_group_by_binary_copy_with_the_same_exact_counts(postgres_url: str) -> None:
+    """The binary COPY through the staging table skips a resend and counts it, within one group and against what is
+    stored; a row the database refuses inside the COPY fails its own batch only."""
     with empty_schema(postgres_url) as postgres_engine:
         writer = SampleWriter(postgres_engine, late_after_seconds=1e9)
-        writer._insert_samples = postgresql_inserter(copy_from_rows=0 if way == "copy" else sys.maxsize)
         assert writer.write_batch(batch("a", range(1, 151)), received_at=T0) == IngestResult(150, 0)
         outcomes = in_one_group(
             writer,
             [
                 lambda: writer.write_batch(batch("a", range(101, 251)), received_at=T0),  # 50 resent, 100 new
                 lambda: writer.write_batch(batch("b", range(1, 121)), received_at=T0),
+                lambda: writer.write_batch(batch("b", range(100, 131)), received_at=T0),  # 21 in the group already
             ],
         )
-        assert outcomes == [IngestResult(100, 50), IngestResult(120, 0)]
-        assert (stored(postgres_engine, "a"), stored(postgres_engine, "b")) == (250, 120)
+        assert outcomes == [IngestResult(100, 50), IngestResult(120, 0), IngestResult(10, 21)]
+        assert (stored(postgres_engine, "a"), stored(postgres_engine, "b")) == (250, 130)
 
-        real_row = sample_row
-
-        def refused_row(node_id: str, sample: Any) -> dict[str, Any]:
-            row = real_row(node_id, sample)
-            return {**row, "gpu_power_watts": "not a number"} if node_id == "bad" else row
-
-        monkeypatch.setattr(ingest, "sample_row", refused_row)
+        too_long = replace(batch("c", range(1, 121)), node_id="n" * 200)  # past varchar(128): only a COPY finds it
         outcomes = in_one_group(
             writer,
             [
-                lambda: writer.write_batch(batch("bad", range(1, 121)), received_at=T0),
+                lambda: writer.write_batch(too_long, received_at=T0),
                 lambda: writer.write_batch(batch("c", range(1, 121)), received_at=T0),
             ],
         )
         assert isinstance(outcomes[0], DBAPIError) and outcomes[1] == IngestResult(120, 0)
-        assert (stored(postgres_engine, "bad"), stored(postgres_engine, "c")) == (0, 120)

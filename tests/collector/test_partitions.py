@@ -14,6 +14,7 @@ import pytest
 from alembic import command
 from sqlalchemy import Connection, Engine, event, insert, inspect, text
 
+from collector.batch import SampleBatch
 from collector.database import make_engine
 from collector.ingest import SampleWriter
 from collector.partitions import (
@@ -30,7 +31,6 @@ from collector.series import SeriesQuery, query_series
 from collector.tables import NO_POOL, metadata, rollups_1m
 from migrations import runner
 from tests.conftest import gpu_sample
-from wire.samples import IngestBatch
 
 T = 1_764_424_800.0  # 2025-11-29 14:00 UTC: a whole hour
 HOUR = 3600.0
@@ -50,7 +50,7 @@ def pg(postgres_url: str) -> Iterator[Engine]:
 
 
 def write(engine: Engine, *samples: dict[str, Any]) -> tuple[int, int]:
-    batch = IngestBatch.model_validate({"node_id": "node-a", "samples": list(samples)})
+    batch = SampleBatch.parse({"node_id": "node-a", "samples": list(samples)})
     result = SampleWriter(engine, late_after_seconds=1e9).write_batch(batch, received_at=T)
     return result.accepted, result.duplicates
 

@@ -7,20 +7,20 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, insert, select
 
+from collector.batch import SampleBatch
 from collector.ingest import SampleWriter
 from collector.node_reports import store_report
 from collector.retention import RetentionJob
 from collector.tables import NO_POOL, node_reports, replica_reports, rollup_backlog, rollups_1m, samples, series_latest
 from tests.conftest import gpu_sample
 from wire.control import NodeReport
-from wire.samples import IngestBatch
 
 T0 = 1_764_424_800.0  # a whole minute
 HOUR = 3600.0
 
 
 def write(engine: Engine, *samples_: dict[str, Any]) -> None:
-    batch = IngestBatch.model_validate({"node_id": "node-a", "samples": list(samples_)})
+    batch = SampleBatch.parse({"node_id": "node-a", "samples": list(samples_)})
     SampleWriter(engine, late_after_seconds=1e9).write_batch(batch, received_at=T0)
 
 

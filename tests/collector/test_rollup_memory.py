@@ -13,8 +13,8 @@ from typing import Any, ClassVar
 from sqlalchemy import Engine, delete, func, select
 
 from collector.rollups import RollupJob, rollup_rows
-from collector.sample_insert import SAMPLE_COLUMNS, sample_inserter
-from collector.tables import NO_DEVICE, NO_POOL, job_state, rollups_1m
+from collector.sample_insert import SAMPLE_COLUMNS
+from collector.tables import NO_DEVICE, NO_POOL, job_state, rollups_1m, samples
 from wire.catalog import METRIC_NAMES
 
 T0 = 1_764_424_800.0  # a whole minute
@@ -103,7 +103,7 @@ def count(engine: Engine, table: Any) -> int:
 def test_a_run_over_ten_minutes_peaks_about_as_high_as_a_run_over_one(engine: Engine) -> None:
     rows = sample_rows(minutes=10)  # 24,000 rows
     with engine.begin() as conn:
-        sample_inserter(engine.dialect.name)(conn, rows)
+        conn.execute(samples.insert(), rows)
     job = RollupJob(engine)
     job.run(now=T0 + 61)  # warm-up: statements compiled and cached, connections pooled
     forget_rollups(engine)

@@ -30,6 +30,7 @@ from inference_agent.pusher import (
 from inference_agent.rejected_batches import RejectedBatches
 from inference_agent.spool import Spool
 from inference_agent.telemetry import AgentTelemetry
+from wire import columnar
 from wire.control import (
     DesiredState,
     NodeReport,
@@ -89,6 +90,46 @@ def test_push_sends_in_order_and_inventory_only_until_registered(tmp_path: Path)
     latency = pusher.network_latency()
     assert latency is not None
     assert latency > 0
+
+
+def test_the_compact_encoding_is_sent_once_offered_and_carries_the_same_batch(tmp_path: Path) -> None:
+    collector = FakeCollector(offers_compact=True)
+    pusher, spool = make_pusher(tmp_path, collector, max_batch=2, report=lambda ts: NodeReport(ts=ts, pools={}))
+    spool.append([sample(1000 + i) for i in range(4)] + [{**sample(1004), "device": None, "pool": "p"}])
+    for _ in range(3):
+        assert pusher.push_once().outcome is PushOutcome.PUSHED
+    assert collector.content_types == ["application/json", columnar.MEDIA_TYPE, columnar.MEDIA_TYPE]
+    assert [[s["seq"] for s in r["samples"]] for r in collector.requests] == [[1, 2], [3, 4], [5]]
+    compact = collector.requests[1]["samples"][0]
+    assert (compact["ts"], compact["device"], compact["metrics"]) == (1002, 0, {"gpu_utilization_ratio": 0.4})
+    assert collector.requests[2]["samples"][0]["pool"] == "p" and "report" in collector.requests[2]
+    assert spool.pending == 0
+
+
+def test_a_compact_batch_an_older_collector_refuses_goes_again_as_json_and_nothing_is_set_aside(
+    tmp_path: Path,
+) -> None:
+    """A new collector offered it; the next push reached an older one behind the same address, which reads the body
+    as JSON and answers 422: the batch is sent again as JSON, not set aside as bad."""
+    collector = FakeCollector(offers_compact=True)
+    pusher, spool = make_pusher(tmp_path, collector, max_batch=1)
+    spool.append([sample(1000), sample(1001)])
+    assert pusher.push_once().outcome is PushOutcome.PUSHED
+    collector.offers_compact = False
+    assert pusher.push_once().outcome is PushOutcome.FAILED
+    assert pusher.push_once().outcome is PushOutcome.PUSHED
+    assert collector.content_types == ["application/json", "application/json"]
+    assert sorted(collector.accepted) == [1, 2] and spool.pending == 0
+    assert not list((tmp_path / "rejected").glob("*"))
+
+
+def test_a_batch_the_compact_encoding_cannot_hold_goes_as_json(tmp_path: Path) -> None:
+    collector = FakeCollector(offers_compact=True)
+    pusher, spool = make_pusher(tmp_path, collector, max_batch=1)
+    spool.append([sample(1000), {**sample(1001), "metrics": {"my_own_metric": 1.0}}])
+    pusher.push_once()
+    pusher.push_once()
+    assert collector.content_types == ["application/json", "application/json"]
 
 
 @pytest.mark.parametrize(("status", "retry_after"), [(503, "7"), (500, None), (401, None), (403, None)])

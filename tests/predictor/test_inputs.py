@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Engine
 
+from collector.batch import SampleBatch
 from collector.ingest import SampleWriter
 from collector.node_reports import store_report
 from predictor.capacity import ReplicaObservation
 from predictor.inputs import CAPACITY_SAMPLE_EVERY, replica_observations
 from tests.conftest import pool_sample
 from wire.control import NodeReport
-from wire.samples import IngestBatch
 
 T0 = 1_764_424_800.0
 
@@ -30,7 +30,7 @@ def samples(engine: Engine, node: str, *at: tuple[float, float]) -> None:
         }
         for i, (ts, rate) in enumerate(at)
     ]
-    batch = IngestBatch.model_validate({"node_id": node, "samples": rows})
+    batch = SampleBatch.parse({"node_id": node, "samples": rows})
     SampleWriter(engine, late_after_seconds=1e9).write_batch(batch, received_at=T0)
 
 

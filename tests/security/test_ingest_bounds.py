@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
 
 import web.routes.ingest
-import wire.samples
+from collector.batch import SampleBatch
 from collector.ingest import SampleWriter
 from collector.pool_bound import PoolBound
 from collector.tables import devices, node_reports, replica_reports, samples
@@ -23,7 +23,6 @@ from tests.conftest import gpu_sample, pool_sample
 from tests.support.clock import FakeClock
 from web.app import create_app
 from web.services import AppServices
-from wire.samples import IngestBatch
 
 Auth = Callable[..., dict[str, str]]
 
@@ -186,13 +185,13 @@ def test_finding_6_too_many_samples_are_refused_before_any_is_built_and_parsing_
     """Samples past the limit are not even looked at: 101 empty objects are refused for their number (the code of
     today, 422 on ``samples``), not for 101 × 3 missing fields that only building them finds."""
     services.settings.ingest_max_samples = 100
-    parse, where = wire.samples.parse_batch, []
+    decode, where = web.routes.ingest._decode, []
 
-    def parse_and_note(*args: Any, **kwargs: Any) -> Any:
+    def decode_and_note(*args: Any, **kwargs: Any) -> Any:
         where.append(on_the_event_loop())
-        return parse(*args, **kwargs)
+        return decode(*args, **kwargs)
 
-    monkeypatch.setattr(web.routes.ingest, "parse_batch", parse_and_note)
+    monkeypatch.setattr(web.routes.ingest, "_decode", decode_and_note)
     body = json.dumps({"node_id": "node-a", "samples": [{}] * 101})
     with TestClient(create_app(services)) as client:
         answer = client.post("/api/v1/ingest", content=body, headers=auth("agent", "node-a"))
@@ -255,8 +254,8 @@ def test_finding_11_the_bound_holds_across_servers_that_remember_what_they_saw(
     bound = PoolBound(2, lambda: [])
     first, second = (SampleWriter(engine, late_after_seconds=600) for _ in range(2))
 
-    def batch(seq: int, *pools: str) -> IngestBatch:
-        return IngestBatch.model_validate(
+    def batch(seq: int, *pools: str) -> SampleBatch:
+        return SampleBatch.parse(
             {"node_id": "node-a", "samples": [pool_sample(seq + i, clock(), pool=p) for i, p in enumerate(pools)]}
         )
 

@@ -49,9 +49,7 @@ def count(engine: Engine, table: object) -> int:
 
 def limited(services: AppServices, engine: Engine, **limits: int) -> None:
     """The receiver with some of its limits lowered (a test's fleet is small)."""
-    services.remote = RemoteWriter(
-        engine, load_mapping(), late_after_seconds=120.0, limits=replace(services.remote.limits, **limits)
-    )
+    services.remote = RemoteWriter(engine, load_mapping(), limits=replace(services.remote.limits, **limits))
 
 
 def one_label_series(n: int) -> bytes:

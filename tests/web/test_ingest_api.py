@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import math
 import re
 import threading
 import time
@@ -25,6 +26,7 @@ from tests.support.clock import FakeClock
 from web.app import create_app
 from web.ingest_gate import IngestAdmission, LoopLag
 from web.tokens import TokenStore
+from wire import columnar
 
 Auth = Callable[..., dict[str, str]]
 
@@ -376,3 +378,104 @@ def test_a_token_lookup_that_needs_the_database_runs_off_the_event_loop(
         answer = client.post("/api/v1/ingest", json=batch(gpu_sample(seq, clock())), headers=headers)
         assert answer.status_code == 200, answer.text
     assert on_loop[0] is False  # the first, a cache miss, in a worker thread
+
+
+def _compact(*samples_: dict[str, Any], node_id: str = "node-a") -> bytes:
+    """The samples in the compact encoding; "NaN" and "Infinity" as the floats a careless agent would send."""
+    floats = {"NaN": math.nan, "Infinity": math.inf}
+
+    def careless(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: careless(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [careless(v) for v in value]
+        return floats.get(value, value) if isinstance(value, str) else value
+
+    return columnar.encode_columns(node_id, [careless(s) for s in samples_])
+
+
+def _encodable(bad: dict[str, Any]) -> bool:
+    try:
+        _compact(bad)
+    except (columnar.NotEncodable, KeyError):
+        return False
+    return True
+
+
+COMPACT_BAD = [case for case in BAD_SAMPLES if isinstance(case[1], dict) and _encodable(case[1])]
+
+
+def test_the_compact_encoding_holds_every_bad_value_a_number_can_carry() -> None:
+    """What it cannot hold (names outside the catalog, strings, a missing seq) goes as JSON from the agent."""
+    assert {case for case, _, _ in BAD_SAMPLES} - {case for case, _, _ in COMPACT_BAD} == {
+        "unknown metric",
+        "seq missing",
+        "seq a string",
+        "ts a string",
+        "metric a string",
+    }
+
+
+@pytest.mark.parametrize(("case", "bad", "field"), COMPACT_BAD, ids=[c[0] for c in COMPACT_BAD])
+def test_a_bad_compact_sample_is_refused_naming_index_and_field_and_nothing_is_stored(
+    client: TestClient, auth: Auth, engine: Engine, clock: FakeClock, case: str, bad: dict[str, Any], field: str
+) -> None:
+    headers = {**auth("agent", "node-a"), "Content-Type": columnar.MEDIA_TYPE}
+    answer = client.post("/api/v1/ingest", content=_compact(gpu_sample(1, clock()), bad), headers=headers)
+    assert answer.status_code == 422, answer.text
+    problem = answer.json()["error"]["errors"][0]
+    if case in ("bad pool name", "NaN inside extra"):  # pool names and extras travel in the header
+        assert problem["field"] == "header" and ("pools[0]" in problem["message"] or "malformed" in problem["message"])
+    else:
+        assert (problem["sample"], problem["field"]) == (1, field)
+    assert stored(engine) == []
+
+
+def test_every_answer_offers_the_compact_encoding_and_a_compact_batch_is_stored_as_its_json_would_be(
+    client: TestClient, auth: Auth, engine: Engine, clock: FakeClock
+) -> None:
+    first = client.post("/api/v1/ingest", json=batch(gpu_sample(1, clock())), headers=auth("agent", "node-a"))
+    assert columnar.MEDIA_TYPE in first.headers["accept-post"]
+    samples_ = [gpu_sample(2, clock()), _with(pool_sample(3, clock()), extra={"pod": "ns/p"}), gpu_sample(1, clock())]
+    headers = {**auth("agent", "node-a"), "Content-Type": columnar.MEDIA_TYPE, "Content-Encoding": "gzip"}
+    answer = client.post("/api/v1/ingest", content=gzip.compress(_compact(*samples_)), headers=headers)
+    assert answer.status_code == 200, answer.text
+    assert (answer.json()["accepted"], answer.json()["duplicates"]) == (2, 1)
+    with engine.connect() as conn:
+        rows = {r.seq: r for r in conn.execute(select(samples).where(samples.c.node_id == "node-a"))}
+    assert sorted(rows) == [1, 2, 3]
+    assert rows[3].pool == pool_sample(3, clock())["pool"] and rows[3].extra == {"pod": "ns/p"}
+    for name, value in samples_[0]["metrics"].items():
+        assert getattr(rows[2], name) == value
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (b"FPC", "body"),
+        (b"FPC1" + (10**6).to_bytes(4, "little"), "header"),
+        (b"FPC1" + (2).to_bytes(4, "little") + b"{}", "header"),
+        (columnar.encode_columns("node-a", [])[:-1] + b'"', "header"),
+    ],
+    ids=["too short", "header past the end", "header without node_id", "header not JSON"],
+)
+def test_a_malformed_compact_body_is_refused_naming_what_is_wrong(
+    client: TestClient, auth: Auth, body: bytes, field: str
+) -> None:
+    headers = {**auth("agent", "node-a"), "Content-Type": columnar.MEDIA_TYPE}
+    answer = client.post("/api/v1/ingest", content=body, headers=headers)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["errors"][0]["field"] == field
+
+
+def test_compact_columns_are_counted_against_the_header_before_they_are_read(
+    client: TestClient, auth: Auth, services: Any, clock: FakeClock
+) -> None:
+    body = _compact(gpu_sample(1, clock()), gpu_sample(2, clock()))
+    headers = {**auth("agent", "node-a"), "Content-Type": columnar.MEDIA_TYPE}
+    short = client.post("/api/v1/ingest", content=body[:-8], headers=headers)
+    assert short.status_code == 422 and short.json()["error"]["field"] == "body"
+    assert "need" in short.json()["error"]["message"]
+    services.settings.ingest_max_samples = 1
+    many = client.post("/api/v1/ingest", content=body, headers=headers)
+    assert many.status_code == 422 and "more than the limit of 1" in many.json()["error"]["message"]

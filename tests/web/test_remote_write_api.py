@@ -165,7 +165,7 @@ def test_a_source_past_its_series_limit_drops_new_series(writer: Writer, service
         "sources:\n- {name: dcgm, node: [Hostname], device: gpu, max_series: 2,"
         " metrics: {gpu_temperature_celsius: {gauge: DCGM_FI_DEV_GPU_TEMP}}}"
     )
-    services.remote = RemoteWriter(engine, mapping, late_after_seconds=120.0)
+    services.remote = RemoteWriter(engine, mapping)
     limited = services.remote_telemetry.points.labels("remote_write", "series_limit")
     writer([(named("DCGM_FI_DEV_GPU_TEMP", **(GPU | {"gpu": str(i)})), [(T0, 60.0)]) for i in range(3)])
     assert limited._value.get() == 1

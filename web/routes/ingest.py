@@ -10,6 +10,9 @@ from fastapi import APIRouter, HTTPException, Request, Response, status
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
+from collector.batch import SampleBatch
+from collector.batch_decode import decode_columns, decode_json
+from collector.batch_rules import checked
 from collector.errors import BatchTooLarge, Overloaded, StorageUnavailable
 from collector.pool_bound import PoolBound
 from collector.sample_age import without_old_samples
@@ -20,12 +23,14 @@ from web.errors import ERROR_RESPONSES, ApiError, error_responses
 from web.ingest_gate import Shed
 from web.services import AppServices
 from web.tokens import Role, TokenInfo
+from wire import columnar
 from wire.control import DesiredState
 from wire.errors import InvalidBatch
 from wire.refusals import Refusal
-from wire.samples import parse_batch
 
 router = APIRouter(tags=["ingest"], responses=ERROR_RESPONSES)
+# Every answer offers the compact encoding: an agent that reads it sends its next batches so (wire.columnar).
+ACCEPT_POST = f"application/json, {columnar.MEDIA_TYPE}"
 # An overloaded server asks for a pause spread over a few seconds: the nodes refused in one second come back over
 # several, with fuller spools (bigger batches cost less per sample); the agent waits at least this, or its backoff.
 OVERLOADED_RETRY_AFTER_SECONDS = (2, 6)
@@ -53,7 +58,7 @@ class _Stored:
     body: bytes  # the whole answer, IngestAnswer as JSON
 
     def response(self) -> Response:
-        return Response(content=self.body, media_type="application/json")
+        return Response(content=self.body, media_type="application/json", headers={"Accept-Post": ACCEPT_POST})
 
 
 def _reject_reason(code: int) -> RejectReason:
@@ -84,7 +89,8 @@ async def ingest(request: Request, services: ServicesDep) -> Response:
         except Shed as exc:
             raise overloaded(str(exc)) from None
         body = await read_body(request, max_bytes=services.settings.ingest_max_body_bytes)
-        answer = await run_in_threadpool(_store, services, token, body, entered_at)
+        compact = _is_compact(request.headers.get("content-type", ""))
+        answer = await run_in_threadpool(_store, services, token, body, compact, entered_at)
     except Overloaded as exc:
         code = status.HTTP_503_SERVICE_UNAVAILABLE
         telemetry.rejected.labels(RejectReason.OVERLOADED.value).inc()
@@ -126,19 +132,32 @@ def overloaded(why: str) -> ApiError:
     )
 
 
-def _store(services: AppServices, token: TokenInfo, body: bytes, entered_at: float) -> _Stored:
-    """Parse, check, commit and answer, in one worker thread. Parsing is CPU-bound (~1 s for 20,000 samples: on the
-    event loop four 8 MB batches held /healthz 7 s); one hop rather than one per step, each of which cost the ingest
-    bench about 5 % of its rate. The desired state is the board's cached JSON for the node (no database read, no
-    computation: the control loops computed it when they decided)."""
+def _is_compact(content_type: str) -> bool:
+    """The compact encoding by its media type; anything else is read as JSON (curl's default form type too)."""
+    return content_type.split(";", 1)[0].strip().lower() == columnar.MEDIA_TYPE
+
+
+def _decode(services: AppServices, body: bytes, compact: bool) -> SampleBatch:
+    """The body's batch, decoded and checked against every rule of the wire format (``InvalidBatch``: 422)."""
     settings = services.settings
-    batch = parse_batch(
-        body,
-        now=services.clock(),
-        max_samples=settings.ingest_max_samples,
-        max_future_seconds=settings.ingest_max_future_seconds,
-        max_replicas=settings.node_max_replicas,
-    )
+    now = services.clock()
+    ahead, replicas = settings.ingest_max_future_seconds, settings.node_max_replicas
+    if compact:
+        batch = decode_columns(body, max_samples=settings.ingest_max_samples)
+    else:
+        batch = decode_json(
+            body, max_samples=settings.ingest_max_samples, now=now, max_future_seconds=ahead, max_replicas=replicas
+        )
+    return checked(batch, now=now, max_future_seconds=ahead, max_replicas=replicas)
+
+
+def _store(services: AppServices, token: TokenInfo, body: bytes, compact: bool, entered_at: float) -> _Stored:
+    """Decode, check, commit and answer, in one worker thread. Decoding is CPU-bound (on the event loop four 8 MB
+    batches held /healthz 7 s); one hop rather than one per step, each of which cost the ingest bench about 5 % of
+    its rate. The desired state is the board's cached JSON for the node (no database read, no computation: the
+    control loops computed it when they decided)."""
+    settings = services.settings
+    batch = _decode(services, body, compact)
     if batch.node_id != token.node_id:
         raise ApiError(
             status.HTTP_403_FORBIDDEN, f"node_id {batch.node_id!r} is not this token's node ({token.node_id!r})"
