@@ -21,6 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from predictor.backtest import inside
 from predictor.base import History
 
 WARNING_PROBABILITY = 0.5
@@ -81,7 +82,7 @@ def score_forecast(
         scored += 1
         abs_error += abs(value - yhat)
         naive_error += abs(value - held)
-        covered += lo <= value <= hi
+        covered += bool(inside(lo, hi, value))
         peak = max(peak, value)
     if not scored:
         return None

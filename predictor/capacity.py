@@ -4,8 +4,8 @@ Each observation pairs the demand served per ready replica with the pool's p99 l
 rate and cut into bins of equal count, they show where latency breaks: a bin breaks the SLO when more than 10 % of
 its latencies exceed it (its p90 is over). The capacity is the top rate of the last bin below the first broken one
 ("measured": a true knee). When no bin breaks, the replica was never pushed to its knee, and the 95th percentile of
-the rates seen within the SLO is only a lower bound ("lower_bound"). Too little evidence gives ``None``, never a
-made-up number.
+the rates seen within the SLO is only a lower bound ("lower_bound"). Too little evidence gives :class:`NoCapacity`
+saying why, never a made-up number.
 
 What a pool is sized by is one rule (:func:`replica_capacity`): the configured ``replica_capacity``, else the learned
 one, else nothing. The forecast loop stores it with each pool forecast (:class:`PoolCapacity`, inside the forecast's
@@ -64,8 +64,8 @@ class LearnedCapacity:
 
 def learn_capacity(
     observations: Sequence[ReplicaObservation], slo_p99_seconds: float, *, min_observations: int = 30
-) -> LearnedCapacity | None:
-    """The rate one replica sustains within ``slo_p99_seconds``; ``None`` without enough evidence.
+) -> LearnedCapacity | NoCapacity:
+    """The rate one replica sustains within ``slo_p99_seconds``; :class:`NoCapacity` without enough evidence.
 
     Too little evidence is fewer than ``min_observations`` moments with rate > 0 and a latency, or an SLO broken
     already in the lowest-rate bin (no rate was seen to be sustainable).
@@ -79,7 +79,10 @@ def learn_capacity(
         raise ValueError(f"min_observations must be at least 1, got {min_observations}")
     usable = [(o.rate, o.latency_p99) for o in observations if o.rate > 0 and o.latency_p99 is not None]
     if len(usable) < min_observations:
-        return None
+        return NoCapacity(
+            f"only {len(usable)} moments of the pool's replicas serving requests with a p99 latency measured, "
+            f"{min_observations} needed: let it serve traffic a while, or set replica_capacity"
+        )
     pairs = np.array(usable, dtype=np.float64)
     pairs = pairs[np.argsort(pairs[:, 0], kind="stable")]
     rates, over = pairs[:, 0], pairs[:, 1] > slo_p99_seconds
@@ -91,9 +94,19 @@ def learn_capacity(
         lower_bound = float(np.quantile(rates[~over], LOWER_BOUND_QUANTILE))
         return LearnedCapacity(lower_bound, "lower_bound", len(rates), violations)
     if broken[0] == 0:
-        return None
+        return NoCapacity(
+            f"its p99 latency was over the {slo_p99_seconds:g} s SLO already at the lowest rates seen: no rate was "
+            "sustainable within it; raise slo.latency_p99_seconds or set replica_capacity"
+        )
     knee = float(rates[bins[broken[0] - 1][-1]])
     return LearnedCapacity(knee, "measured", len(rates), violations)
+
+
+@dataclass(frozen=True)
+class NoCapacity:
+    """Why no capacity could be learned, in words an operator can act on."""
+
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -128,6 +141,7 @@ class PoolCapacity:
 
     replicas: int
     per_replica: ReplicaCapacity | None
+    missing: str | None = None  # why per_replica is None (NoCapacity's reason)
 
     @property
     def total(self) -> float | None:
@@ -142,6 +156,7 @@ class PoolCapacity:
             "replicas": self.replicas,
             "per_replica_capacity": None if per is None else per.per_replica,
             "capacity_source": None if per is None else per.source,
+            "capacity_missing": self.missing if per is None else None,
         }
 
     @classmethod
@@ -152,5 +167,6 @@ class PoolCapacity:
             return None
         value, source = saturation.get("per_replica_capacity"), saturation.get("capacity_source")
         if not isinstance(value, int | float) or source not in get_args(ReplicaCapacitySource):
-            return cls(replicas, None)
+            missing = saturation.get("capacity_missing")
+            return cls(replicas, None, missing if isinstance(missing, str) else None)
         return cls(replicas, ReplicaCapacity(float(value), cast(ReplicaCapacitySource, source)))

@@ -38,7 +38,7 @@ from predictor.auto_choice import OTHER_SUBJECTS_MODEL, AutoChooser, Choice, Dec
 from predictor.backends.auto import CANDIDATES, PRIOR
 from predictor.backtest import horizon_steps
 from predictor.base import Forecast, ForecastError, History, NotEnoughHistory, non_negative
-from predictor.capacity import PoolCapacity, ReplicaCapacity, learn_capacity, replica_capacity
+from predictor.capacity import NoCapacity, PoolCapacity, ReplicaCapacity, learn_capacity, replica_capacity
 from predictor.cycle import DEFAULT_MODEL, forecast_cycle
 from predictor.saturation import saturation
 from predictor.store import ForecastPoint, ForecastStore, GoodForecast, Key, SubjectKind
@@ -83,7 +83,7 @@ class CycleReport:
 
 @dataclass
 class _CapacityCache:
-    learned: dict[str, tuple[float, ReplicaCapacity | None]] = field(default_factory=dict)  # pool → (at, result)
+    learned: dict[str, tuple[float, ReplicaCapacity | NoCapacity]] = field(default_factory=dict)  # pool → (at, it)
 
 
 def _key_name(key: Key) -> str:
@@ -235,20 +235,25 @@ class ForecastJob:
         spec = pool.spec if pool is not None else PoolSpec()
         metric = spec.demand_metric.value
         history = inputs.pool_demand(conn, name, metric, window)
-        per_replica = replica_capacity(spec.replica_capacity, lambda: self._learned(conn, name, spec, now))
-        capacity = PoolCapacity(replicas.get(name, 0), per_replica)
+        learned = self._learned(conn, name, spec, now) if spec.replica_capacity is None else None
+        per_replica = replica_capacity(
+            spec.replica_capacity, lambda: learned if isinstance(learned, ReplicaCapacity) else None
+        )
+        missing = learned.reason if isinstance(learned, NoCapacity) else None
+        capacity = PoolCapacity(replicas.get(name, 0), per_replica, missing)
         decision = decision_point(spec.slo_attainment, spec.startup_seconds, history.step_seconds)
         return (SubjectKind.POOL, name, metric), Subject(history, capacity.total, pool=capacity, decision=decision)
 
-    def _learned(self, conn: Any, name: str, spec: PoolSpec, now: float) -> ReplicaCapacity | None:
-        """The per-replica capacity learned from the pool's raw samples (cached), or None: not measured."""
+    def _learned(self, conn: Any, name: str, spec: PoolSpec, now: float) -> ReplicaCapacity | NoCapacity:
+        """The per-replica capacity learned from the pool's raw samples (cached), or why there is none."""
         cached = self._capacity.learned.get(name)
         if cached is None or now - cached[0] >= self.settings.capacity_refresh_seconds:
             observations = inputs.replica_observations(
                 conn, name, spec.demand_metric.value, start=now - self.settings.capacity_window_seconds, end=now
             )
             learned = learn_capacity(observations, spec.slo_p99_seconds)
-            cached = (now, None if learned is None else ReplicaCapacity(learned.per_replica, learned.source))
+            found = learned if isinstance(learned, NoCapacity) else ReplicaCapacity(learned.per_replica, learned.source)
+            cached = (now, found)
             self._capacity.learned[name] = cached
         return cached[1]
 

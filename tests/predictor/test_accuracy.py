@@ -136,3 +136,16 @@ def test_the_stored_scores_equal_a_replay_of_the_loops_own_forecasts(engine: Eng
     assert day.points == expected.points
     assert day.mase == pytest.approx(expected.mase) and day.coverage90 == pytest.approx(expected.coverage90)
     assert day.mase is not None and 0 < day.mase < 1.5 and stored.accuracy["7d"].points == day.points
+
+
+def test_a_flat_series_forecast_to_a_rounding_is_covered() -> None:
+    from predictor.backtest import coverage
+
+    flat = History(np.full(40, 5.0), 60.0, start_ts=0.0)
+    ts = float(flat.start_ts + 20 * 60)
+    points = [(ts + 60 * k, 5.000000000000001, 5.000000000000001, 5.000000000000001) for k in range(1, 4)]
+    scored = score_forecast(ts, points, flat, capacity=None, probability=None)
+    assert scored is not None and scored.covered == 3  # was 0: exact comparisons missed 5.0 against 5.000000000000001
+    band = np.full(3, 5.000000000000001)
+    assert coverage(band, band, np.full(3, 5.0)) == 1.0
+    assert coverage(band, band, np.full(3, 5.1)) == 0.0  # a real miss stays a miss

@@ -10,6 +10,7 @@ import pytest
 
 from predictor.capacity import (
     LearnedCapacity,
+    NoCapacity,
     PoolCapacity,
     ReplicaCapacity,
     ReplicaObservation,
@@ -70,14 +71,15 @@ def test_never_broken_is_a_lower_bound_from_the_rates_seen() -> None:
     ],
 )
 def test_too_little_evidence_gives_none(moments: list[ReplicaObservation], why: str) -> None:
-    assert learn_capacity(moments, SLO) is None, why
+    assert isinstance(learn_capacity(moments, SLO), NoCapacity), why
 
 
 def test_min_observations_is_the_threshold() -> None:
     moments = knee_replica(10, 30.0)
 
-    assert learn_capacity(moments, SLO) is None
-    assert learn_capacity(moments, SLO, min_observations=10) is not None
+    missing = learn_capacity(moments, SLO)
+    assert isinstance(missing, NoCapacity) and "30 needed" in missing.reason
+    assert isinstance(learn_capacity(moments, SLO, min_observations=10), LearnedCapacity)
 
 
 def test_unusable_moments_are_not_counted() -> None:
@@ -172,11 +174,17 @@ def test_configured_capacity_else_the_learned_one(
 @pytest.mark.parametrize(
     ("pool", "stored"),
     [
-        (PoolCapacity(2, LEARNED), {"replicas": 2, "per_replica_capacity": 38.5, "capacity_source": "measured"}),
-        (PoolCapacity(0, None), {"replicas": 0, "per_replica_capacity": None, "capacity_source": None}),
+        (
+            PoolCapacity(2, LEARNED),
+            {"replicas": 2, "per_replica_capacity": 38.5, "capacity_source": "measured", "capacity_missing": None},
+        ),
+        (
+            PoolCapacity(0, None, "only 3 moments"),
+            {"replicas": 0, "per_replica_capacity": None, "capacity_source": None, "capacity_missing": "only 3 moments"},
+        ),
     ],
 )
-def test_pool_capacity_is_stored_under_its_three_keys_and_read_back(pool: PoolCapacity, stored: dict[str, Any]) -> None:
+def test_pool_capacity_is_stored_under_its_keys_and_read_back(pool: PoolCapacity, stored: dict[str, Any]) -> None:
     assert pool.as_json() == stored and list(pool.as_json()) == list(stored)
     assert PoolCapacity.from_json({"probability": None, **stored}) == pool
 

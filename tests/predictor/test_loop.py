@@ -239,3 +239,14 @@ def test_a_subject_failing_for_too_little_history_before_its_first_forecast_is_w
     job(engine, cycle=short).run(clock())
     stored = ForecastStore(engine).get(SubjectKind.POOL, "chat")
     assert stored is not None and stored.stale and stored.short_history and not stored.warming_up  # failing now
+
+
+def test_a_pool_whose_capacity_cannot_be_learned_says_why(engine: Engine, clock: FakeClock) -> None:
+    PoolStore(engine).create("chat", PoolSpec(), now=clock())  # no replica_capacity, and no raw samples to learn from
+    seed(engine, clock, lambda i: 40.0)
+    job(engine).run(clock())
+    stored = ForecastStore(engine).get(SubjectKind.POOL, "chat")
+    assert stored is not None and stored.good is not None and stored.good.saturation is not None
+    assert stored.good.saturation["per_replica_capacity"] is None
+    assert "only 0 moments" in stored.good.saturation["capacity_missing"]
+    assert stored.good.pool_capacity is not None and "30 needed" in (stored.good.pool_capacity.missing or "")

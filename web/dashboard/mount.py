@@ -8,7 +8,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from web.dashboard.deps import CsrfRefused, LoginRequired, PageNotFound, RoleTooLow, get_state
-from web.dashboard.pages import alerts, assets, fleet, health, login, nodes, pools, settings, tenants
+from web.dashboard.pages import adopt, alerts, assets, fleet, health, login, nodes, pools, settings, tenants
 from web.dashboard.security import secure
 from web.dashboard.state import build_state
 from web.services import AppServices
@@ -16,7 +16,7 @@ from web.services import AppServices
 
 def mount_dashboard(app: FastAPI, services: AppServices) -> None:
     app.state.dashboard = build_state(services.settings, services.engine)
-    for module in (login, fleet, nodes, pools, tenants, alerts, health, settings, assets):
+    for module in (login, fleet, nodes, pools, adopt, tenants, alerts, health, settings, assets):
         app.include_router(module.router, include_in_schema=False)
 
     @app.exception_handler(LoginRequired)

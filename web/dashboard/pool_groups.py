@@ -78,6 +78,16 @@ class UnconfiguredPool:
     name: str
     reported_by: str
     model: str | None
+    ready: int = 0  # replicas the up nodes report ready
+    p99_seconds: float | None = None  # the worst replica p99 they report (None: not measured)
+
+    @property
+    def suggested_slo_seconds(self) -> float:
+        """A latency SLO to adopt it with: 1.5 × the worst p99 seen now, at least 1 s, to 2 significant digits
+        (3.2 s seen → 4.8 s), so a capacity can be learned from what it serves today; the admin edits it later."""
+        if self.p99_seconds is None:
+            return 1.0
+        return max(1.0, float(f"{1.5 * self.p99_seconds:.2g}"))
 
 
 def unconfigured_pools(
@@ -88,14 +98,19 @@ def unconfigured_pools(
     for p in on_nodes:
         if p.pool not in configured:
             found.setdefault(p.pool, []).append(p)
-    return [
-        UnconfiguredPool(
-            name,
-            reporters(sources.get(p.node_id, "agent") for p in on),
-            next((p.model for p in on if p.model), None),
+    out = []
+    for name, on in sorted(found.items()):
+        p99s = [p.metrics[P99] for p in on if P99 in p.metrics]
+        out.append(
+            UnconfiguredPool(
+                name,
+                reporters(sources.get(p.node_id, "agent") for p in on),
+                next((p.model for p in on if p.model), None),
+                sum(p.ready for p in on),
+                max(p99s) if p99s else None,
+            )
         )
-        for name, on in sorted(found.items())
-    ]
+    return out
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ class SaturationOut(BaseModel):
     eta_seconds: float | None
     capacity: float | None
     capacity_source: str | None = None
+    capacity_missing: str | None = Field(None, description="why a pool has no per-replica capacity yet, in words")
     replicas: int | None = None
     per_replica_capacity: float | None = None
 

@@ -3,6 +3,7 @@ the band is from; auto's choice and the quantile the policy sizes for are named.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from fastapi.testclient import TestClient
@@ -62,3 +63,26 @@ def test_the_page_names_autos_choice_and_the_quantile_it_sizes_for(
     assert "auto follows the smoothing" in page and "0.3 for the smoothing" in page
     assert "demand carried 98 % of the time" in page
     assert "98.0% quantile (what the policy sizes for)" in page  # the chart's line
+
+
+def test_a_pool_without_capacity_says_why_the_autoscaler_holds_it(
+    browser: Browser, services: AppServices, clock: FakeClock
+) -> None:
+    services.pools.create("vision", PoolSpec(), now=clock())
+    now = clock()
+    points = [ForecastPoint(now + 60 * k, 10.0, 8.0, 13.0) for k in range(1, 16)]
+    why = "only 4 moments of the pool's replicas serving requests with a p99 latency measured, 30 needed"
+    saturation = {"probability": None, "eta_seconds": None, "capacity": None, "replicas": 2}
+    saturation |= {"per_replica_capacity": None, "capacity_source": None, "capacity_missing": why}
+    services.forecasts.save(
+        [
+            GoodForecast(
+                SubjectKind.POOL, "vision", METRIC, now, "auto[prior]", now, 60.0, 900.0, now - 3600, now + 60,
+                points, saturation,
+            )
+        ]
+    )
+    page = browser("viewer").get("/pools/vision").text
+    assert 'id="capacity-missing"' in page and "30 needed" in page
+    # no capacity, no risk to judge: the card says it does not know, not that saturation is not expected
+    assert re.search(r"Saturates in</span><b>—</b>", page)

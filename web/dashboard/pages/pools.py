@@ -48,7 +48,12 @@ FORECAST_AHEAD_SECONDS = 900.0  # the charts' window runs on past now by the for
 LIVE_INTERVAL_SECONDS = 1.0  # a live pool page's update: its demand is in 1 s buckets
 TAIL_SECONDS = 30.0  # each update redraws its charts' last 30 s (a bucket still filling, a late report)
 MIN_REPLICA_STEP_SECONDS = 5.0
-DONE = {"scaled": "Manual scale recorded: the controller applies it at its next decision.", "mode": "Mode changed."}
+DONE = {
+    "scaled": "Manual scale recorded: the controller applies it at its next decision.",
+    "mode": "Mode changed.",
+    "adopted": "Adopted in dry run: the autoscaler decides and records what it would do here, and applies nothing "
+    "until the pool is switched to act.",
+}
 
 
 def _desired(services: AppServices, pool: Pool, start: float, now: float) -> list[Point]:
@@ -151,6 +156,12 @@ def _distrusted(forecast: StoredForecast | None) -> str | None:
     return distrusted(day) if day is not None else None
 
 
+def _capacity_missing(forecast: StoredForecast | None) -> str | None:
+    """Why the forecast loop learned no per-replica capacity for the pool (None: it has one, or it has not tried)."""
+    pool_capacity = forecast.good.pool_capacity if forecast is not None and forecast.good is not None else None
+    return None if pool_capacity is None else pool_capacity.missing
+
+
 def per_replica_capacity(pool: Pool, forecast: StoredForecast | None) -> float | None:
     """The configured capacity, else the one the forecast loop learned; None when neither is known."""
     capacity = replica_capacity(pool.spec.replica_capacity, lambda: forecast.learned_capacity if forecast else None)
@@ -187,6 +198,7 @@ def _pool_page(
         forecast=forecast,
         saturation=(forecast.good.saturation or {}) if forecast is not None and forecast.good is not None else {},
         capacity=per_replica_capacity(pool, forecast),
+        capacity_missing=_capacity_missing(forecast),
         # a window with no scored forecast yet has no figures to show: the page says "not scored yet" instead
         accuracy=[w for w in (forecast.accuracy or {}).values() if w.forecasts] if forecast is not None else [],
         distrusted=_distrusted(forecast),
@@ -205,6 +217,19 @@ def _pool_page(
 
 @router.get("/pools", response_class=HTMLResponse)
 def pools(request: Request, user: Viewer, services: ServicesDep) -> HTMLResponse:
+    return pools_page(request, user, services)
+
+
+def pools_page(
+    request: Request,
+    user: DashboardUser,
+    services: AppServices,
+    *,
+    errors: dict[str, str] | None = None,
+    status_code: int = 200,
+) -> HTMLResponse:
+    """The configured pools with their figures, and the pools nodes report that nobody configured (``errors``: a
+    refused adoption, by pool)."""
     now = services.clock()
     view = services.fleet.read(now)
     current = view.ready_replicas()
@@ -226,7 +251,16 @@ def pools(request: Request, user: Viewer, services: ServicesDep) -> HTMLResponse
     with services.engine.connect() as conn:
         sources = node_sources(conn, sorted({p.node_id for p in on_nodes}))
     unconfigured = unconfigured_pools(on_nodes, {p.name for p in configured}, sources)
-    return page(request, "pools.html", user, rows=rows, unconfigured=unconfigured, current=current)
+    return page(
+        request,
+        "pools.html",
+        user,
+        status_code=status_code,
+        rows=rows,
+        unconfigured=unconfigured,
+        current=current,
+        errors=errors or {},
+    )
 
 
 @router.get("/pools/{name}", response_class=HTMLResponse)
