@@ -180,7 +180,12 @@ def test_configured_capacity_else_the_learned_one(
         ),
         (
             PoolCapacity(0, None, "only 3 moments"),
-            {"replicas": 0, "per_replica_capacity": None, "capacity_source": None, "capacity_missing": "only 3 moments"},
+            {
+                "replicas": 0,
+                "per_replica_capacity": None,
+                "capacity_source": None,
+                "capacity_missing": "only 3 moments",
+            },
         ),
     ],
 )

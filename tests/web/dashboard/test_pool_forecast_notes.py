@@ -77,8 +77,18 @@ def test_a_pool_without_capacity_says_why_the_autoscaler_holds_it(
     services.forecasts.save(
         [
             GoodForecast(
-                SubjectKind.POOL, "vision", METRIC, now, "auto[prior]", now, 60.0, 900.0, now - 3600, now + 60,
-                points, saturation,
+                SubjectKind.POOL,
+                "vision",
+                METRIC,
+                now,
+                "auto[prior]",
+                now,
+                60.0,
+                900.0,
+                now - 3600,
+                now + 60,
+                points,
+                saturation,
             )
         ]
     )
