@@ -300,13 +300,24 @@ def window_stats(conn: Connection, start: float, end: float) -> list[WindowStats
 def pool_replica_history(
     conn: Connection, pool: str, start: float, end: float, step: float
 ) -> list[tuple[float, int, int]]:
-    """(bucket start, ready, starting) of ``pool`` over time from the nodes' reports (``replica_reports``), summed
-    over nodes from each node's last report in the bucket; buckets with no report are left out."""
+    """(bucket start, ready, starting) of ``pool`` over time, summed over nodes: a node that reports its replicas
+    (``replica_reports``) counts its last report in the bucket; a node that never did over the range (a Prometheus
+    or OTLP sender: its engine is the replica) counts one ready replica in each bucket its pool series has a
+    rolled-up minute in, as the fleet view counts it now (:func:`pools_on_nodes`). Buckets with neither are left
+    out."""
     c = replica_reports.c
     stmt = select(c.node_id, c.ts, c.ready, c.starting).where(c.pool == pool, c.ts >= start, c.ts <= end).order_by(c.ts)
     last: dict[tuple[float, str], tuple[int, int]] = {}
     for node_id, ts, ready, starting in conn.execute(stmt):
         last[(math.floor(ts / step) * step, node_id)] = (ready, starting)
+    reporting = {node for _bucket, node in last}
+    r = rollups_1m.c
+    served = select(r.bucket, r.node_id).where(
+        r.pool == pool, r.device == NO_DEVICE, r.bucket >= start, r.bucket <= end
+    ).distinct()
+    for bucket, node_id in conn.execute(served):
+        if node_id not in reporting:
+            last[(math.floor(bucket / step) * step, node_id)] = (1, 0)
     totals: dict[float, tuple[int, int]] = defaultdict(lambda: (0, 0))
     for (bucket, _node), (ready, starting) in last.items():
         total = totals[bucket]

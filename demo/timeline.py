@@ -68,7 +68,7 @@ def timeline_lines(
     return [
         f"What the next minutes show (from the 'Load:' line on; the day repeats every {clock(day.lap_s)}):",
         f"  0:00  chat has {hours:g} h of history, the trace's hours before the day as 1-minute rollups ending now",
-        f"        ({seeded_text}): /pools/chat shows its forecast and band from the first forecast",
+        f"        ({seeded_text}): /pools/chat?range=6h shows them, its forecast and band from the first forecast",
         f"  0:00  the day starts at 16:00 of the trace, one trace hour every {3600 / day.time_scale:g} s "
         f"(time scale {day.time_scale:g}x);",
         "        vision starts with a replica on each node, more than acme's classifications need: down to its minimum",

@@ -12,9 +12,11 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import insert
 
+from autoscaler.scaling_events import EventStore, ScalingEvent
 from collector.series import series_samples
 from collector.tables import rollups_1m
 from fleet.pools import PoolSpec, Provisioning
+from fleet.scaling_log import Outcome
 from predictor.store import ForecastPoint, ForecastStore, GoodForecast, SubjectKind
 from tests.support.clock import FakeClock
 from tests.support.rollups import rollup_row
@@ -212,3 +214,30 @@ def test_a_pools_minutes_before_its_samples_come_from_rollups_and_its_band_stops
     assert history["y"][0] == [2.0, 2.0, 2.0, 3.0]  # three minutes of means, then the raw sample
     band = next(t for t in demand["tables"] if t["keys"][0] == "hi")
     assert min(v for column in band["y"] for v in column if v is not None) == 0.0  # never below no demand
+
+
+def test_the_desired_line_starts_when_the_pool_was_created_and_a_remote_write_pool_has_a_ready_line(
+    browser: Browser, services: AppServices, clock: FakeClock
+) -> None:
+    """Issue 39: the desired line was drawn back to before the pool existed, and a pool whose replicas are external
+    engines (remote write: no node reports) had no ready line."""
+    client = browser("viewer")
+    with services.engine.begin() as conn:  # an engine seen only through its series: 3 rolled-up minutes on gpu-7
+        minutes = [(clock() // 60 - k) * 60 for k in (4, 3, 2)]
+        rows = [rollup_row("gpu-7", -1, "chat", t, request_rate_per_second=2.0) for t in minutes]
+        conn.execute(insert(rollups_1m), rows)
+    clock.advance(60)
+    created = clock()
+    services.pools.create("chat", PoolSpec(min_replicas=1, max_replicas=6), now=created)
+    clock.advance(60)
+    event = ScalingEvent("chat", clock(), 1, 2, "reactive", "up", {}, Outcome.DRY_RUN, "local", None)
+    EventStore(services.engine).add(event)
+    services.pools.set_desired("chat", 2)
+    clock.advance(60)
+    replicas = _chart_data(client.get("/pools/chat?range=1h").text)["charts"][0]
+    desired = next(t for t in replicas["tables"] if t["keys"] == ["desired"])
+    first = desired["origin"] + min(desired["x"]) / 1000.0
+    assert first >= created  # nothing before the pool existed (the window opens an hour before)
+    ready = next(t for t in replicas["tables"] if "ready" in t["keys"])
+    values = [v for v in ready["y"][ready["keys"].index("ready")] if v is not None]
+    assert values and max(values) == 1.0  # the engine is one ready replica, as the fleet view counts it

@@ -57,10 +57,12 @@ DONE = {
 
 
 def _desired(services: AppServices, pool: Pool, start: float, now: float) -> list[Point]:
-    """The desired count as a step line over [start, now]: what it was at ``start``, each decision's, and now's."""
+    """The desired count as a step line over [start, now], never before the pool was created (there was no desired
+    count then): what it was at the line's start, each decision's, and now's."""
+    start = max(start, pool.created_at)
     decided = [e for e in services.events.list(pool=pool.name, limit=500) if e.ts >= start]
     decided.reverse()  # oldest first
-    points = [(start, float(decided[0].from_replicas))] if decided else []
+    points = [(start, float(decided[0].from_replicas))] if decided and decided[0].ts > start else []
     points += [(e.ts, float(e.to_replicas)) for e in decided]
     if pool.desired_replicas is not None:
         points.append((now, float(pool.desired_replicas)))
