@@ -49,7 +49,15 @@ from collector.minute_rollups import MinuteRollups
 from collector.node_reports import ReportStatements
 from collector.pool_bound import PoolBound, PoolsSeen, within_pool_bound
 from collector.sample_insert import sample_inserter
-from collector.tables import ROLLUP_BUCKET_SECONDS, devices, nodes, rollup_backlog, rollup_pending, series_latest
+from collector.tables import (
+    AGENT_SOURCE,
+    ROLLUP_BUCKET_SECONDS,
+    devices,
+    nodes,
+    rollup_backlog,
+    rollup_pending,
+    series_latest,
+)
 from wire.catalog import METRIC_NAMES
 from wire.refusals import Refusal
 from wire.samples import WireInventory
@@ -109,7 +117,7 @@ class SampleWriter:
                 "last_sample_ts": later_of(nodes.c.last_sample_ts, node.excluded.last_sample_ts),
                 "last_seq": later_of(nodes.c.last_seq, node.excluded.last_seq),
                 # an agent's batch makes the node the agent's, one a Prometheus reported until now included
-                "source": "agent",
+                "source": AGENT_SOURCE,
                 "resolution_seconds": None,
             },
         )

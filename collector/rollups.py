@@ -27,9 +27,11 @@ from collector.aggregate import Stat, reduce_values
 from collector.database import insert_for
 from collector.skipped_rows import BAD_VALUE_ERRORS, Job, SkippedRows
 from collector.tables import (
+    AGENT_SOURCE,
     ROLLUP_BUCKET_SECONDS,
     ROLLUP_STATS,
     job_state,
+    nodes,
     rollup_backlog,
     rollup_column,
     rollup_pending,
@@ -193,7 +195,7 @@ class RollupJob:
         written, watermark = 0, previous
         if start is not None and start < end:
             written, watermark = self._roll_range(start, end, previous)
-        processed, backlog_written = self._roll_backlog(end)
+        processed, backlog_written = self._roll_backlog(end, end)
         return self._logged(RollupReport(written + backlog_written, processed, watermark))
 
     def _after_write_path(self, now: float, end: float) -> RollupReport:
@@ -216,7 +218,8 @@ class RollupJob:
         if watermark != previous:
             with self._engine.begin() as conn:
                 self._write_watermark(conn, watermark)
-        processed, backlog_written = self._roll_backlog(settled)
+        # a remote-write or OTLP node's minutes reach no process's aggregates: rolled from its samples once closed
+        processed, backlog_written = self._roll_backlog(settled, end)
         return RollupReport(written + repaired + backlog_written, processed, watermark)
 
     def _oldest_pending(self) -> float | None:
@@ -305,22 +308,29 @@ class RollupJob:
     def _write_watermark(self, conn: Connection, watermark: float) -> None:
         conn.execute(self._store_watermark, [{"name": WATERMARK_NAME, "watermark": watermark}])
 
-    def _roll_backlog(self, end: float) -> tuple[int, int]:
-        """Re-roll backlog (node, minute) pairs of closed minutes in batches; (pairs processed, rows written)."""
+    def _roll_backlog(self, end: float, remote_end: float) -> tuple[int, int]:
+        """Re-roll backlog (node, minute) pairs of minutes before ``end`` (before ``remote_end`` for the nodes whose
+        samples come by remote write or OTLP) in batches; (pairs processed, rows written)."""
         processed = written = 0
         while True:
             with self._engine.begin() as conn:
-                pairs = [(str(n), float(b)) for n, b in self._next_backlog(conn, end)]
+                pairs = [(str(n), float(b)) for n, b in self._next_backlog(conn, end, remote_end)]
                 if not pairs:
                     break
                 written += self._reroll_pairs(conn, pairs)
             processed += len(pairs)
         return processed, written
 
-    def _next_backlog(self, conn: Connection, end: float) -> Sequence[Any]:
+    def _next_backlog(self, conn: Connection, end: float, remote_end: float) -> Sequence[Any]:
+        remote = select(nodes.c.id).where(nodes.c.source != AGENT_SOURCE)
         stmt = (
             select(rollup_backlog.c.node_id, rollup_backlog.c.bucket)
-            .where(rollup_backlog.c.bucket < end)
+            .where(
+                or_(
+                    rollup_backlog.c.bucket < end,
+                    and_(rollup_backlog.c.bucket < remote_end, rollup_backlog.c.node_id.in_(remote)),
+                )
+            )
             .order_by(rollup_backlog.c.node_id, rollup_backlog.c.bucket)
             .limit(self._backlog_batch)
         )

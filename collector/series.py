@@ -312,9 +312,11 @@ def pool_replica_history(
         last[(math.floor(ts / step) * step, node_id)] = (ready, starting)
     reporting = {node for _bucket, node in last}
     r = rollups_1m.c
-    served = select(r.bucket, r.node_id).where(
-        r.pool == pool, r.device == NO_DEVICE, r.bucket >= start, r.bucket <= end
-    ).distinct()
+    served = (
+        select(r.bucket, r.node_id)
+        .where(r.pool == pool, r.device == NO_DEVICE, r.bucket >= start, r.bucket <= end)
+        .distinct()
+    )
     for bucket, node_id in conn.execute(served):
         if node_id not in reporting:
             last[(math.floor(bucket / step) * step, node_id)] = (1, 0)

@@ -68,6 +68,8 @@ def rollup_column(metric_name: str, stat: str) -> str:
     return f"{metric_name}_{stat}"
 
 
+AGENT_SOURCE = "agent"  # nodes.source of a node whose own agent reports it
+
 nodes = Table(
     "nodes",
     metadata,
@@ -80,7 +82,7 @@ nodes = Table(
     Column("last_sample_ts", Double, nullable=True),
     Column("last_seq", BigInteger, nullable=True),
     # who reports it: "agent" (its own 500 ms samples), "remote_write" or "otlp" (a team's Prometheus, each scrape)
-    Column("source", String(16), nullable=False, server_default="agent"),
+    Column("source", String(16), nullable=False, server_default=AGENT_SOURCE),
     # seconds between its samples when they come scraped (null for an agent): it is up for 3 of them
     Column("resolution_seconds", Double, nullable=True),
     # the remote_write token that registered it (null: an agent's); its nodes count toward its node bound

@@ -202,8 +202,8 @@ def _announce(server: ServerProcess, admin_token: str, agents: list[AgentProcess
     for line in (
         f"  Fleet    {server.url}/            the three nodes, their 12 metrics live (a node's page: every 500 ms)",
         f"  Pools    {server.url}/pools/chat?range=6h  demand over the seeded hours, the forecast and its",
-        "                                    90 % band (from the first minute), the autoscaler's decisions and why; the",
-        "                                    15 min view is live; scale by hand or switch to dry-run",
+        "                                    90 % band (from the first minute), the autoscaler's decisions and why;",
+        "                                    the 15 min view is live; scale by hand or switch to dry-run",
         f"  Tenants  {server.url}/tenants     acme (latency-critical, vision) and globex (batch, chat, 50 % share),",
         "                                    each sending its own API key (POST /api/v1/tenants/NAME/keys makes one)",
         f"  Alerts   {server.url}/alerts      the default rules at work (the timeline below says which fires",

@@ -15,15 +15,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, Engine, and_, func, select, union_all
+from sqlalchemy import Connection, Engine, and_, func, or_, select, union_all
 
 from collector.rollups import WATERMARK_NAME
 from collector.tables import (
+    AGENT_SOURCE,
     NO_DEVICE,
     NO_POOL,
     ROLLUP_BUCKET_SECONDS,
     devices,
     job_state,
+    nodes,
     replica_reports,
     rollup_column,
     rollups_1m,
@@ -34,7 +36,8 @@ from predictor.capacity import ReplicaObservation
 
 STEP_SECONDS = ROLLUP_BUCKET_SECONDS
 LATENCY_METRIC = "request_latency_p99_seconds"
-# One raw pool sample in this many feeds the capacity learner: at 2 Hz per node an hour is 720 rows per node.
+# One raw pool sample of an agent in this many feeds the capacity learner: at 2 Hz per node an hour is 720 rows per
+# node. A remote-write or OTLP node's samples come a scrape apart (15 s by default): every one of them counts.
 CAPACITY_SAMPLE_EVERY = 5
 
 
@@ -150,7 +153,10 @@ def replica_observations(
         raw_samples.c.ts >= start,
         raw_samples.c.ts < end,
         raw_samples.c[metric].is_not(None),
-        raw_samples.c.seq % CAPACITY_SAMPLE_EVERY == 0,
+        or_(
+            raw_samples.c.seq % CAPACITY_SAMPLE_EVERY == 0,
+            raw_samples.c.node_id.in_(select(nodes.c.id).where(nodes.c.source != AGENT_SOURCE)),
+        ),
     )
     ready_at = _ready_replicas(conn, pool, start=start, end=end)
     observations = []

@@ -245,9 +245,15 @@ class ForecastJob:
         return (SubjectKind.POOL, name, metric), Subject(history, capacity.total, pool=capacity, decision=decision)
 
     def _learned(self, conn: Any, name: str, spec: PoolSpec, now: float) -> ReplicaCapacity | NoCapacity:
-        """The per-replica capacity learned from the pool's raw samples (cached), or why there is none."""
+        """The per-replica capacity learned from the pool's raw samples (cached ``capacity_refresh_seconds``), or
+        why there is none (tried again next cycle: a pool just adopted gets its capacity as soon as its replicas
+        have shown enough, not ten minutes later)."""
         cached = self._capacity.learned.get(name)
-        if cached is None or now - cached[0] >= self.settings.capacity_refresh_seconds:
+        if (
+            cached is None
+            or now - cached[0] >= self.settings.capacity_refresh_seconds
+            or isinstance(cached[1], NoCapacity)
+        ):
             observations = inputs.replica_observations(
                 conn, name, spec.demand_metric.value, start=now - self.settings.capacity_window_seconds, end=now
             )

@@ -18,7 +18,8 @@ def require_observed(history: History, minimum: int, who: str) -> None:
     """Raise NotEnoughHistory when fewer than ``minimum`` steps are observed, naming the model and the counts."""
     count = observed_count(history.values)
     if count < minimum:
-        raise NotEnoughHistory(f"{who} needs at least {minimum} observed values, got {count} (of {len(history)} steps)")
+        noun = "value" if minimum == 1 else "values"
+        raise NotEnoughHistory(f"{who} needs at least {minimum} observed {noun}, got {count} (of {len(history)} steps)")
 
 
 def forward_fill(values: FloatArray) -> FloatArray:

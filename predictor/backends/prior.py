@@ -15,7 +15,7 @@ from predictor.base import Forecast, ForecastError, History
 from predictor.distribution import LOWER_LEVEL, UPPER_LEVEL
 from predictor.prior.model import DemandPrior, shipped
 
-MIN_OBSERVED = 3
+MIN_OBSERVED = 1  # a pool forecasts from its first rolled-up minute: what the prior knows is what it needs
 
 
 def prior_forecast(prior: DemandPrior, quantiles: np.ndarray) -> Forecast:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bench.lib import servegen
-from bench.lib.corpus import Half, build, split
+from bench.lib.corpus import CorpusSeries, Half, build, split
 from bench.lib.rate_oracle import rate_oracle_front
 
 
@@ -61,11 +61,11 @@ def test_the_halves_are_disjoint_fixed_and_cover_every_client(mm_image: servegen
 
 
 @pytest.fixture(scope="module")
-def report() -> list:
+def report() -> list[CorpusSeries]:
     return [s for s in build(Half.REPORT) if s.model == "mm-image"]
 
 
-def test_an_aggregate_is_the_sum_of_its_tenants(report: list) -> None:
+def test_an_aggregate_is_the_sum_of_its_tenants(report: list[CorpusSeries]) -> None:
     for series in (s for s in report if s.kind == "agg5"):
         members = series.members()
         assert len(members) == 5
@@ -73,14 +73,14 @@ def test_an_aggregate_is_the_sum_of_its_tenants(report: list) -> None:
         np.testing.assert_allclose(total, series.history.values)
 
 
-def test_singles_are_active_clients_of_their_half(report: list, mm_image: servegen.ClientWindows) -> None:
+def test_singles_are_active_clients_of_their_half(report: list[CorpusSeries], mm_image: servegen.ClientWindows) -> None:
     tune = set(split(mm_image.clients, "mm-image")[Half.TUNE])
     for series in (s for s in report if s.kind == "single"):
         assert not set(series.clients) & tune
         assert np.mean(series.history.values[np.isfinite(series.history.values)] > 0) >= 0.5 or series.minute_level
 
 
-def test_the_rate_oracle_knows_the_rate_and_pays_for_the_noise(report: list) -> None:
+def test_the_rate_oracle_knows_the_rate_and_pays_for_the_noise(report: list[CorpusSeries]) -> None:
     minute = next(s for s in report if s.minute_level and s.kind == "all")
     front = rate_oracle_front(minute, capacity=0.5, warm=60, replicates=40)
     attainments = [p.attainment for p in front]

@@ -17,7 +17,7 @@ from collector.ingest import SampleWriter
 from collector.minute_rollups import MinuteRollups
 from collector.rollup_flush import RollupFlush
 from collector.rollups import RAW_COLUMNS, RollupJob, rollup_rows
-from collector.tables import job_state, rollup_backlog, rollup_pending, rollups_1m, samples
+from collector.tables import job_state, nodes, rollup_backlog, rollup_pending, rollups_1m, samples
 from wire.catalog import METRIC_NAMES
 
 T0 = 1_764_424_800.0  # a whole minute
@@ -147,4 +147,19 @@ def test_the_job_rolls_a_dead_processs_minute_from_raw_and_its_watermark_waits_f
     with engine.connect() as conn:
         assert conn.scalar(select(func.count()).select_from(rollup_pending)) == 0
         assert conn.scalar(select(job_state.c.watermark)) == report.watermark
+    assert_same(stored_rollups(engine), reference(engine))
+
+
+def test_a_remote_write_nodes_backlog_minute_is_rolled_once_closed_an_agents_once_settled(engine: Engine) -> None:
+    rng = random.Random(7)
+    job = RollupJob(engine, settle_seconds=180)
+    job.run(T0 - 60)  # the first run: no history yet
+    writer = writer_with(engine, MinuteRollups("p1"))
+    for node in ("node-a", "node-r"):  # both late: through the backlog, rolled from the raw samples
+        writer.write_batch(minutes_of(rng, node, minutes=1), received_at=T0 + 300)
+    with engine.begin() as conn:
+        conn.execute(nodes.update().where(nodes.c.id == "node-r").values(source="remote_write"))
+    job.run(T0 + 75)  # the minute closed 15 s ago: no process holds a remote node's minutes, an agent's may
+    assert {key[0] for key in stored_rollups(engine)} == {"node-r"}
+    job.run(T0 + 60 + 180)
     assert_same(stored_rollups(engine), reference(engine))

@@ -32,7 +32,7 @@ def knee_replica(count: int, top_rate: float, knee: float = 40.0, seed: int = 7)
 def test_sharp_knee_is_measured_near_it_and_never_above() -> None:
     learned = learn_capacity(knee_replica(400, 80.0), SLO)
 
-    assert learned is not None
+    assert isinstance(learned, LearnedCapacity)
     assert learned.source == "measured"
     assert 36.0 <= learned.per_replica <= 40.0  # within one bin (80 / 20 = 4 req/s) below the knee
     assert learned.observations == 400
@@ -47,14 +47,14 @@ def test_docstring_example_is_exact() -> None:
 
     assert learned == LearnedCapacity(rates[99], "measured", 200, 100)  # rates[99] = 0.4 × 100, the top of bin 9
     lower = learn_capacity([m for m in moments if m.rate <= 30.0 + 1e-9], SLO)
-    assert lower is not None and lower.source == "lower_bound"
+    assert isinstance(lower, LearnedCapacity) and lower.source == "lower_bound"
     assert lower.per_replica == pytest.approx(28.52)
 
 
 def test_never_broken_is_a_lower_bound_from_the_rates_seen() -> None:
     learned = learn_capacity(knee_replica(300, 30.0), SLO)
 
-    assert learned is not None
+    assert isinstance(learned, LearnedCapacity)
     assert learned.source == "lower_bound"
     assert 25.0 <= learned.per_replica <= 30.0  # the 95th percentile of rates up to 30
     assert learned.violations == 0
@@ -87,7 +87,7 @@ def test_unusable_moments_are_not_counted() -> None:
 
     learned = learn_capacity(moments, SLO)
 
-    assert learned is not None and learned.observations == 100
+    assert isinstance(learned, LearnedCapacity) and learned.observations == 100
 
 
 def test_one_slow_request_at_low_load_does_not_collapse_it() -> None:
@@ -96,7 +96,7 @@ def test_one_slow_request_at_low_load_does_not_collapse_it() -> None:
 
     learned, reference = learn_capacity(with_outlier, SLO), learn_capacity(clean, SLO)
 
-    assert learned is not None and reference is not None
+    assert isinstance(learned, LearnedCapacity) and isinstance(reference, LearnedCapacity)
     assert learned.source == "measured"
     assert learned.per_replica == pytest.approx(reference.per_replica, abs=1.0)  # bins shift by one moment at most
 
@@ -108,7 +108,7 @@ def test_one_slow_moment_in_the_smallest_bin_does_not_break_it() -> None:
 
     learned = learn_capacity(moments, SLO)
 
-    assert learned is not None
+    assert isinstance(learned, LearnedCapacity)
     assert learned.source == "lower_bound"
     assert learned.per_replica > 25.0
     assert learned.violations == 1
@@ -117,7 +117,7 @@ def test_one_slow_moment_in_the_smallest_bin_does_not_break_it() -> None:
 def test_latency_at_the_slo_is_within_it() -> None:
     learned = learn_capacity([ReplicaObservation(float(r), SLO) for r in range(1, 41)], SLO)
 
-    assert learned is not None and learned.violations == 0
+    assert isinstance(learned, LearnedCapacity) and learned.violations == 0
 
 
 @pytest.mark.parametrize("slo", [0.0, -1.0, math.nan, math.inf])

@@ -54,7 +54,7 @@ def test_a_batch_forecast_equals_each_series_forecast_alone() -> None:
         for key, history in histories.items():
             alone = forecaster().fit(history).predict(15)
             forecast = together[key]
-            assert isinstance(forecast, Forecast) and forecast.quantiles is not None
+            assert isinstance(forecast, Forecast) and forecast.quantiles is not None and alone.quantiles is not None
             np.testing.assert_allclose(forecast.yhat, alone.yhat)
             np.testing.assert_allclose(forecast.hi, alone.hi)
             np.testing.assert_allclose(forecast.quantiles, alone.quantiles)

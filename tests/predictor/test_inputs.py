@@ -8,6 +8,7 @@ from sqlalchemy import Engine
 from collector.batch import SampleBatch
 from collector.ingest import SampleWriter
 from collector.node_reports import store_report
+from collector.tables import nodes
 from predictor.capacity import ReplicaObservation
 from predictor.inputs import CAPACITY_SAMPLE_EVERY, replica_observations
 from tests.conftest import pool_sample
@@ -57,3 +58,16 @@ def test_each_sample_is_divided_by_the_ready_replicas_of_its_nodes_last_report_a
 
     assert sorted(o.rate for o in found) == pytest.approx([10.0, 12.0, 20.0, 20.0])
     assert ReplicaObservation(20.0, 0.5) in found
+
+
+def test_every_scrape_of_a_remote_write_node_counts_one_in_five_of_an_agents(engine: Engine) -> None:
+    """An agent's 2 Hz samples are thinned by seq; a Prometheus-fed node's come a scrape apart, all of them read."""
+    rows = [pool_sample(seq, T0 + seq, pool="chat", request_rate_per_second=1.0) for seq in range(1, 11)]
+    for node in ("agent-node", "scraped-node"):
+        SampleWriter(engine, late_after_seconds=1e9).write_batch(
+            SampleBatch.parse({"node_id": node, "samples": rows}), received_at=T0
+        )
+    with engine.begin() as conn:
+        conn.execute(nodes.update().where(nodes.c.id == "scraped-node").values(source="remote_write"))
+        found = replica_observations(conn, "chat", "request_rate_per_second", start=T0, end=T0 + 60)
+    assert len(found) == 10 + 10 // CAPACITY_SAMPLE_EVERY

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 from fastapi.testclient import TestClient
 
@@ -72,7 +73,7 @@ def test_a_pool_without_capacity_says_why_the_autoscaler_holds_it(
     now = clock()
     points = [ForecastPoint(now + 60 * k, 10.0, 8.0, 13.0) for k in range(1, 16)]
     why = "only 4 moments of the pool's replicas serving requests with a p99 latency measured, 30 needed"
-    saturation = {"probability": None, "eta_seconds": None, "capacity": None, "replicas": 2}
+    saturation: dict[str, Any] = {"probability": None, "eta_seconds": None, "capacity": None, "replicas": 2}
     saturation |= {"per_replica_capacity": None, "capacity_source": None, "capacity_missing": why}
     services.forecasts.save(
         [
