@@ -16,8 +16,12 @@ from collector.remote.mapping import SeriesMapping
 from collector.remote.series import SourceKind
 from collector.remote.staging import StagedSeries
 from collector.rollups import bucket_start
-from collector.tables import devices, nodes, samples
+from collector.tables import AGENT_SOURCE, devices, nodes, samples
 
+# A node's first scrape tells no interval: until its second does, it is taken to be scraped at Prometheus' default
+# (global.scrape_interval 1m), so it stays up for SCRAPES_BEFORE_DOWN of those and its pools count from the first
+# scrape on (a 15 s scrape measures itself 15 s later).
+UNMEASURED_SCRAPE_SECONDS = 60.0
 
 class DerivedSamples:
     def __init__(self, dialect: str, mapping: SeriesMapping) -> None:
@@ -72,9 +76,14 @@ class DerivedSamples:
                 "last_seen": upsert.excluded.last_seen,
                 "last_sample_ts": later_of(n.last_sample_ts, upsert.excluded.last_sample_ts),
                 "source": upsert.excluded.source,
-                "resolution_seconds": func.coalesce(upsert.excluded.resolution_seconds, n.resolution_seconds),
+                # a measured interval, else the one measured before, else the first scrape's assumption
+                "resolution_seconds": func.coalesce(
+                    func.nullif(upsert.excluded.resolution_seconds, UNMEASURED_SCRAPE_SECONDS),
+                    n.resolution_seconds,
+                    UNMEASURED_SCRAPE_SECONDS,
+                ),
             },
-            where=n.source != "agent",
+            where=n.source != AGENT_SOURCE,
         )
         conn.execute(
             upsert,
@@ -135,7 +144,7 @@ def _node_row(node: str, rows: list[dict[str, Any]], received_at: float, kind: S
         "last_seen": received_at,
         "last_sample_ts": max(r["ts"] for r in rows),
         "source": kind,
-        "resolution_seconds": round(median(intervals), 3) if intervals else None,
+        "resolution_seconds": round(median(intervals), 3) if intervals else UNMEASURED_SCRAPE_SECONDS,
     }
 
 

@@ -233,6 +233,21 @@ def test_a_scraped_node_stays_up_for_three_of_its_intervals(
     assert client.get("/api/v1/nodes/gpu-1", headers=auth("viewer")).json()["status"] == "down"
 
 
+def test_a_node_seen_in_one_scrape_counts_as_scraped_every_minute_until_its_second(
+    writer: Writer, client: TestClient, auth: Auth, clock: FakeClock
+) -> None:
+    """One scrape tells no interval: Prometheus' default (1 m) holds the node up, and its pools with it, until the
+    second scrape measures its own."""
+    writer([(named("DCGM_FI_DEV_GPU_TEMP", **GPU), [(T0, 61.0)])])
+    clock.advance(150)
+    node = client.get("/api/v1/nodes/gpu-1", headers=auth("viewer")).json()
+    assert node["status"] == "up" and node["resolution_seconds"] == 60.0
+    writer([(named("DCGM_FI_DEV_GPU_TEMP", **GPU), [(T0 + 15, 62.0)])])
+    assert client.get("/api/v1/nodes/gpu-1", headers=auth("viewer")).json()["resolution_seconds"] == 15.0
+    writer([(named("DCGM_FI_DEV_GPU_TEMP", **GPU), [(T0 + 15, 62.0)])])  # a resend measures nothing: kept
+    assert client.get("/api/v1/nodes/gpu-1", headers=auth("viewer")).json()["resolution_seconds"] == 15.0
+
+
 def otlp_gauge(name: str, value: float, ts: float, **attributes: str) -> bytes:
     request = ExportMetricsServiceRequest()
     resource = request.resource_metrics.add()

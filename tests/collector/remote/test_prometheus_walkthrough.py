@@ -130,6 +130,7 @@ def test_from_the_first_scrape_to_the_first_dry_run_decision(server: ServerProce
     assert forecast["saturation"]["capacity_source"] in ("measured", "lower_bound")
     events = client_get(server, f"/api/v1/scaling-events?pool={POOL}", admin)["items"]
     assert events and all(e["outcome"] == "dry_run" for e in events)
+    assert all(e["from_replicas"] >= 1 for e in events)  # the engine was serving from the first scrape on
     print(f"pool seen {seen_s:.0f} s after the start, first dry-run decision {decided_s:.0f} s after it")
 
 
@@ -155,9 +156,9 @@ def _unconfigured(client: httpx.Client) -> str | None:
 
 
 def _decided(client: httpx.Client, admin: dict[str, str]) -> dict[str, Any] | None:
-    """The pool once the autoscaler has recorded a dry-run decision that changed its desired count."""
+    """The pool once the autoscaler has recorded a dry-run decision sized by a per-replica capacity."""
     events = client.get(f"/api/v1/scaling-events?pool={POOL}", headers=admin).json().get("items", [])
-    if not any(e["outcome"] == "dry_run" for e in events):
+    if not any(e["outcome"] == "dry_run" and "no per-replica capacity" not in e["reason"] for e in events):
         return None
     pool: dict[str, Any] = client.get(f"/api/v1/pools/{POOL}", headers=admin).json()
     return pool
