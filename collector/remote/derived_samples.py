@@ -23,6 +23,7 @@ from collector.tables import AGENT_SOURCE, devices, nodes, samples
 # scrape on (a 15 s scrape measures itself 15 s later).
 UNMEASURED_SCRAPE_SECONDS = 60.0
 
+
 class DerivedSamples:
     def __init__(self, dialect: str, mapping: SeriesMapping) -> None:
         self._dialect = dialect
