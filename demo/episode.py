@@ -180,7 +180,7 @@ def _step_text(tenant: str, pool: str, latencies: Sequence[float], slo_s: float)
     p99 = percentile_or_none(latencies, 99)
     if p99 is None:
         return f"no {tenant} answer from {pool} in the step"
-    return f"{tenant}'s {pool} p99 {p99:.2g} s, {'over' if p99 > slo_s else 'within'} the {slo_s:g}-s SLO"
+    return f"{tenant}'s {pool} p99 {p99:.3g} s, {'over' if p99 > slo_s else 'within'} the {slo_s:g}-s SLO"
 
 
 def _at(ctx: EpisodeContext, mono: float) -> str:

@@ -57,9 +57,6 @@ def timeline_lines(
     up_rps, down_rps = scale_thresholds(chat, policy)
     up_s, down_s = day.crossings(up_rps, down_rps)
     window_s = scale_down_window_seconds(policy, chat.startup_seconds)
-    throttle_s = enforcer.decide.trigger_windows * enforcer.interval_seconds
-    calm_s = enforcer.decide.calm_windows * enforcer.interval_seconds
-    share = enforcer.decide.quota_margin
     rule = latency_rule()
     keep_min = rule.keep_firing_seconds / 60
     hours = len(day.history_rps) * day.trace_step_s / 3600
@@ -68,7 +65,6 @@ def timeline_lines(
         if seeded.minutes
         else "already there from an earlier run (nothing seeded twice)"
     )
-    grown_by = clock(episode.start_s + episode.steps_to_max() * episode.step_s)
     return [
         f"What the next minutes show (from the 'Load:' line on; the day repeats every {clock(day.lap_s)}); a line",
         "'Recorded M:SS ...' is the server's own record (/api/v1/enforcement-events, /api/v1/alerts) as it is made:",
@@ -79,6 +75,32 @@ def timeline_lines(
         "        vision starts with a replica on each node, more than acme's classifications need: down to its minimum",
         f"  {clock(up_s)}  the evening: chat demand passes {up_rps:.2f} requests/s ({chat.min_replicas} replicas "
         "past the HPA target and tolerance): chat scales up",
+        *_episode_lines(episode, calibration, enforcer),
+        f"  {clock(down_s)}  the night: chat demand falls to {down_rps:.2f} requests/s, what {chat.min_replicas} "
+        "replicas carry",
+        f"  burst's end + {window_s:.0f} s  chat scales down once {window_s:.0f} s of decisions agree (HPA's "
+        "stabilization window;",
+        "        the burst's admitted requests are demand too)",
+        f"  {clock(day.lap_s)}  the next day: chat scales up and down again"
+        + (
+            f"; globex bursts every {episode.every_days} days, {clock(episode.every_days * day.lap_s)} apart"
+            if episode.every_days > 1
+            else ""
+        ),
+        f"  burst's end + ~{keep_min:g} min  'Recorded ... resolved': every rule keeps firing {keep_min:g} min "
+        f"({rule.keep_firing_seconds:.0f} s after",
+        "        its condition last held) so one burst does not page twice",
+    ]
+
+
+def _episode_lines(episode: NoisyEpisode, calibration: SloCalibration, enforcer: EnforcerLoopSettings) -> list[str]:
+    """The calibration and the burst, and the recorded events to expect of them, from their earliest."""
+    throttle_s = enforcer.decide.trigger_windows * enforcer.interval_seconds
+    calm_s = enforcer.decide.calm_windows * enforcer.interval_seconds
+    share = enforcer.decide.quota_margin
+    rule = latency_rule()
+    grown_by = clock(episode.start_s + episode.steps_to_max() * episode.step_s)
+    return [
         f"  {clock(calibration.warm_up_end_s)}  'Calibration': chat's SLO becomes {calibration.slo_factor:g} × the "
         f"worst p99 its replicas reported from {clock(calibration.warm_up_start_s)}",
         "        (what this machine delivers before the evening; the line says the figure)",
@@ -95,18 +117,4 @@ def timeline_lines(
         f"  by {clock(episode.end_s)}  globex's burst ends once both are recorded (at most {clock(episode.max_s)} "
         f"after it began);",
         f"        'Recorded ... restore globex' after {calm_s:.0f} s of calm",
-        f"  {clock(down_s)}  the night: chat demand falls to {down_rps:.2f} requests/s, what {chat.min_replicas} "
-        "replicas carry",
-        f"  burst's end + {window_s:.0f} s  chat scales down once {window_s:.0f} s of decisions agree (HPA's "
-        "stabilization window;",
-        "        the burst's admitted requests are demand too)",
-        f"  {clock(day.lap_s)}  the next day: chat scales up and down again"
-        + (
-            f"; globex bursts every {episode.every_days} days, {clock(episode.every_days * day.lap_s)} apart"
-            if episode.every_days > 1
-            else ""
-        ),
-        f"  burst's end + ~{keep_min:g} min  'Recorded ... resolved': every rule keeps firing {keep_min:g} min "
-        f"({rule.keep_firing_seconds:.0f} s after",
-        "        its condition last held) so one burst does not page twice",
     ]
