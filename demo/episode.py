@@ -87,9 +87,10 @@ def calibrate_slo(ctx: EpisodeContext, calibration: SloCalibration, stop: thread
     if slo_s is None:
         out(f"Calibration: {ctx.pool}'s replicas reported no p99 in the warm-up; its configured SLO stays")
         return None
-    try:
-        ctx.api.patch(f"/pools/{ctx.pool}", json={"slo": {"latency_p99_seconds": slo_s}}).raise_for_status()
-    except httpx.HTTPError as exc:
+    try:  # the pool's other SLO field (its attainment) as it is: only the latency is calibrated
+        slo = ctx.api.get(f"/pools/{ctx.pool}").raise_for_status().json()["slo"] | {"latency_p99_seconds": slo_s}
+        ctx.api.patch(f"/pools/{ctx.pool}", json={"slo": slo}).raise_for_status()
+    except (httpx.HTTPError, ValueError, KeyError) as exc:
         out(f"Calibration: setting {ctx.pool}'s SLO failed ({exc}); its configured SLO stays")
         return None
     out(

@@ -4,13 +4,15 @@ the server's record, and what the load notes of acme's answers."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from typing import Any
 
 import httpx
 import pytest
 
 from demo.burst import DEMO_CALIBRATION, NOISY_EPISODE, NoisyEpisode, SloCalibration, burst_over, next_rps
-from demo.episode import RecordingSender, TenantLatencies
+from demo.episode import EpisodeContext, RecordingSender, TenantLatencies, calibrate_slo
 from demo.recorded import ServerRecord, alert_change, alert_line, event_line
 from replay.driver import Outcome, PlannedRequest
 from tests.support.clock import FakeClock
@@ -168,3 +170,40 @@ def test_the_load_notes_the_latency_of_acmes_answered_requests_only() -> None:
         sender.send(PlannedRequest(0.0, "http://a", tenant, 10, 10))
         clock.advance(5)
     assert acme.since(100.0) == [1.5] and acme.since(100.1) == []
+
+
+def _calibrating(points: list[list[float]]) -> tuple[EpisodeContext, list[dict[str, Any]]]:
+    """An episode context whose server answers ``points`` for chat's p99 series and notes each PATCH."""
+    patched: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/api/v1/series":
+            assert request.url.params["pool"] == "chat" and request.url.params["start"] == str(LOAD + 10.0)
+            return httpx.Response(200, json={"metric": "request_latency_p99_seconds", "points": points})
+        if request.method == "PATCH":
+            patched.append(json.loads(request.content))
+            return httpx.Response(200, json={})
+        return httpx.Response(200, json={"slo": {"latency_p99_seconds": 10.0, "attainment": 0.95}})
+
+    api = httpx.Client(base_url="http://server/api/v1", transport=httpx.MockTransport(handler))
+    started = time.monotonic() - 60  # the warm-up is over: no wait
+    ctx = EpisodeContext("chat", ["http://a"], [], ServerRecord(api, LOAD), api, started, LOAD, 300.0)
+    return ctx, patched
+
+
+def test_the_calibration_gives_chat_the_slo_its_warm_up_makes_and_keeps_its_attainment() -> None:
+    ctx, patched = _calibrating([[LOAD + 12, 0.3], [LOAD + 20, 1.03], [LOAD + 30, 0.5]])
+    lines: list[str] = []
+    assert calibrate_slo(ctx, DEMO_CALIBRATION, threading.Event(), lines.append) == 4.1
+    assert patched == [{"slo": {"latency_p99_seconds": 4.1, "attainment": 0.95}}]
+    assert lines == [
+        "Calibration 0:45: chat's worst reported p99 from 0:10 to 0:45 was 1.03 s on this machine; its SLO is now "
+        "4 × that: 4.1 s (PATCH /api/v1/pools/chat)"
+    ]
+
+
+def test_a_warm_up_without_a_reported_p99_keeps_the_configured_slo() -> None:
+    ctx, patched = _calibrating([])
+    lines: list[str] = []
+    assert calibrate_slo(ctx, DEMO_CALIBRATION, threading.Event(), lines.append) is None
+    assert patched == [] and "its configured SLO stays" in lines[0]
