@@ -1,6 +1,6 @@
-"""What the demo plays into its chat pool, pure: a day of real demand compressed into five minutes, the hours before
-it (the history ``demo.history`` seeds), and a noisy-neighbour episode at a fixed offset of every other
-day.
+"""What the demo plays into its chat pool, pure: a day of real demand compressed into five minutes and the hours
+before it (the history ``demo.history`` seeds). globex's noisy-neighbour burst comes on top, sized as it runs
+(``demo.burst``, ``demo.episode``).
 
 The day's shape is ServeGen's ``m-small`` requests per 10 minutes (``data/traces/series``, Apache-2.0, Xiang et al.,
 "ServeGen", arXiv 2505.09999) from 16:00 of its first day to 16:00 of the next: an evening peak at 21:00, a night, a
@@ -21,7 +21,7 @@ import numpy as np
 
 from predictor.series_csv import read_series_csv
 from replay.driver import PlannedRequest, ReplayOptions, arrivals_from_series, schedule
-from replay.trace_load import AZURE_CONV_SLICE, MAX_GENERATED_TOKENS, TraceRequest, load_trace
+from replay.trace_load import AZURE_CONV_SLICE, TraceRequest, load_trace
 
 DAY_TRACE = AZURE_CONV_SLICE.parent / "series" / "servegen_m-small_requests_per_10min.csv"
 DAY_START_STEP = 96  # 16:00 of the trace's first day, in its 10-minute steps
@@ -96,72 +96,25 @@ def compressed_day(
     return CompressedDay(tuple(rps[history_steps:]), tuple(rps[:history_steps]), history.step_seconds, time_scale)
 
 
-@dataclass(frozen=True)
-class NoisyEpisode:
-    """``tenant`` sends ``rps`` more requests/s into chat from ``start_s`` to ``end_s`` of the first day and of every
-    ``every_days``-th after it, each asking for ``generated_tokens`` (a batch job's long generations; the day's
-    requests ask for the trace's)."""
-
-    tenant: str
-    start_s: float
-    end_s: float
-    rps: float
-    generated_tokens: int = MAX_GENERATED_TOKENS
-    every_days: int = 1
-
-    def __post_init__(self) -> None:
-        if not (0 <= self.start_s < self.end_s and self.rps > 0):
-            raise ValueError(f"episode: needs 0 <= start_s < end_s and rps > 0, got {self}")
-        if self.every_days < 1:
-            raise ValueError(f"episode: every_days must be >= 1, got {self.every_days}")
-        if not 1 <= self.generated_tokens <= MAX_GENERATED_TOKENS:
-            raise ValueError(f"episode: generated_tokens must be in 1..{MAX_GENERATED_TOKENS}")
-
-
-# globex's batch job floods chat over the evening peak (0:50 to 1:35 of the day): 2 more requests/s of 128 generated
-# tokens each (the day's ask for 32 on average) take it past 80 % of chat's tokens, far over its 50 % share, and, at
-# about three times what chat's four CPU replicas generate, queue acme's requests past chat's 10 s SLO for over a
-# minute (1 request/s of 96 tokens kept chat's p99 over the SLO for under a minute in a run: neither a throttle nor an
-# alert). Its admitted requests are demand too, so chat's scale-down waits for the burst's end. Every other day only:
-# the alerts it raises keep firing 5 minutes after their condition ends (alerting.defaults), as long as a day lasts,
-# so a burst each day would keep them firing for good instead of showing them resolve.
-NOISY_EPISODE = NoisyEpisode("globex", start_s=50.0, end_s=95.0, rps=2.0, generated_tokens=128, every_days=2)
-
-
 def day_plan(
     day: CompressedDay,
-    episode: NoisyEpisode,
     servers: Sequence[str],
     *,
     laps: int,
     sizes: Sequence[TraceRequest] | None = None,
 ) -> list[PlannedRequest]:
-    """``laps`` days one after the other, every ``episode.every_days``-th from the first with its episode, in time
-    order: the day's requests alternate between
-    the tenants, the episode's are the noisy tenant's, and both go round-robin over ``servers``; prompt sizes are the
-    Azure conv trace's, in turn (``sizes``), and so are the day's generated tokens."""
-    if episode.end_s > day.lap_s:
-        raise ValueError(f"episode: ends at {episode.end_s:g} s, after the day's {day.lap_s:g} s")
-    sizes = sizes or load_trace(AZURE_CONV_SLICE, limit=600, compression=1.0)
+    """``laps`` days one after the other, in time order: the requests alternate between the tenants and go
+    round-robin over ``servers``; prompt sizes and generated tokens are the Azure conv trace's, in turn (``sizes``).
+    globex's burst is not planned: it is sized as it runs (``demo.episode``)."""
+    sizes = sizes or request_sizes()
     counts = [rps * day.step_s for rps in day.day_rps] * laps
-    burst_s = episode.end_s - episode.start_s
     days = [
         TraceRequest(a.arrival_s, size.prompt_tokens, size.generated_tokens)
         for a, size in zip(arrivals_from_series(counts, day.step_s, 0, 0), itertools.cycle(sizes))
     ]
-    bursts = [
-        TraceRequest(lap * day.lap_s + episode.start_s + a.arrival_s, size.prompt_tokens, episode.generated_tokens)
-        for (lap, a), size in zip(
-            itertools.product(
-                range(0, laps, episode.every_days), arrivals_from_series([episode.rps * burst_s], burst_s, 0, 0)
-            ),
-            itertools.cycle(sizes),
-        )
-    ]
-    plan = [*_scheduled(days, servers, TENANTS), *_scheduled(bursts, servers, (episode.tenant,))]
-    return sorted(plan, key=lambda request: request.at_s)
+    return schedule(days, ReplayOptions(servers=tuple(servers), pool="chat", tenants=TENANTS))
 
 
-def _scheduled(requests: list[TraceRequest], servers: Sequence[str], tenants: tuple[str, ...]) -> list[PlannedRequest]:
-    """The requests at their times (speed 1, no loop), round-robin over servers and tenants."""
-    return schedule(requests, ReplayOptions(servers=tuple(servers), pool="chat", tenants=tenants))
+def request_sizes() -> list[TraceRequest]:
+    """The Azure conv trace's first 600 requests: the sizes the day's and the burst's requests take in turn."""
+    return load_trace(AZURE_CONV_SLICE, limit=600, compression=1.0)

@@ -202,6 +202,41 @@ def test_tenants_page_shows_the_usage_the_nodes_reports_give(
     assert "4.50 / 10.0" in row.group() and "420 / 1,000" in row.group() and "750 ms" in row.group()
 
 
+def test_tenants_page_lists_traffic_on_every_pool_a_tenant_uses_quota_or_not(
+    browser: Browser, services: AppServices, clock: FakeClock
+) -> None:
+    """acme has a quota on vision only and sends half of chat's requests too: its chat traffic is a row of its own
+    (the demo's case), and a caller no tenant record names (``default``) is listed apart, not dropped."""
+    client = browser("viewer")
+    chat = {
+        "acme": {"requests_per_second": 0.5, "tokens_per_second": 16.0, "latency_p99_seconds": 1.5},
+        "default": {"requests_per_second": 0.25, "tokens_per_second": 4.0, "latency_p99_seconds": 0.5},
+    }
+    vision = {"acme": {"requests_per_second": 5.0, "latency_p99_seconds": 0.05}}
+    push(
+        services,
+        client,
+        "node-a",
+        clock,
+        report={"chat": {"ready": 1, "tenants": chat}, "vision": {"ready": 1, "tenants": vision}},
+    )
+    store = TenantStore(services.engine)
+    store.create("acme", SloClass.LATENCY_CRITICAL, {"vision": QuotaSpec(rate_rps=50)}, now=clock())
+    store.create("globex", SloClass.BATCH, {}, now=clock())
+    text = client.get("/tenants").text
+    acme = re.search(r'data-tenant="acme".*?</section>', text, re.S)
+    assert acme is not None
+    chat_row = re.search(r'<tr data-pool="chat">.*?</tr>', acme.group(), re.S)
+    vision_row = re.search(r'<tr data-pool="vision">.*?</tr>', acme.group(), re.S)
+    assert chat_row is not None and vision_row is not None
+    assert "no quota" in chat_row.group() and "0.500 / no quota" in chat_row.group() and "1.5 s" in chat_row.group()
+    assert "5.00 / 50.0" in vision_row.group()
+    globex = re.search(r'data-tenant="globex".*?</section>', text, re.S)
+    assert globex is not None and "No quotas" in globex.group() and "<tr data-pool" not in globex.group()
+    unknown = re.search(r"data-unknown-tenants.*?</section>", text, re.S)
+    assert unknown is not None and "<td>default</td><td>chat</td>" in unknown.group()
+
+
 def test_alerts_page_silences_and_expires(browser: Browser, services: AppServices, clock: FakeClock) -> None:
     alert = Alert(
         1,

@@ -1,5 +1,6 @@
-"""``GET /tenants``: tenants with their SLO class, quotas per pool (editable by operators), usage against each quota,
-their serving API keys (admins create — the key shown once — and revoke them) and the enforcer's throttles and
+"""``GET /tenants``: tenants with their SLO class, quotas per pool (editable by operators), their traffic on every pool
+they use (against its quota where they have one; the traffic of a caller no tenant record names, such as ``default``,
+apart), their serving API keys (admins create — the key shown once — and revoke them) and the enforcer's throttles and
 restores. Every edit goes through the REST API's own function, so an impossible quota (more GPU memory than the pool's
 GPUs have, SM shares past 100 %) is refused with the same message, and each change is audited as the API audits it."""
 
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fastapi import APIRouter, Request, status
@@ -70,6 +71,12 @@ def tenant_usage(pools: Iterable[PoolOnNode]) -> dict[tuple[str, str], dict[str,
     return dict(usage)
 
 
+def pools_used(tenant: Tenant, usage: Mapping[tuple[str, str], Mapping[str, float]]) -> list[str]:
+    """The pools a tenant's row lists: those it has a quota on and those the nodes report its traffic on, by name
+    (acme with a quota on vision sending to chat too → chat, vision)."""
+    return sorted(set(tenant.quotas) | {pool for name, pool in usage if name == tenant.name})
+
+
 def _usage(services: AppServices) -> dict[tuple[str, str], dict[str, float]]:
     return tenant_usage(services.fleet.pools_served(services.clock()))
 
@@ -98,6 +105,8 @@ def _page(
     new_key: dict[str, str] | None = None,
 ) -> HTMLResponse:
     listed = TenantStore(services.engine).list()
+    usage = _usage(services)
+    known = {t.name for t in listed}
     return page(
         request,
         "tenants.html",
@@ -106,7 +115,9 @@ def _page(
         tenants=listed,
         keys=_keys(services, listed) if user.can(Role.ADMIN.value) else {},
         new_key=new_key,
-        usage=_usage(services),
+        usage=usage,
+        pools={t.name: pools_used(t, usage) for t in listed},
+        unknown=sorted(((key, figures) for key, figures in usage.items() if key[0] not in known), key=lambda kv: kv[0]),
         events=services.enforcement.list(limit=50),
         classes=[c.value for c in SloClass],
         quota_fields=QUOTA_FIELDS,
