@@ -174,6 +174,9 @@ def stage(
             if placed.reason == Dropped.UNMAPPED:
                 staged.unmapped[one.labels.get("__name__", "")] += len(one.samples)
             continue
+        if all(oldest <= ts <= newest and -METRIC_VALUE_MAX <= value <= METRIC_VALUE_MAX for ts, value in one.samples):
+            staged.series.append(StagedSeries(**vars(placed), points=one.samples))  # the usual case: every one kept
+            continue
         points = []
         for ts, value in one.samples:
             reason = _problem(ts, value, oldest, newest)
