@@ -142,6 +142,7 @@ class RemoteWriter:
                             )
                 except BaseException:
                     self._recent.clear()  # it may hold points the rollback took back
+                    self._out.forget()
                     raise
         if staged.unmapped:
             self.unmapped.note(kind, staged.unmapped, received_at)
@@ -216,7 +217,8 @@ class RemoteWriter:
                 counts[source.name] = counts.get(source.name, 0) + 1
                 stored.add(s.series_id)
                 new_rows.append(_series_row(s, received_at))
-            self._info[s.series_id] = SeriesInfo(s.family, s.name, s.labels)
+            if s.series_id not in self._info:
+                self._info[s.series_id] = SeriesInfo(s.family, s.name, s.labels)
             kept.append(s)
         if new_rows:
             conn.execute(insert_for(self._dialect, remote_series).on_conflict_do_nothing(), new_rows)
