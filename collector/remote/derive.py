@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from prometheus_client.metrics_core import Metric
 
 from wire.samples import BIGINT_MAX
-from wire.scrape.arithmetic import Families, KeyedLabels
+from wire.scrape.arithmetic import Families
 from wire.scrape.engines import Derived, EngineMapping, derive
 from wire.scrape.signals import Gauge, Interval, Scrape
 
@@ -27,8 +27,7 @@ QUANTILE_WINDOW_SECONDS = 10.0  # CONTRACT section 4: p99 over the trailing 10 s
 
 @dataclass(frozen=True)
 class SeriesInfo:
-    """What a stored series is: its family, its own name and its labels (``__name__`` left out; ``KeyedLabels``, so
-    that each scrape's families share them)."""
+    """What a stored series is: its family, its own name and its labels (``__name__`` left out)."""
 
     family: str
     name: str
@@ -48,7 +47,7 @@ def families(points: Iterable[Point], info: Mapping[int, SeriesInfo]) -> Familie
         family = found.get(known.family)
         if family is None:
             family = found[known.family] = Metric(known.family, "", "untyped")
-        labels = known.labels if isinstance(known.labels, KeyedLabels) else KeyedLabels(known.labels)
+        labels = dict(known.labels)
         family.add_sample(known.name, labels, value)
         if known.name == known.family:
             family.add_sample(known.name + "_total", labels, value)

@@ -37,7 +37,7 @@ from collector.remote.unmapped import UnmappedFamilies
 from collector.remote.wire_counts import WireBounds
 from collector.tables import NO_DEVICE, NO_POOL, nodes
 from wire.catalog import METRIC_NAMES
-from wire.scrape.arithmetic import Families, KeyedLabels
+from wire.scrape.arithmetic import Families
 
 COUNTS_REREAD_SECONDS = 60.0
 SERIES_RECHECK_SECONDS = 60.0  # how long a series known stored is taken as stored without a look
@@ -218,7 +218,7 @@ class RemoteWriter:
                 stored.add(s.series_id)
                 new_rows.append(_series_row(s, received_at))
             if s.series_id not in self._info:
-                self._info[s.series_id] = SeriesInfo(s.family, s.name, KeyedLabels(s.labels))
+                self._info[s.series_id] = SeriesInfo(s.family, s.name, s.labels)
             kept.append(s)
         if new_rows:
             conn.execute(insert_for(self._dialect, remote_series).on_conflict_do_nothing(), new_rows)
@@ -226,7 +226,7 @@ class RemoteWriter:
             conn.execute(remote_series.update().where(remote_series.c.id.in_(ids)).values(last_seen=received_at))
         if len(self._confirmed) > MAX_KNOWN:  # series come and go with pods: forget, re-read what is needed
             self._confirmed.clear()
-            self._info = {s.series_id: SeriesInfo(s.family, s.name, KeyedLabels(s.labels)) for s in kept}
+            self._info = {s.series_id: SeriesInfo(s.family, s.name, s.labels) for s in kept}
             self._recent.clear()  # their families were built from the names now forgotten
         self._confirmed.update(dict.fromkeys(stored, received_at))
         return kept
@@ -365,7 +365,7 @@ class RemoteWriter:
                 known = self._mapping.by_name.get(source)
                 family = None if known is None else family_of(name, known.families)
                 if family is not None:
-                    self._info[sid] = SeriesInfo(family, name, KeyedLabels(labels))
+                    self._info[sid] = SeriesInfo(family, name, labels)
 
 
 def _to_derive(times: list[float], new_times: set[float], gap: float) -> list[float]:

@@ -65,20 +65,9 @@ def _line_family_in(line: str, wanted: frozenset[str]) -> bool:
     return name in wanted or any(name.endswith(s) and name[: -len(s)] in wanted for s in _SAMPLE_SUFFIXES)
 
 
-class KeyedLabels(dict[str, str]):
-    """A sample's labels carrying their label set, built once: a family that many signals read (remote write keeps
-    each scrape's across the derivations that read it) does not build it again for each. Never changed once made."""
-
-    __slots__ = ("key",)
-
-    def __init__(self, labels: Mapping[str, str]) -> None:
-        super().__init__(labels)
-        self.key: LabelSet = frozenset(self.items())
-
-
 def _labels(labels: Mapping[str, str], without: str | None = None) -> LabelSet:
     if without is None or without not in labels:  # most reads: the whole set, built in C
-        return labels.key if isinstance(labels, KeyedLabels) else frozenset(labels.items())
+        return frozenset(labels.items())
     return frozenset((k, v) for k, v in labels.items() if k != without)
 
 
