@@ -13,14 +13,16 @@ from sqlalchemy import Connection, func
 
 from collector.database import insert_for
 from collector.ingest import backlog_upsert, later_of, latest_upsert
-from collector.remote.mapping import SeriesMapping
+from collector.remote.mapping import SeriesMapping, SeriesPlace
 from collector.remote.series import SourceKind
-from collector.remote.staging import StagedSeries
+from collector.remote.staging import StagedSeries, stable_id
 from collector.remote.written_recently import WrittenRecently
 from collector.rollups import bucket_start
 from collector.sample_insert import SAMPLE_COLUMNS
-from collector.tables import devices, nodes
+from collector.tables import NO_DEVICE, NO_POOL, devices, nodes
+from wire.catalog import METRIC_NAMES
 
+_SEQ_BITS = (1 << 62) - 1
 DEVICE_REFRESH_SECONDS = 60.0  # a GPU described as before is written again after this long, not every scrape
 
 
@@ -168,3 +170,23 @@ def latest_per_series(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if kept is None or row["ts"] >= kept["ts"]:
             latest[key] = row
     return [{k: v for k, v in latest[key].items() if k != "seq"} for key in sorted(latest)]
+
+
+def remote_seq(group: int, ts: float) -> int:
+    """The ``samples.seq`` of a group's sample at ``ts``: negative, so it never meets an agent's (they count up)."""
+    return -(stable_id(str(group), repr(round(ts, 3))) & _SEQ_BITS) - 1
+
+
+def sample_row(
+    place: SeriesPlace, group: int, ts: float, metrics: dict[str, float], extra: dict[str, Any]
+) -> dict[str, Any]:
+    """A group's sample at ``ts`` as ``samples`` holds it."""
+    return {
+        "node_id": place.node_id,
+        "seq": remote_seq(group, ts),
+        "ts": ts,
+        "device": NO_DEVICE if place.device is None else place.device,
+        "pool": NO_POOL if place.pool is None else place.pool,
+        "extra": extra,
+        **{name: metrics.get(name) for name in METRIC_NAMES},
+    }

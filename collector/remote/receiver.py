@@ -1,12 +1,13 @@
 """The remote-write and OTLP receiver's storage: staged points in, derived samples out, in one transaction.
 
-Per request (``RemoteWriter.write``): the series are mapped and their points staged (``collector.remote.staging``);
-new series are registered, up to each source's ``max_series``; every point is inserted under its ``(series_id,
-ts)`` key — a resend or a WAL replay hits it (an identical value is a duplicate, another value a conflict); then
-each group that gained a point has its sample at that time derived again from all its staged points
-(``collector.remote.derive``) and written as an agent's samples are (``collector.remote.derived_samples``), under a
-negative ``seq`` of its own (a hash of group and time), so a node an agent also reports keeps both. A scrape split
-over several requests thus converges to what the whole scrape gives, whichever request comes last.
+Per request (``RemoteWriter.write``): the series are mapped and their points staged (``collector.remote.staging``); new
+series are registered, up to each source's ``max_series``; every point is inserted under its ``(series_id, ts)`` key
+(``collector.remote.point_insert``): a resend or a WAL replay hits it (an equal value is a duplicate, another a
+conflict); then each group that gained a point has its sample at that time derived again (``collector.remote.derive``)
+from all its staged points (held in memory where the store counts as many: ``collector.remote.recent_scrapes``) and
+written as an agent's samples are (``collector.remote.derived_samples``), under a negative ``seq`` of its own (a hash of
+group and time), so a node an agent also reports keeps both. A scrape split over several requests thus converges to what
+the whole scrape gives, whichever request comes last.
 
 One writer per process; on PostgreSQL a transaction-scoped advisory lock per group keeps two servers from deriving
 one group from each other's half of a scrape.
@@ -17,32 +18,30 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Connection, Engine, func, select, text
 
 from collector.database import insert_for, storage_errors
 from collector.remote.derive import SeriesInfo, derive_at, families, interval_at, memory_total_at
-from collector.remote.derived_samples import DerivedSamples
-from collector.remote.mapping import SeriesMapping, SeriesPlace, family_of
+from collector.remote.derived_samples import DerivedSamples, sample_row
+from collector.remote.mapping import SeriesMapping, family_of
 from collector.remote.node_admission import KnownNode, Sender, admit
 from collector.remote.point_insert import PointInserter, chunks
 from collector.remote.recent_scrapes import RecentScrapes
 from collector.remote.series import RemoteSeries, SourceKind
-from collector.remote.staging import Dropped, Placements, Staged, StagedSeries, stable_id, stage
+from collector.remote.staging import Dropped, Placements, Staged, StagedSeries, stage
 from collector.remote.tables import remote_points, remote_series
 from collector.remote.unmapped import UnmappedFamilies
 from collector.remote.wire_counts import WireBounds
 from collector.tables import NO_DEVICE, NO_POOL, nodes
-from wire.catalog import METRIC_NAMES
-from wire.scrape.arithmetic import Families
 
 COUNTS_REREAD_SECONDS = 60.0
 SERIES_RECHECK_SECONDS = 60.0  # how long a series known stored is taken as stored without a look
 MAX_KNOWN = 200_000
-_SEQ_BITS = (1 << 62) - 1
 MODEL_MAX_LENGTH = 256  # MODEL_PATTERN's, and the pools.model column's
 
 
@@ -76,11 +75,6 @@ class WriteOutcome:
     dropped: Counter[str] = field(default_factory=Counter)
     details: dict[str, str] = field(default_factory=dict)  # the first of each refusal, said so a sender can fix it
     unmapped: Counter[str] = field(default_factory=Counter)  # the unmapped points by series name
-
-
-def remote_seq(group: int, ts: float) -> int:
-    """The ``samples.seq`` of a group's sample at ``ts``: negative, so it never meets an agent's (they count up)."""
-    return -(stable_id(str(group), repr(round(ts, 3))) & _SEQ_BITS) - 1
 
 
 class RemoteWriter:
@@ -292,11 +286,12 @@ class RemoteWriter:
         place_of = {s.group_id: s.place for s in staged}
         rows = []
         memory: dict[tuple[str, int], int] = {}
+        build = partial(families, info=self._info)  # a scrape's families, built once (RecentScrapes)
         for group, targets in wanted.items():
             place = place_of[group]
             source = self._mapping.by_name[place.source]
             table = source.table
-            scrapes = {ts: self._recent.families(group, ts, self._families) for ts in sorted(read[group])}
+            scrapes = {ts: self._recent.families(group, ts, build) for ts in sorted(read[group])}
             if place.device is not None and source.memory_total is not None:
                 total = memory_total_at(source.memory_total, targets[-1], scrapes[targets[-1]])
                 if total is not None:
@@ -312,7 +307,7 @@ class RemoteWriter:
                     extra["resolution_seconds"] = round(resolution, 3)
                 if place.model is not None and place.device is None:
                     extra["model"] = place.model[:MODEL_MAX_LENGTH]  # the pool's model, shown beside its name
-                rows.append((_sample_row(place, group, ts, metrics, extra), bool(metrics)))
+                rows.append((sample_row(place, group, ts, metrics, extra), bool(metrics)))
         self._recent.trim(touched)
         return rows, memory
 
@@ -351,9 +346,6 @@ class RemoteWriter:
         for (group, ts), points in read.items():
             self._recent.put(group, ts, points)
 
-    def _families(self, points: Iterable[tuple[int, float]]) -> Families:
-        return families(points, self._info)
-
     def _learn_series(self, conn: Connection, ids: set[int]) -> None:
         """Series another process registered: their names and labels, read once."""
         unknown = [sid for sid in ids if sid not in self._info]
@@ -371,20 +363,6 @@ class RemoteWriter:
 def _to_derive(times: list[float], new_times: set[float], gap: float) -> list[float]:
     """The new times, and the later ones within ``gap`` of one: their rate or p99 read the new point."""
     return [t for t in times if t in new_times or any(0 < t - n <= gap for n in new_times)]
-
-
-def _sample_row(
-    place: SeriesPlace, group: int, ts: float, metrics: dict[str, float], extra: dict[str, Any]
-) -> dict[str, Any]:
-    return {
-        "node_id": place.node_id,
-        "seq": remote_seq(group, ts),
-        "ts": ts,
-        "device": NO_DEVICE if place.device is None else place.device,
-        "pool": NO_POOL if place.pool is None else place.pool,
-        "extra": extra,
-        **{name: metrics.get(name) for name in METRIC_NAMES},
-    }
 
 
 def _series_row(s: StagedSeries, received_at: float) -> dict[str, Any]:
