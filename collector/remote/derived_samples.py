@@ -67,7 +67,7 @@ class DerivedSamples:
             if has_metrics
         ]
         if written:
-            conn.exec_driver_sql(self._insert_sql, written)  # type: ignore[arg-type]
+            conn.exec_driver_sql(self._insert_sql, written)
 
     def _latest(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
         written = time.time()

@@ -32,7 +32,7 @@ class PointInserter:
         new = [key for key in points if key not in held]
         if new:
             rows = [(sid, ts, *points[(sid, ts)]) for sid, ts in new]
-            conn.exec_driver_sql(self._insert, rows)  # type: ignore[arg-type]
+            conn.exec_driver_sql(self._insert, rows)
         return new, held
 
     def _held(self, conn: Connection, points: dict[Key, tuple[int, float]]) -> dict[Key, float]:
