@@ -4,20 +4,26 @@ rollup backlog for minutes the rollup job has passed."""
 
 from __future__ import annotations
 
+import json
 import time
 from statistics import median
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, tuple_
+from sqlalchemy import Connection, func
 
 from collector.database import insert_for
 from collector.ingest import backlog_upsert, later_of, latest_upsert
-from collector.remote.mapping import SeriesMapping
+from collector.remote.mapping import SeriesMapping, SeriesPlace
 from collector.remote.series import SourceKind
-from collector.remote.staging import StagedSeries
+from collector.remote.staging import StagedSeries, stable_id
+from collector.remote.written_recently import WrittenRecently
 from collector.rollups import bucket_start
-from collector.tables import AGENT_SOURCE, devices, nodes, samples
+from collector.sample_insert import SAMPLE_COLUMNS
+from collector.tables import AGENT_SOURCE, NO_DEVICE, NO_POOL, devices, nodes
+from wire.catalog import METRIC_NAMES
 
+_SEQ_BITS = (1 << 62) - 1
+DEVICE_REFRESH_SECONDS = 60.0  # a GPU described as before is written again after this long, not every scrape
 # A node's first scrape tells no interval: until its second does, it is taken to be scraped at Prometheus' default
 # (global.scrape_interval 1m), so it stays up for SCRAPES_BEFORE_DOWN of those and its pools count from the first
 # scrape on (a 15 s scrape measures itself 15 s later).
@@ -28,6 +34,11 @@ class DerivedSamples:
     def __init__(self, dialect: str, mapping: SeriesMapping) -> None:
         self._dialect = dialect
         self._mapping = mapping
+        mark = "?" if dialect == "sqlite" else "%s"
+        self._delete_sql = f"DELETE FROM samples WHERE node_id = {mark} AND seq = {mark} AND ts = {mark}"
+        columns = ", ".join(f'"{c}"' for c in SAMPLE_COLUMNS)
+        self._insert_sql = f"INSERT INTO samples ({columns}) VALUES ({', '.join([mark] * len(SAMPLE_COLUMNS))})"
+        self._described = WrittenRecently(("node_id", "index"), refresh_seconds=DEVICE_REFRESH_SECONDS)
 
     def store(
         self,
@@ -51,14 +62,16 @@ class DerivedSamples:
             self._backlog(conn, written)
 
     def _samples(self, conn: Connection, rows: list[tuple[dict[str, Any], bool]]) -> None:
-        """Each row replaces its earlier derivation; a row with no metric (a first scrape of counters) only removes."""
-        c = samples.c
-        keys = [(row["node_id"], row["seq"], row["ts"]) for row, _ in rows]
-        for chunk in range(0, len(keys), 2000):
-            conn.execute(delete(samples).where(tuple_(c.node_id, c.seq, c.ts).in_(keys[chunk : chunk + 2000])))
-        written = [row for row, has_metrics in rows if has_metrics]
+        """Each row replaces its earlier derivation; a row with no metric (a first scrape of counters) only removes.
+        Both through the driver, with tuples: an executemany of SQLAlchemy's per-row dicts cost more than the rows."""
+        conn.exec_driver_sql(self._delete_sql, [(row["node_id"], row["seq"], row["ts"]) for row, _ in rows])
+        written = [
+            (*(row[c] for c in SAMPLE_COLUMNS[:-1]), json.dumps(row["extra"]))
+            for row, has_metrics in rows
+            if has_metrics
+        ]
         if written:
-            conn.execute(insert_for(self._dialect, samples), written)
+            conn.exec_driver_sql(self._insert_sql, written)
 
     def _latest(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
         written = time.time()
@@ -107,8 +120,14 @@ class DerivedSamples:
             described: dict[str, str | None] = {field: s.labels.get(label) for field, label in wanted.items()}
             if any(described.values()):
                 found[(s.place.node_id, s.place.device)] = described
-        gpus = sorted(set(found) | set(memory))
-        if not gpus:
+        empty = dict.fromkeys(("name", "uuid", "driver_version"))
+        rows = [
+            {"node_id": node, "index": index, "memory_total_bytes": memory.get((node, index))}
+            | {k: v or None for k, v in (empty | found.get((node, index), {})).items()}  # within its column
+            for node, index in sorted(set(found) | set(memory))
+        ]
+        rows = self._described.changed(rows, received_at)
+        if not rows:
             return
         upsert = insert_for(self._dialect, devices)
         kept = ("name", "uuid", "driver_version", "memory_total_bytes")
@@ -117,16 +136,11 @@ class DerivedSamples:
             set_={c: func.coalesce(upsert.excluded[c], devices.c[c]) for c in kept}
             | {"updated_at": upsert.excluded.updated_at},
         )
-        empty = dict.fromkeys(("name", "uuid", "driver_version"))
-        conn.execute(
-            upsert,
-            [
-                {"node_id": node, "index": index, "memory_total_bytes": memory.get((node, index))}
-                | {"updated_at": received_at}
-                | {k: v or None for k, v in (empty | found.get((node, index), {})).items()}  # within its column
-                for node, index in gpus
-            ],
-        )
+        conn.execute(upsert, [row | {"updated_at": received_at} for row in rows])
+
+    def forget(self) -> None:
+        """Forget what was written: the transaction that wrote it rolled back."""
+        self._described.clear()
 
     def _backlog(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
         """Every (node, minute) of the rows, for the rollup job to roll from the raw samples: derived samples do not
@@ -165,3 +179,23 @@ def latest_per_series(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if kept is None or row["ts"] >= kept["ts"]:
             latest[key] = row
     return [{k: v for k, v in latest[key].items() if k != "seq"} for key in sorted(latest)]
+
+
+def remote_seq(group: int, ts: float) -> int:
+    """The ``samples.seq`` of a group's sample at ``ts``: negative, so it never meets an agent's (they count up)."""
+    return -(stable_id(str(group), repr(round(ts, 3))) & _SEQ_BITS) - 1
+
+
+def sample_row(
+    place: SeriesPlace, group: int, ts: float, metrics: dict[str, float], extra: dict[str, Any]
+) -> dict[str, Any]:
+    """A group's sample at ``ts`` as ``samples`` holds it."""
+    return {
+        "node_id": place.node_id,
+        "seq": remote_seq(group, ts),
+        "ts": ts,
+        "device": NO_DEVICE if place.device is None else place.device,
+        "pool": NO_POOL if place.pool is None else place.pool,
+        "extra": extra,
+        **{name: metrics.get(name) for name in METRIC_NAMES},
+    }

@@ -1,12 +1,13 @@
 """The remote-write and OTLP receiver's storage: staged points in, derived samples out, in one transaction.
 
-Per request (``RemoteWriter.write``): the series are mapped and their points staged (``collector.remote.staging``);
-new series are registered, up to each source's ``max_series``; every point is inserted under its ``(series_id,
-ts)`` key — a resend or a WAL replay hits it (an identical value is a duplicate, another value a conflict); then
-each group that gained a point has its sample at that time derived again from all its staged points
-(``collector.remote.derive``) and written as an agent's samples are (``collector.remote.derived_samples``), under a
-negative ``seq`` of its own (a hash of group and time), so a node an agent also reports keeps both. A scrape split
-over several requests thus converges to what the whole scrape gives, whichever request comes last.
+Per request (``RemoteWriter.write``): the series are mapped and their points staged (``collector.remote.staging``); new
+series are registered, up to each source's ``max_series``; every point is inserted under its ``(series_id, ts)`` key
+(``collector.remote.point_insert``): a resend or a WAL replay hits it (an equal value is a duplicate, another a
+conflict); then each group that gained a point has its sample at that time derived again (``collector.remote.derive``)
+from all its staged points (held in memory where the store counts as many: ``collector.remote.recent_scrapes``) and
+written as an agent's samples are (``collector.remote.derived_samples``), under a negative ``seq`` of its own (a hash of
+group and time), so a node an agent also reports keeps both. A scrape split over several requests thus converges to what
+the whole scrape gives, whichever request comes last.
 
 One writer per process; on PostgreSQL a transaction-scoped advisory lock per group keeps two servers from deriving
 one group from each other's half of a scrape.
@@ -17,29 +18,30 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, select, text, tuple_
+from sqlalchemy import Connection, Engine, func, select, text
 
 from collector.database import insert_for, storage_errors
 from collector.remote.derive import SeriesInfo, derive_at, families, interval_at, memory_total_at
-from collector.remote.derived_samples import DerivedSamples
-from collector.remote.mapping import SeriesMapping, SeriesPlace, family_of
+from collector.remote.derived_samples import DerivedSamples, sample_row
+from collector.remote.mapping import SeriesMapping, family_of
 from collector.remote.node_admission import KnownNode, Sender, admit
+from collector.remote.point_insert import PointInserter, chunks
+from collector.remote.recent_scrapes import RecentScrapes
 from collector.remote.series import RemoteSeries, SourceKind
-from collector.remote.staging import Dropped, Placements, Staged, StagedSeries, stable_id, stage
+from collector.remote.staging import Dropped, Placements, Staged, StagedSeries, stage
 from collector.remote.tables import remote_points, remote_series
 from collector.remote.unmapped import UnmappedFamilies
 from collector.remote.wire_counts import WireBounds
 from collector.tables import NO_DEVICE, NO_POOL, nodes
-from wire.catalog import METRIC_NAMES
 
 COUNTS_REREAD_SECONDS = 60.0
 SERIES_RECHECK_SECONDS = 60.0  # how long a series known stored is taken as stored without a look
 MAX_KNOWN = 200_000
-_SEQ_BITS = (1 << 62) - 1
 MODEL_MAX_LENGTH = 256  # MODEL_PATTERN's, and the pools.model column's
 
 
@@ -75,11 +77,6 @@ class WriteOutcome:
     unmapped: Counter[str] = field(default_factory=Counter)  # the unmapped points by series name
 
 
-def remote_seq(group: int, ts: float) -> int:
-    """The ``samples.seq`` of a group's sample at ``ts``: negative, so it never meets an agent's (they count up)."""
-    return -(stable_id(str(group), repr(round(ts, 3))) & _SEQ_BITS) - 1
-
-
 class RemoteWriter:
     def __init__(
         self,
@@ -97,6 +94,9 @@ class RemoteWriter:
         self._lock = threading.Lock()
         self._dialect = engine.dialect.name
         self._out = DerivedSamples(self._dialect, mapping)
+        self._inserter = PointInserter(self._dialect)
+        # a scrape's rate reads the one before (within max_gap_seconds), its p99 the window's oldest (before it)
+        self._recent = RecentScrapes(keep_seconds=self._limits.max_gap_seconds)
         self._info: dict[int, SeriesInfo] = {}  # the series this process has met (forgotten past MAX_KNOWN)
         self._confirmed: dict[int, float] = {}  # series id → when this process last knew it stored
         self._per_source: dict[str, int] = {}  # series per source, as last read (then counted here)
@@ -126,10 +126,18 @@ class RemoteWriter:
         )
         outcome = WriteOutcome(dropped=staged.dropped, details=staged.details, unmapped=staged.unmapped)
         if staged.series:
-            with storage_errors(), self._lock, self._engine.begin() as conn:
-                kept = self._admit(conn, staged, sender, received_at)
-                if kept:
-                    self._write(conn, kept, outcome, received_at=received_at, kind=kind, token_id=sender.token_id)
+            with storage_errors(), self._lock:
+                try:
+                    with self._engine.begin() as conn:
+                        kept = self._admit(conn, staged, sender, received_at)
+                        if kept:
+                            self._write(
+                                conn, kept, outcome, received_at=received_at, kind=kind, token_id=sender.token_id
+                            )
+                except BaseException:
+                    self._recent.clear()  # it may hold points the rollback took back
+                    self._out.forget()
+                    raise
         if staged.unmapped:
             self.unmapped.note(kind, staged.unmapped, received_at)
         return outcome
@@ -189,7 +197,7 @@ class RemoteWriter:
         fresh_after = received_at - SERIES_RECHECK_SECONDS
         unsure = [s.series_id for s in staged if self._confirmed.get(s.series_id, float("-inf")) <= fresh_after]
         stored: set[int] = set()
-        for ids in _chunks(unsure):
+        for ids in chunks(unsure):
             stored.update(conn.scalars(select(remote_series.c.id).where(remote_series.c.id.in_(ids))))
         counts = self._source_counts(conn)
         unsure_set = set(unsure)
@@ -203,15 +211,17 @@ class RemoteWriter:
                 counts[source.name] = counts.get(source.name, 0) + 1
                 stored.add(s.series_id)
                 new_rows.append(_series_row(s, received_at))
-            self._info[s.series_id] = SeriesInfo(s.family, s.name, s.labels)
+            if s.series_id not in self._info:
+                self._info[s.series_id] = SeriesInfo(s.family, s.name, s.labels)
             kept.append(s)
         if new_rows:
             conn.execute(insert_for(self._dialect, remote_series).on_conflict_do_nothing(), new_rows)
-        for ids in _chunks(sorted(stored)):
+        for ids in chunks(sorted(stored)):
             conn.execute(remote_series.update().where(remote_series.c.id.in_(ids)).values(last_seen=received_at))
         if len(self._confirmed) > MAX_KNOWN:  # series come and go with pods: forget, re-read what is needed
             self._confirmed.clear()
             self._info = {s.series_id: SeriesInfo(s.family, s.name, s.labels) for s in kept}
+            self._recent.clear()  # their families were built from the names now forgotten
         self._confirmed.update(dict.fromkeys(stored, received_at))
         return kept
 
@@ -231,31 +241,21 @@ class RemoteWriter:
         rows = {(s.series_id, ts): (s.group_id, value) for s in staged for ts, value in s.points}
         if not rows:
             return {}
-        statement = (
-            insert_for(self._dialect, remote_points)
-            .on_conflict_do_nothing()
-            .returning(remote_points.c.series_id, remote_points.c.ts)
-        )
-        params = [{"series_id": k[0], "ts": k[1], "group_id": g, "value": v} for k, (g, v) in rows.items()]
-        new = {(sid, ts) for sid, ts in conn.execute(statement, params)}
+        new, held = self._inserter.insert(conn, rows)
         outcome.stored += len(new)
-        again = [key for key in rows if key not in new]
-        for chunk in range(0, len(again), 2000):
-            keys = again[chunk : chunk + 2000]
-            stored = conn.execute(
-                select(remote_points.c.series_id, remote_points.c.ts, remote_points.c.value).where(
-                    tuple_(remote_points.c.series_id, remote_points.c.ts).in_(keys)
-                )
-            )
-            for sid, ts, value in stored:
-                if value == rows[(sid, ts)][1]:
-                    outcome.duplicates += 1
-                else:
-                    outcome.dropped[Dropped.CONFLICT] += 1
-        touched: dict[int, set[float]] = defaultdict(set)
+        for key, value in held.items():
+            if value == rows[key][1]:
+                outcome.duplicates += 1
+            else:
+                outcome.dropped[Dropped.CONFLICT] += 1
+        touched: dict[tuple[int, float], list[tuple[int, float]]] = defaultdict(list)
         for sid, ts in new:
-            touched[rows[(sid, ts)][0]].add(ts)
-        return touched
+            touched[(rows[(sid, ts)][0], ts)].append((sid, rows[(sid, ts)][1]))
+        by_group: dict[int, set[float]] = defaultdict(set)
+        for (group, ts), points in touched.items():
+            self._recent.add(group, ts, points)
+            by_group[group].add(ts)
+        return by_group
 
     def _derive(
         self,
@@ -274,22 +274,24 @@ class RemoteWriter:
         scrapes a derivation reads — its own, the one before and the window's oldest — not every staged one.
         """
         gap = self._limits.max_gap_seconds
-        times = self._scrape_times(conn, touched, gap)
+        counts = self._scrape_counts(conn, touched, gap)
+        times = {group: sorted(found) for group, found in counts.items()}
         wanted: dict[int, list[float]] = {g: _to_derive(times[g], new, gap) for g, new in touched.items()}
         read: dict[int, set[float]] = defaultdict(set)
         for group, targets in wanted.items():
             for ts in targets:
                 previous, window = interval_at(ts, times[group], max_gap_seconds=gap)
                 read[group] |= {t for t in (ts, previous, window) if t is not None}
-        points = self._points(conn, read)
+        self._read_missing(conn, {g: self._recent.missing(g, counts[g], read[g]) for g in read})
         place_of = {s.group_id: s.place for s in staged}
         rows = []
         memory: dict[tuple[str, int], int] = {}
+        build = partial(families, info=self._info)  # a scrape's families, built once (RecentScrapes)
         for group, targets in wanted.items():
             place = place_of[group]
             source = self._mapping.by_name[place.source]
             table = source.table
-            scrapes = {ts: families(points[group][ts], self._info) for ts in sorted(read[group])}
+            scrapes = {ts: self._recent.families(group, ts, build) for ts in sorted(read[group])}
             if place.device is not None and source.memory_total is not None:
                 total = memory_total_at(source.memory_total, targets[-1], scrapes[targets[-1]])
                 if total is not None:
@@ -305,34 +307,44 @@ class RemoteWriter:
                     extra["resolution_seconds"] = round(resolution, 3)
                 if place.model is not None and place.device is None:
                     extra["model"] = place.model[:MODEL_MAX_LENGTH]  # the pool's model, shown beside its name
-                rows.append((_sample_row(place, group, ts, metrics, extra), bool(metrics)))
+                rows.append((sample_row(place, group, ts, metrics, extra), bool(metrics)))
+        self._recent.trim(touched)
         return rows, memory
 
-    def _scrape_times(self, conn: Connection, touched: dict[int, set[float]], gap: float) -> dict[int, list[float]]:
-        """Each touched group's staged scrape times within ``gap`` before its first new one to ``gap`` after its
-        last (the later ones a late point changes)."""
+    def _scrape_counts(
+        self, conn: Connection, touched: dict[int, set[float]], gap: float
+    ) -> dict[int, dict[float, int]]:
+        """Each touched group's staged scrape times, with their points counted, within ``gap`` before its first new
+        one to ``gap`` after its last (the later ones a late point changes)."""
         p = remote_points.c
         lo = min(min(ts) for ts in touched.values()) - gap
         hi = max(max(ts) for ts in touched.values()) + gap
-        times: dict[int, list[float]] = defaultdict(list)
-        for groups in _chunks(list(touched)):
-            query = select(p.group_id, p.ts).where(p.group_id.in_(groups), p.ts.between(lo, hi)).distinct()
-            for group, ts in conn.execute(query):
-                times[group].append(ts)
-        return {group: sorted(found) for group, found in times.items()}
+        counts: dict[int, dict[float, int]] = defaultdict(dict)
+        for groups in chunks(list(touched)):
+            query = (
+                select(p.group_id, p.ts, func.count())
+                .where(p.group_id.in_(groups), p.ts.between(lo, hi))
+                .group_by(p.group_id, p.ts)
+            )
+            for group, ts, n in conn.execute(query):
+                counts[group][ts] = n
+        return counts
 
-    def _points(self, conn: Connection, read: dict[int, set[float]]) -> dict[int, dict[float, list[tuple[int, float]]]]:
-        """The staged points of the (group, time) scrapes in ``read``, and the series they belong to learnt."""
+    def _read_missing(self, conn: Connection, missing: dict[int, list[float]]) -> None:
+        """Read back the (group, time) scrapes this process does not hold as stored (``RecentScrapes``), and learn
+        the series they belong to."""
         p = remote_points.c
-        points: dict[int, dict[float, list[tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
-        for groups in _chunks(list(read)):
-            every_ts = sorted({ts for group in groups for ts in read[group]})
+        wanted = {group: set(found) for group, found in missing.items() if found}
+        read: dict[tuple[int, float], list[tuple[int, float]]] = defaultdict(list)
+        for groups in chunks(list(wanted)):
+            every_ts = sorted({ts for group in groups for ts in wanted[group]})
             query = select(p.group_id, p.series_id, p.ts, p.value).where(p.group_id.in_(groups), p.ts.in_(every_ts))
             for group, sid, ts, value in conn.execute(query):
-                if ts in read[group]:
-                    points[group][ts].append((sid, value))
-        self._learn_series(conn, {sid for by_ts in points.values() for pts in by_ts.values() for sid, _ in pts})
-        return points
+                if ts in wanted[group]:
+                    read[(group, ts)].append((sid, value))
+        self._learn_series(conn, {sid for points in read.values() for sid, _ in points})
+        for (group, ts), points in read.items():
+            self._recent.put(group, ts, points)
 
     def _learn_series(self, conn: Connection, ids: set[int]) -> None:
         """Series another process registered: their names and labels, read once."""
@@ -348,29 +360,9 @@ class RemoteWriter:
                     self._info[sid] = SeriesInfo(family, name, labels)
 
 
-def _chunks(items: list[int], size: int = 2000) -> Iterator[list[int]]:
-    """``items`` in lists of ``size``: a statement's bound parameters stay under SQLite's limit (32,766)."""
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
 def _to_derive(times: list[float], new_times: set[float], gap: float) -> list[float]:
     """The new times, and the later ones within ``gap`` of one: their rate or p99 read the new point."""
     return [t for t in times if t in new_times or any(0 < t - n <= gap for n in new_times)]
-
-
-def _sample_row(
-    place: SeriesPlace, group: int, ts: float, metrics: dict[str, float], extra: dict[str, Any]
-) -> dict[str, Any]:
-    return {
-        "node_id": place.node_id,
-        "seq": remote_seq(group, ts),
-        "ts": ts,
-        "device": NO_DEVICE if place.device is None else place.device,
-        "pool": NO_POOL if place.pool is None else place.pool,
-        "extra": extra,
-        **{name: metrics.get(name) for name in METRIC_NAMES},
-    }
 
 
 def _series_row(s: StagedSeries, received_at: float) -> dict[str, Any]:

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 SourceKind = Literal["remote_write", "otlp"]  # the wire a node's samples came by (``nodes.source``)
 
 
-@dataclass(frozen=True)
-class RemoteSeries:
-    """One Prometheus series as it arrived: its labels (``__name__`` included) and its samples (Unix seconds, value)."""
+class RemoteSeries(NamedTuple):
+    """One Prometheus series as it arrived: its labels (``__name__`` included) and its samples (Unix seconds, value).
+    A named tuple: one is made per series of every body, where a frozen dataclass' init costs 3 × as much."""
 
     labels: Mapping[str, str]
     samples: tuple[tuple[float, float], ...]

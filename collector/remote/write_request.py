@@ -8,7 +8,7 @@ Prometheus 2.40–2.x) and exemplars are not derived from and are counted as dro
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 
 import cramjam
 from google.protobuf.message import DecodeError
@@ -44,10 +44,10 @@ def decode_write_request(
     found: list[RemoteSeries] = []
     histograms = 0
     for index, series in enumerate(request.timeseries):
-        labels = label_set(index, ((pair.name, pair.value) for pair in series.labels))
+        labels = label_set(index, [(pair.name, pair.value) for pair in series.labels])
         histograms += len(series.histograms)
         if series.samples:
-            found.append(RemoteSeries(labels, tuple((s.timestamp / 1000.0, s.value) for s in series.samples)))
+            found.append(RemoteSeries(labels, tuple([(s.timestamp / 1000.0, s.value) for s in series.samples])))
     return found, histograms
 
 
@@ -66,18 +66,25 @@ def snappy_decompressed(body: bytes, max_decoded_bytes: int) -> bytes:
         raise InvalidWriteRequest(f"body: not snappy-compressed, or a corrupt block ({exc})") from None
 
 
-def label_set(index: int, pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+def label_set(index: int, pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
     """A series' labels by name, as the protocol allows them (both versions): every name non-empty and once, at most
     ``MAX_LABELS_PER_SERIES``, a ``__name__``; ``index`` names the series in the error."""
-    labels: dict[str, str] = {}
-    for name, value in pairs:
-        if not name:
-            raise InvalidWriteRequest(f"timeseries[{index}]: a label with an empty name")
-        if name in labels:
-            raise InvalidWriteRequest(f"timeseries[{index}]: label {name!r} appears twice")
-        labels[name] = value
+    labels = dict(pairs)
+    if len(labels) < len(pairs) or "" in labels:
+        _refuse_names(index, pairs)
     if len(labels) > MAX_LABELS_PER_SERIES:
         raise InvalidWriteRequest(f"timeseries[{index}]: {len(labels)} labels, over {MAX_LABELS_PER_SERIES}")
     if not labels.get("__name__"):
         raise InvalidWriteRequest(f"timeseries[{index}]: no __name__ label")
     return labels
+
+
+def _refuse_names(index: int, pairs: Sequence[tuple[str, str]]) -> None:
+    """``InvalidWriteRequest`` naming the first empty or repeated label name of ``pairs``."""
+    seen: set[str] = set()
+    for name, _ in pairs:
+        if not name:
+            raise InvalidWriteRequest(f"timeseries[{index}]: a label with an empty name")
+        if name in seen:
+            raise InvalidWriteRequest(f"timeseries[{index}]: label {name!r} appears twice")
+        seen.add(name)

@@ -63,4 +63,4 @@ def _series_labels(index: int, refs: Sequence[int], symbols: Sequence[str]) -> d
         raise InvalidWriteRequest(
             f"timeseries[{index}]: labels_refs {outside[0]} outside the symbols table of {len(symbols)}"
         )
-    return label_set(index, ((symbols[n], symbols[v]) for n, v in zip(refs[::2], refs[1::2], strict=True)))
+    return label_set(index, [(symbols[n], symbols[v]) for n, v in zip(refs[::2], refs[1::2], strict=True)])

@@ -66,6 +66,8 @@ def _line_family_in(line: str, wanted: frozenset[str]) -> bool:
 
 
 def _labels(labels: Mapping[str, str], without: str | None = None) -> LabelSet:
+    if without is None or without not in labels:  # most reads: the whole set, built in C
+        return frozenset(labels.items())
     return frozenset((k, v) for k, v in labels.items() if k != without)
 
 
