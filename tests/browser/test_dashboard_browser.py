@@ -236,6 +236,7 @@ def test_charts_draw_the_last_hour_and_the_forecast(page: Any, fleet: Fleet, scr
     page.goto("/pools/chat?range=1h")
     demand = page.locator('[data-chart="demand"]')
     demand.wait_for()
-    assert demand.get_attribute("data-keys") == "demand,hi,lo,forecast,limit"  # no capacity: none configured
+    # the quantile the policy sizes for ("sized"); no capacity line: none configured
+    assert demand.get_attribute("data-keys") == "demand,hi,lo,forecast,sized,limit"
     assert demand.locator(".u-legend").filter(has_text="90 % band").count() == 1
     page.screenshot(path=str(screenshots / "pool-forecast.png"), full_page=True)
