@@ -18,11 +18,16 @@ MPS daemon for it (``bench/lib/mps_daemon.py``), and where none can start the ou
 admission isolates. Under MPS a new share means a new replica, so each switch waits until the pools have replaced
 theirs. Without a GPU, ``--device cuda`` answers ``{"bench": "isolation", "skipped": REASON}``.
 
-The conditions alternate in rounds, each round starting one condition later, and each condition pools its rounds'
-latencies, so that a drift in what else runs on the machine weighs on all three alike. Latency is measured from each
-request's scheduled send time (open loop: a slow answer does not delay the next request), so queueing counts. The
-noisy tenant's tokens/s counts streamed tokens received inside the windows; a 429 makes its client wait
-``Retry-After``, as a well-behaved client does. Progress goes to stderr; the last stdout line is JSON.
+The conditions alternate in rounds, each round starting one condition later, so that a drift in what else runs on
+the machine weighs on all three alike. The fast tenant's load comes from a lean asyncio client in a process of its
+own (``bench/lib/open_loop.py``), open loop: each request goes at its scheduled time whatever the answers before it,
+and its latency runs from its send to its answer, so that the client's own delay in sending (reported as
+``send_lag_p99_ms``) is not counted as the server's. Beside it, ``replica_p99_ms`` is the same requests as the
+classify replica timed them (from the front end's taking them), which splits the latency by stage. Each condition's
+p99 pools its rounds; the inflations come with the central 90 % of a bootstrap over paired rounds, and the verdict
+holds only when that interval does (``bench/lib/tail_verdict.py``). The noisy tenant's tokens/s counts streamed
+tokens received inside the windows; a 429 makes its client wait ``Retry-After``, as a well-behaved client does.
+Progress goes to stderr; the last stdout line is JSON.
 """
 
 from __future__ import annotations
@@ -41,12 +46,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 from bench.lib.cuda import cuda_device_count
 from bench.lib.fast_tenant import Window, classify_plan, replica_latencies_ms
 from bench.lib.mps_daemon import MpsUnavailable, private_mps_daemon
 from bench.lib.noisy_flood import Flood, noisy_flood
-from bench.lib.open_loop import OpenLoopClient
+from bench.lib.open_loop import LoadPlan, OpenLoopClient, Shot
 from bench.lib.progress import progress_line
 from bench.lib.replicas import wait_for_replicas
 from bench.lib.tail_verdict import Verdict, bootstrap_inflation, judge, per_round_quantiles
@@ -97,6 +103,16 @@ class Run:
     serve_url: str
     client: OpenLoopClient
 
+    def send(self, plan: LoadPlan, window: Window) -> list[Shot]:
+        """Run the fast tenant's plan, counting the agent's CPU seconds meanwhile (its front end's load)."""
+        assert self.agent.process is not None
+        agent = psutil.Process(self.agent.process.pid)
+        before, started = sum(agent.cpu_times()[:2]), time.perf_counter()
+        shots = self.client.run(plan)
+        window.agent_cpu_s += sum(agent.cpu_times()[:2]) - before
+        window.timed_s += time.perf_counter() - started
+        return shots
+
 
 def measure(
     window: Window, run: Run, config: BenchConfig, keys: Mapping[str, Mapping[str, str]], *, flood: bool
@@ -104,12 +120,12 @@ def measure(
     """One round of a condition: optionally start the flood and let it ramp, then the fast tenant's window."""
     plan = partial(classify_plan, run.serve_url, "vision", keys[FAST], config.fast_rps, config.window_s)
     if not flood:
-        shots = run.client.run(plan())
+        shots = run.send(plan(), window)
     else:
         with noisy_flood(run.serve_url, Flood(config.noisy_clients, config.noisy_max_tokens), keys[NOISY]) as counters:
             time.sleep(config.ramp_s)
             before, started = counters.read(), time.perf_counter()
-            shots = run.client.run(plan())
+            shots = run.send(plan(), window)
             after = counters.read()
             window.seconds += time.perf_counter() - started
         window.noisy += Counter({key: after[key] - before[key] for key in after})
@@ -127,6 +143,7 @@ class Phase:
     p50_ms: float
     send_lag_p99_ms: float
     replica_p99_ms: float | None
+    agent_cpu_share: float  # of one core, while the fast tenant's windows ran
     fast_over_1s: int
     fast_failures: dict[str, int]
     noisy_tokens_per_second: float
@@ -142,8 +159,8 @@ class Phase:
         replica = percentile(window.replica_ms, 99) if window.replica_ms else None
         return cls(
             name, window.rounds, percentile(ms, 99), percentile(ms, 50), percentile(window.send_lag_ms, 99), replica,
-            sum(m >= 1000 for m in ms), dict(window.failures), tokens_per_second, window.noisy["admitted"],
-            window.noisy["refused_429"],
+            window.agent_cpu_s / window.timed_s, sum(m >= 1000 for m in ms), dict(window.failures),
+            tokens_per_second, window.noisy["admitted"], window.noisy["refused_429"],
         )  # fmt: skip
 
     @property
@@ -155,7 +172,8 @@ class Phase:
         return (
             f"{self.name}: fast p99 {self.p99_ms:.1f} ms (per round: {per_round}), p50 {self.p50_ms:.1f} ms "
             f"({self.fast_ok} ok, {self.fast_over_1s} over 1 s, failed {self.fast_failures}); the replica's p99 "
-            f"{self.replica_p99_ms or 0:.1f} ms, send lag p99 {self.send_lag_p99_ms:.1f} ms; noisy "
+            f"{self.replica_p99_ms or 0:.1f} ms, send lag p99 {self.send_lag_p99_ms:.1f} ms, the agent's CPU "
+            f"{self.agent_cpu_share:.2f} of a core; noisy "
             f"{self.noisy_tokens_per_second:.0f} tokens/s, {self.noisy_admitted} admitted, "
             f"{self.noisy_refused_429} × 429"
         )
@@ -276,6 +294,7 @@ def figures(config: BenchConfig, phases: list[Phase], load_average: list[float],
         "p99_per_round_range_ms": {name: [round(min(v), 1), round(max(v), 1)] for name, v in per_round.items()},
         "replica_p99_ms": {p.name: round(p.replica_p99_ms, 1) if p.replica_p99_ms else None for p in phases},
         "send_lag_p99_ms": {p.name: round(p.send_lag_p99_ms, 1) for p in phases},
+        "agent_cpu_share": {p.name: round(p.agent_cpu_share, 3) for p in phases},
         "noisy_tokens_per_second_unisolated": round(unisolated.noisy_tokens_per_second, 1),
         "noisy_tokens_per_second_isolated": round(isolated.noisy_tokens_per_second, 1),
         "noisy_throughput_cost": round(1 - isolated.noisy_tokens_per_second / unisolated.noisy_tokens_per_second, 3)

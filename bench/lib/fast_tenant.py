@@ -38,6 +38,8 @@ class Window:
     replica_ms: list[float] = field(default_factory=list)  # as the replica's ledger timed the same requests
     failures: Counter[str] = field(default_factory=Counter)  # by status code or exception name
     seconds: float = 0.0  # flooded seconds, for the noisy tenant's tokens/s
+    timed_s: float = 0.0  # seconds of the fast tenant's windows
+    agent_cpu_s: float = 0.0  # the agent's CPU seconds within them: its front end's work
     noisy: Counter[str] = field(default_factory=Counter)  # NoisyCounters.FIELDS received inside the windows
 
     def add_round(self, shots: list[Shot], replica_ms: list[float]) -> None:

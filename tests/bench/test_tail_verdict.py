@@ -1,0 +1,82 @@
+"""``bench.lib.tail_verdict``: pooled quantiles, the paired round bootstrap of an inflation, and the verdict that
+holds only when the interval does."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.lib.tail_verdict import (
+    Interval,
+    Verdict,
+    bootstrap_inflation,
+    inflation,
+    judge,
+    per_round_quantiles,
+    pooled_quantile,
+)
+
+STEADY = [[float(ms) for ms in range(1, 101)] for _ in range(6)]  # six rounds, 1..100 ms each: p99 99 ms (nearest rank)
+
+
+def scaled(rounds: list[list[float]], factor: float) -> list[list[float]]:
+    return [[latency * factor for latency in latencies] for latencies in rounds]
+
+
+def test_the_quantile_pools_the_picked_rounds() -> None:
+    rounds = [[1.0, 2.0], [3.0, 4.0], [100.0, 200.0]]
+    assert pooled_quantile(rounds, 50) == 3.0  # nearest rank: the 3rd of 6
+    assert pooled_quantile(rounds, 50, [0, 0, 1]) == 2.0  # round 0 drawn twice: 1 1 2 2 3 4
+    assert per_round_quantiles(rounds, 50) == [1.0, 3.0, 100.0]
+    with pytest.raises(ValueError):
+        pooled_quantile([[]], 99)
+
+
+def test_inflation_is_the_ratio_of_pooled_quantiles_less_one() -> None:
+    assert inflation(scaled(STEADY, 1.2), STEADY, 99) == pytest.approx(0.2)
+    assert inflation(STEADY, STEADY, 99) == 0.0
+
+
+def test_steady_rounds_give_a_tight_interval_around_the_value() -> None:
+    spread = bootstrap_inflation(scaled(STEADY, 1.6), STEADY, 99, draws=200)
+    assert spread == Interval(pytest.approx(0.6), pytest.approx(0.6), pytest.approx(0.6))
+
+
+def test_one_stalled_round_widens_the_interval_it_cannot_be_told_from() -> None:
+    """A stall in one round of six (a collection, a burst of other work) moves the pooled p99 of that condition:
+    the draws that leave the round out and those that take it twice show how much."""
+    stalled = scaled(STEADY, 1.05)
+    stalled[2] = stalled[2][:-4] + [400.0] * 4  # four requests behind a 400 ms stall: under the 6 the p99 passes
+    spread = bootstrap_inflation(stalled, STEADY, 99, draws=500)
+    assert spread.value == pytest.approx(105 / 99 - 1) and spread.low <= spread.value  # 105 ms against 99 ms
+    assert spread.high > 2.0  # the draws that take the round twice or more: 8 of 600 at 400 ms, past the p99
+    assert bootstrap_inflation(stalled, STEADY, 99, draws=500) == spread  # seeded: the same draws every time
+
+
+def test_rounds_are_paired() -> None:
+    with pytest.raises(ValueError, match="paired"):
+        bootstrap_inflation(STEADY, STEADY[:5], 99)
+
+
+def test_one_round_has_no_spread() -> None:
+    spread = bootstrap_inflation(scaled(STEADY[:1], 1.3), STEADY[:1], 99)
+    assert spread.low == spread.value == spread.high == pytest.approx(0.3)
+    assert spread.rounded() == [0.3, 0.3, 0.3]
+
+
+@pytest.mark.parametrize(
+    ("isolated", "unisolated", "verdict"),
+    [
+        ((0.01, 0.03, 0.08), (0.6, 0.9, 1.4), Verdict.MET),
+        ((0.01, 0.03, 0.12), (0.6, 0.9, 1.4), Verdict.UNCLEAR),  # isolated may be past 10 %
+        ((0.01, 0.03, 0.08), (0.4, 0.9, 1.4), Verdict.UNCLEAR),  # the noise may be under 50 %
+        ((0.11, 0.2, 0.3), (0.6, 0.9, 1.4), Verdict.MISSED),  # isolated past 10 % in every draw
+        ((0.01, 0.03, 0.08), (0.1, 0.2, 0.45), Verdict.MISSED),  # no noise to isolate from
+        ((0.10, 0.10, 0.10), (0.5, 0.5, 0.5), Verdict.MET),  # the bounds themselves meet the targets
+    ],
+)
+def test_the_verdict_holds_only_when_the_interval_does(
+    isolated: tuple[float, float, float], unisolated: tuple[float, float, float], verdict: Verdict
+) -> None:
+    low, value, high = isolated
+    u_low, u_value, u_high = unisolated
+    assert judge(Interval(value, low, high), Interval(u_value, u_low, u_high), 0.10, 0.50) is verdict
