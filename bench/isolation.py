@@ -276,7 +276,7 @@ def run_phases(config: BenchConfig, folder: Path, device: Device = Device("cpu")
 def figures(config: BenchConfig, phases: list[Phase], load_average: list[float], device: str) -> dict[str, Any]:
     alone, unisolated, isolated = phases
     spread = {p.name: bootstrap_inflation(p.rounds, alone.rounds, 99, draws=BOOTSTRAP_DRAWS) for p in phases[1:]}
-    verdict = judge(spread["isolated"], spread["unisolated"], TARGET_INFLATION_ISOLATED, TARGET_INFLATION_UNISOLATED)
+    judged = judge(spread["isolated"], spread["unisolated"], TARGET_INFLATION_ISOLATED, TARGET_INFLATION_UNISOLATED)
     per_round = {p.name: per_round_quantiles(p.rounds, 99) for p in phases}
     return {
         "bench": "isolation",
@@ -289,7 +289,8 @@ def figures(config: BenchConfig, phases: list[Phase], load_average: list[float],
         # [low, value, high]: the central 90 % of the inflation over draws of paired rounds (tail_verdict.py)
         "inflation_isolated_interval": spread["isolated"].rounded(),
         "inflation_unisolated_interval": spread["unisolated"].rounded(),
-        "verdict": verdict.value,
+        "verdict": judged.verdict.value,
+        "verdict_reason": judged.reason,
         "p99_per_round_ms": {name: [round(p, 1) for p in values] for name, values in per_round.items()},
         "p99_per_round_range_ms": {name: [round(min(v), 1), round(max(v), 1)] for name, v in per_round.items()},
         "replica_p99_ms": {p.name: round(p.replica_p99_ms, 1) if p.replica_p99_ms else None for p in phases},
@@ -310,7 +311,7 @@ def figures(config: BenchConfig, phases: list[Phase], load_average: list[float],
         "ratio": round(spread["isolated"].value, 3),
         "config": config.__dict__,
         "load_average_1m": load_average,
-        "target_met": verdict is Verdict.MET,
+        "target_met": judged.verdict is Verdict.MET,
     }
 
 

@@ -77,12 +77,26 @@ class Verdict(StrEnum):
     UNCLEAR = "unclear"  # the interval straddles a bound: this run cannot tell
 
 
-def judge(isolated: Interval, unisolated: Interval, max_isolated: float, min_unisolated: float) -> Verdict:
+@dataclass(frozen=True)
+class Judgement:
+    verdict: Verdict
+    reason: str
+
+
+def judge(isolated: Interval, unisolated: Interval, max_isolated: float, min_unisolated: float) -> Judgement:
     """Met when the whole interval of the isolated inflation is at most ``max_isolated`` and the whole interval of
     the unisolated one at least ``min_unisolated`` (the noise is real and isolation removes it); missed when either
-    interval lies wholly on the wrong side of its bound."""
+    interval lies wholly on the wrong side of its bound; unclear otherwise, with the bound the run cannot resolve."""
+    iso, noise = f"isolated {_span(isolated)}", f"unisolated {_span(unisolated)}"
     if isolated.high <= max_isolated and unisolated.low >= min_unisolated:
-        return Verdict.MET
-    if isolated.low > max_isolated or unisolated.high < min_unisolated:
-        return Verdict.MISSED
-    return Verdict.UNCLEAR
+        return Judgement(Verdict.MET, f"{iso} ≤ {max_isolated:.0%} and {noise} ≥ {min_unisolated:.0%}")
+    if isolated.low > max_isolated:
+        return Judgement(Verdict.MISSED, f"{iso}: above {max_isolated:.0%} in every part of the interval")
+    if unisolated.high < min_unisolated:
+        return Judgement(Verdict.MISSED, f"{noise}: under {min_unisolated:.0%}, no noise to isolate from")
+    unresolved = iso if isolated.high > max_isolated else noise
+    return Judgement(Verdict.UNCLEAR, f"{unresolved} straddles its bound: the rounds' spread cannot tell")
+
+
+def _span(interval: Interval) -> str:
+    return f"{interval.value:+.0%} ({interval.low:+.0%} to {interval.high:+.0%})"

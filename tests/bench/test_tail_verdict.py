@@ -79,4 +79,11 @@ def test_the_verdict_holds_only_when_the_interval_does(
 ) -> None:
     low, value, high = isolated
     u_low, u_value, u_high = unisolated
-    assert judge(Interval(value, low, high), Interval(u_value, u_low, u_high), 0.10, 0.50) is verdict
+    assert judge(Interval(value, low, high), Interval(u_value, u_low, u_high), 0.10, 0.50).verdict is verdict
+
+
+def test_the_reason_names_the_bound_the_run_cannot_resolve() -> None:
+    unclear = judge(Interval(0.03, 0.01, 0.12), Interval(0.9, 0.6, 1.4), 0.10, 0.50)
+    assert unclear.reason == "isolated +3% (+1% to +12%) straddles its bound: the rounds' spread cannot tell"
+    quiet = judge(Interval(0.03, 0.01, 0.08), Interval(0.2, 0.1, 0.45), 0.10, 0.50)
+    assert quiet.reason == "unisolated +20% (+10% to +45%): under 50%, no noise to isolate from"
