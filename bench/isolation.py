@@ -90,7 +90,7 @@ FULL = BenchConfig(
     noisy_rate_rps=1.0, noisy_max_concurrency=4, noisy_share_percent=15.0,
 )  # fmt: skip
 QUICK = BenchConfig(
-    rounds=1, window_s=7.0, ramp_s=2.0, fast_rps=20.0, noisy_clients=24, noisy_max_tokens=512,
+    rounds=1, window_s=5.0, ramp_s=2.0, fast_rps=20.0, noisy_clients=24, noisy_max_tokens=512,
     noisy_rate_rps=1.0, noisy_max_concurrency=4, noisy_share_percent=15.0,
 )  # fmt: skip
 
@@ -276,7 +276,8 @@ def run_phases(config: BenchConfig, folder: Path, device: Device = Device("cpu")
 def figures(config: BenchConfig, phases: list[Phase], load_average: list[float], device: str) -> dict[str, Any]:
     alone, unisolated, isolated = phases
     spread = {p.name: bootstrap_inflation(p.rounds, alone.rounds, 99, draws=BOOTSTRAP_DRAWS) for p in phases[1:]}
-    judged = judge(spread["isolated"], spread["unisolated"], TARGET_INFLATION_ISOLATED, TARGET_INFLATION_UNISOLATED)
+    targets = (TARGET_INFLATION_ISOLATED, TARGET_INFLATION_UNISOLATED)
+    judged = judge(spread["isolated"], spread["unisolated"], *targets, rounds=len(alone.rounds))
     per_round = {p.name: per_round_quantiles(p.rounds, 99) for p in phases}
     return {
         "bench": "isolation",
@@ -317,7 +318,7 @@ def figures(config: BenchConfig, phases: list[Phase], load_average: list[float],
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.isolation", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="one round of 7 s windows instead of 12 of 8 s")
+    parser.add_argument("--quick", action="store_true", help="one round of 5 s windows instead of 12 of 8 s")
     parser.add_argument(
         "--device", choices=["cpu", "cuda", "auto"], default="cpu",
         help="where the replicas run (auto: cuda when torch sees a GPU); cpu by default, the figures' baseline",

@@ -83,11 +83,16 @@ class Judgement:
     reason: str
 
 
-def judge(isolated: Interval, unisolated: Interval, max_isolated: float, min_unisolated: float) -> Judgement:
-    """Met when the whole interval of the isolated inflation is at most ``max_isolated`` and the whole interval of
-    the unisolated one at least ``min_unisolated`` (the noise is real and isolation removes it); missed when either
-    interval lies wholly on the wrong side of its bound; unclear otherwise, with the bound the run cannot resolve."""
+def judge(
+    isolated: Interval, unisolated: Interval, max_isolated: float, min_unisolated: float, rounds: int = 2
+) -> Judgement:
+    """Unclear from one round (no spread to judge by); else met when the whole interval of the isolated inflation is
+    at most ``max_isolated`` and the whole interval of the unisolated one at least ``min_unisolated`` (the noise is
+    real and isolation removes it); missed when either interval lies wholly on the wrong side of its bound; unclear
+    otherwise, with the bound the run cannot resolve."""
     iso, noise = f"isolated {_span(isolated)}", f"unisolated {_span(unisolated)}"
+    if rounds < 2:
+        return Judgement(Verdict.UNCLEAR, f"{iso}, {noise} from one round: no spread to judge by")
     if isolated.high <= max_isolated and unisolated.low >= min_unisolated:
         return Judgement(Verdict.MET, f"{iso} ≤ {max_isolated:.0%} and {noise} ≥ {min_unisolated:.0%}")
     if isolated.low > max_isolated:

@@ -87,3 +87,8 @@ def test_the_reason_names_the_bound_the_run_cannot_resolve() -> None:
     assert unclear.reason == "isolated +3% (+1% to +12%) straddles its bound: the rounds' spread cannot tell"
     quiet = judge(Interval(0.03, 0.01, 0.08), Interval(0.2, 0.1, 0.45), 0.10, 0.50)
     assert quiet.reason == "unisolated +20% (+10% to +45%): under 50%, no noise to isolate from"
+
+
+def test_one_round_is_never_a_verdict() -> None:
+    one = judge(Interval(0.03, 0.03, 0.03), Interval(0.9, 0.9, 0.9), 0.10, 0.50, rounds=1)
+    assert one.verdict is Verdict.UNCLEAR and one.reason.endswith("from one round: no spread to judge by")
