@@ -1,19 +1,22 @@
-"""How a latency benchmark judges a tail quantile it measured in rounds: the quantile of all rounds pooled, its
+"""How a latency benchmark judges a tail quantile it measured in rounds: the quantile of the median round, its
 inflation against a baseline condition, the spread of that inflation across rounds, and a verdict that holds only
 when the spread does.
 
 A p99 of one run says as much about the run as about the system: a handful of slow requests make it, and whether
 the few stalls that make them (a collection, a burst of other work on the machine) fall inside a window is chance.
-So each condition runs in several rounds, the rounds of all conditions interleaved, and the spread is a bootstrap
-over rounds: draw rounds with replacement, the same rounds for every condition (round ``i`` of each ran under the
-same machine, minutes apart at most, which is what pairing them keeps), pool their latencies and take the quantile
-again. A target is met when the interval meets it, missed when the interval misses it, and unclear otherwise.
-Pure: latencies in, figures out; the random draws come from a seed.
+So each condition runs in several rounds, the rounds of all conditions interleaved, and each round's own quantile is
+taken: a burst of other work that hits one or two rounds of twelve moves the pooled quantile (the 20th slowest of
+1,920 requests is then one of that burst's) but not the median round's. The spread is a bootstrap over rounds: draw
+rounds with replacement, the same rounds for every condition (round ``i`` of each ran under the same machine, a
+minute apart at most, which is what pairing them keeps), and take the median rounds' quantiles again. A target is
+met when the interval meets it, missed when the interval misses it, and unclear otherwise. Pure: latencies in,
+figures out; the random draws come from a seed.
 """
 
 from __future__ import annotations
 
 import random
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -25,7 +28,7 @@ Rounds = Sequence[Sequence[float]]  # one condition's latencies, round by round
 
 @dataclass(frozen=True)
 class Interval:
-    """An estimate on all rounds pooled, with the bootstrap interval around it."""
+    """An estimate on all rounds, with the bootstrap interval around it."""
 
     value: float
     low: float
@@ -44,9 +47,18 @@ def pooled_quantile(rounds: Rounds, q: float, picked: Sequence[int] | None = Non
     return percentile(values, q)
 
 
+def round_quantile(rounds: Rounds, q: float, picked: Sequence[int] | None = None) -> float:
+    """The median over the ``picked`` rounds (all by default) of each round's own ``q`` percentile."""
+    indices = range(len(rounds)) if picked is None else picked
+    quantiles = [percentile(rounds[index], q) for index in indices if rounds[index]]
+    if not quantiles:
+        raise ValueError("no latencies to take a quantile of")
+    return statistics.median(quantiles)
+
+
 def inflation(condition: Rounds, alone: Rounds, q: float, picked: Sequence[int] | None = None) -> float:
-    """How much higher the condition's pooled quantile is than the baseline's: 120 ms against 100 ms → 0.2."""
-    return pooled_quantile(condition, q, picked) / pooled_quantile(alone, q, picked) - 1
+    """How much higher the condition's median round quantile is than the baseline's: 120 ms against 100 → 0.2."""
+    return round_quantile(condition, q, picked) / round_quantile(alone, q, picked) - 1
 
 
 def bootstrap_inflation(
