@@ -43,7 +43,7 @@ class Window:
     noisy: Counter[str] = field(default_factory=Counter)  # NoisyCounters.FIELDS received inside the windows
 
     def add_round(self, shots: list[Shot], replica_ms: list[float]) -> None:
-        self.rounds.append([(s.done - s.sent) * 1000 for s in shots if s.status == 200])
+        self.rounds.append([s.answer_s * 1000 for s in shots if s.status == 200])
         self.send_lag_ms += [s.send_lag_s * 1000 for s in shots]
         self.replica_ms += replica_ms
         self.failures += Counter(s.error or str(s.status) for s in shots if s.status != 200)

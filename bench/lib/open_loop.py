@@ -37,9 +37,10 @@ class Shot:
     error: str = ""
 
     @property
-    def latency_s(self) -> float:
-        """From the scheduled send: open loop, so the client's own delay in sending counts too (it is small here)."""
-        return self.done - self.scheduled
+    def answer_s(self) -> float:
+        """From its last byte sent to its answer's last byte: the server's time, the client's delay in sending not
+        counted (``send_lag_s``)."""
+        return self.done - self.sent
 
     @property
     def send_lag_s(self) -> float:
