@@ -18,11 +18,17 @@ MPS daemon for it (``bench/lib/mps_daemon.py``), and where none can start the ou
 admission isolates. Under MPS a new share means a new replica, so each switch waits until the pools have replaced
 theirs. Without a GPU, ``--device cuda`` answers ``{"bench": "isolation", "skipped": REASON}``.
 
-The conditions alternate in rounds, each round starting one condition later, and each condition pools its rounds'
-latencies, so that a drift in what else runs on the machine weighs on all three alike. Latency is measured from each
-request's scheduled send time (open loop: a slow answer does not delay the next request), so queueing counts. The
-noisy tenant's tokens/s counts streamed tokens received inside the windows; a 429 makes its client wait
-``Retry-After``, as a well-behaved client does. Progress goes to stderr; the last stdout line is JSON.
+The conditions alternate in rounds, each round starting one condition later, so that a drift in what else runs on
+the machine weighs on all three alike. The fast tenant's load comes from a lean asyncio client in a process of its
+own (``bench/lib/open_loop.py``), open loop: each request goes at its scheduled time whatever the answers before it,
+and its latency runs from its send to its answer, so that the client's own delay in sending (reported as
+``send_lag_p99_ms``) is not counted as the server's. Beside it, ``replica_p99_ms`` is the same requests as the
+classify replica timed them (from the front end's taking them), which splits the latency by stage. Each condition's
+p99 is its median round's (a burst of other work on a shared machine that hits one round of twelve does not make
+it; the pooled p99 is reported beside); the inflations come with the central 90 % of a bootstrap over paired rounds,
+and the verdict holds only when that interval does (``bench/lib/tail_verdict.py``). The noisy tenant's tokens/s
+counts streamed tokens received inside the windows; a 429 makes its client wait ``Retry-After``, as a well-behaved
+client does. Progress goes to stderr; the last stdout line is JSON.
 """
 
 from __future__ import annotations
@@ -31,23 +37,26 @@ import argparse
 import json
 import os
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 from bench.lib.cuda import cuda_device_count
+from bench.lib.fast_tenant import Window, classify_plan, replica_latencies_ms
 from bench.lib.mps_daemon import MpsUnavailable, private_mps_daemon
 from bench.lib.noisy_flood import Flood, noisy_flood
+from bench.lib.open_loop import LoadPlan, OpenLoopClient, Shot
 from bench.lib.progress import progress_line
 from bench.lib.replicas import wait_for_replicas
+from bench.lib.tail_verdict import Verdict, bootstrap_inflation, judge, per_round_quantiles, round_quantile
 from fleetpilot.launch import AgentProcess, ServerProcess
 from inference_agent.ports import free_port
 from wire.percentile import percentile
@@ -55,9 +64,9 @@ from wire.percentile import percentile
 NODE_ID = "bench-isolation"
 POOLS = "chat=text:1,vision=classify:1"
 FAST, NOISY = "fast", "noisy"
-IMAGE = [[[0.5] * 64 for _ in range(64)] for _ in range(3)]  # one 3×64×64 input: the smallest classify request
 TARGET_INFLATION_ISOLATED = 0.10
 TARGET_INFLATION_UNISOLATED = 0.50
+BOOTSTRAP_DRAWS = 1000
 AGENT_APPLY_S = 2.5  # the agent pushes once a second and takes the tenants from the ingest answer
 
 
@@ -78,93 +87,65 @@ class BenchConfig:
 
 
 FULL = BenchConfig(
-    rounds=6, window_s=10.0, ramp_s=2.0, fast_rps=20.0, noisy_clients=24, noisy_max_tokens=512,
+    rounds=12, window_s=8.0, ramp_s=2.0, fast_rps=25.0, noisy_clients=24, noisy_max_tokens=512,
     noisy_rate_rps=1.0, noisy_max_concurrency=4, noisy_share_percent=15.0,
 )  # fmt: skip
 QUICK = BenchConfig(
-    rounds=1, window_s=7.0, ramp_s=2.0, fast_rps=20.0, noisy_clients=24, noisy_max_tokens=512,
+    rounds=1, window_s=5.0, ramp_s=2.0, fast_rps=25.0, noisy_clients=24, noisy_max_tokens=512,
     noisy_rate_rps=1.0, noisy_max_concurrency=4, noisy_share_percent=15.0,
 )  # fmt: skip
 
 
-@dataclass
-class FastResult:
-    latencies_s: list[float] = field(default_factory=list)
-    failures: Counter[str] = field(default_factory=Counter)  # by status code or exception name
+@dataclass(frozen=True)
+class Run:
+    """What the rounds send through: the agent (its replicas' ledgers), its serving URL, the fast tenant's client."""
 
+    agent: AgentProcess
+    serve_url: str
+    client: OpenLoopClient
 
-def fast_load(client: httpx.Client, serve_url: str, rate_rps: float, window_s: float) -> FastResult:
-    """Send classify requests at ``rate_rps`` for ``window_s``, each on its own worker at its scheduled time."""
-    result = FastResult()
-    lock = threading.Lock()
-    body = json.dumps({"model": "vision", "inputs": [IMAGE]}).encode()
-    headers = {"Content-Type": "application/json"}  # the client carries the fast tenant's key
-
-    def one(scheduled: float) -> None:
-        try:
-            status = client.post(f"{serve_url}/v1/classify", content=body, headers=headers).status_code
-            outcome = "ok" if status == 200 else str(status)
-        except httpx.HTTPError as exc:
-            outcome = type(exc).__name__
-        done = time.perf_counter()
-        with lock:
-            if outcome == "ok":
-                result.latencies_s.append(done - scheduled)
-            else:
-                result.failures[outcome] += 1
-
-    count = int(rate_rps * window_s)
-    start = time.perf_counter() + 0.05
-    with ThreadPoolExecutor(max_workers=32, thread_name_prefix="fast") as pool:
-        for index in range(count):
-            scheduled = start + index / rate_rps
-            time.sleep(max(0.0, scheduled - time.perf_counter()))
-            pool.submit(one, scheduled)
-    return result
-
-
-@dataclass
-class Window:
-    """What one condition gathered over its rounds."""
-
-    fast: FastResult = field(default_factory=FastResult)
-    seconds: float = 0.0  # flooded seconds, for the noisy tenant's tokens/s
-    noisy: Counter[str] = field(default_factory=Counter)  # NoisyCounters.FIELDS received inside the windows
+    def send(self, plan: LoadPlan, window: Window) -> list[Shot]:
+        """Run the fast tenant's plan, counting the agent's CPU seconds meanwhile (its front end's load)."""
+        assert self.agent.process is not None
+        agent = psutil.Process(self.agent.process.pid)
+        before, started = sum(agent.cpu_times()[:2]), time.perf_counter()
+        shots = self.client.run(plan)
+        window.agent_cpu_s += sum(agent.cpu_times()[:2]) - before
+        window.timed_s += time.perf_counter() - started
+        return shots
 
 
 def measure(
-    window: Window, serve_url: str, config: BenchConfig, keys: Mapping[str, Mapping[str, str]], *, flood: bool
+    window: Window, run: Run, config: BenchConfig, keys: Mapping[str, Mapping[str, str]], *, flood: bool
 ) -> None:
     """One round of a condition: optionally start the flood and let it ramp, then the fast tenant's window."""
-    timeout, limits = httpx.Timeout(30.0, connect=2.0), httpx.Limits(max_connections=64)
-    client = httpx.Client(timeout=timeout, limits=limits, headers=dict(keys[FAST]))
-    before: dict[str, int] = {}
-    after: dict[str, int] = {}
-    try:
-        if not flood:
-            fast = fast_load(client, serve_url, config.fast_rps, config.window_s)
-        else:
-            with noisy_flood(serve_url, Flood(config.noisy_clients, config.noisy_max_tokens), keys[NOISY]) as counters:
-                time.sleep(config.ramp_s)
-                before, started = counters.read(), time.perf_counter()
-                fast = fast_load(client, serve_url, config.fast_rps, config.window_s)
-                after = counters.read()
-                window.seconds += time.perf_counter() - started
-    finally:
-        client.close()
-    window.fast.latencies_s += fast.latencies_s
-    window.fast.failures += fast.failures
-    window.noisy += Counter({key: after[key] - before[key] for key in after})
+    plan = partial(classify_plan, run.serve_url, "vision", keys[FAST], config.fast_rps, config.window_s)
+    if not flood:
+        shots = run.send(plan(), window)
+    else:
+        with noisy_flood(run.serve_url, Flood(config.noisy_clients, config.noisy_max_tokens), keys[NOISY]) as counters:
+            time.sleep(config.ramp_s)
+            before, started = counters.read(), time.perf_counter()
+            shots = run.send(plan(), window)
+            after = counters.read()
+            window.seconds += time.perf_counter() - started
+        window.noisy += Counter({key: after[key] - before[key] for key in after})
+    window.add_round(shots, replica_latencies_ms(run.agent, "vision", len(shots)))
 
 
 @dataclass(frozen=True)
 class Phase:
-    """A condition's figures: the fast tenant's latency, and the noisy tenant's throughput and refusals."""
+    """A condition's figures: the fast tenant's latency (round by round, the client's send lag and the replica's own
+    timing of it beside), and the noisy tenant's throughput and refusals."""
 
     name: str
-    p99_ms: float
+    rounds: list[list[float]]  # ms from send to answer, per round
+    p99_ms: float  # of the median round (tail_verdict.round_quantile)
+    p99_pooled_ms: float  # of all rounds pooled
     p50_ms: float
-    fast_ok: int
+    send_lag_p99_ms: float
+    replica_p99_ms: float | None
+    agent_cpu_share: float  # of one core, while the fast tenant's windows ran
     fast_over_1s: int
     fast_failures: dict[str, int]
     noisy_tokens_per_second: float
@@ -173,20 +154,32 @@ class Phase:
 
     @classmethod
     def of(cls, name: str, window: Window) -> Phase:
-        if not window.fast.latencies_s:
-            raise RuntimeError(f"{name}: every fast request failed: {dict(window.fast.failures)}")
-        ms = [s * 1000 for s in window.fast.latencies_s]
+        ms = window.latencies_ms
+        if not ms:
+            raise RuntimeError(f"{name}: every fast request failed: {dict(window.failures)}")
         tokens_per_second = window.noisy["tokens"] / window.seconds if window.seconds else 0.0
+        replica = percentile(window.replica_ms, 99) if window.replica_ms else None
         return cls(
-            name, percentile(ms, 99), percentile(ms, 50), len(ms), sum(m >= 1000 for m in ms),
-            dict(window.fast.failures), tokens_per_second, window.noisy["admitted"], window.noisy["refused_429"],
+            name, window.rounds, round_quantile(window.rounds, 99), percentile(ms, 99), percentile(ms, 50),
+            percentile(window.send_lag_ms, 99), replica,
+            window.agent_cpu_s / window.timed_s, sum(m >= 1000 for m in ms), dict(window.failures),
+            tokens_per_second, window.noisy["admitted"], window.noisy["refused_429"],
         )  # fmt: skip
 
+    @property
+    def fast_ok(self) -> int:
+        return sum(len(latencies) for latencies in self.rounds)
+
     def describe(self) -> str:
+        per_round = " ".join(f"{p:.0f}" for p in per_round_quantiles(self.rounds, 99))
         return (
-            f"{self.name}: fast p99 {self.p99_ms:.1f} ms, p50 {self.p50_ms:.1f} ms ({self.fast_ok} ok, "
-            f"{self.fast_over_1s} over 1 s, failed {self.fast_failures}); noisy {self.noisy_tokens_per_second:.0f} "
-            f"tokens/s, {self.noisy_admitted} admitted, {self.noisy_refused_429} × 429"
+            f"{self.name}: fast p99 {self.p99_ms:.1f} ms in the median round (per round: {per_round}; pooled "
+            f"{self.p99_pooled_ms:.1f} ms), p50 {self.p50_ms:.1f} ms "
+            f"({self.fast_ok} ok, {self.fast_over_1s} over 1 s, failed {self.fast_failures}); the replica's p99 "
+            f"{self.replica_p99_ms or 0:.1f} ms, send lag p99 {self.send_lag_p99_ms:.1f} ms, the agent's CPU "
+            f"{self.agent_cpu_share:.2f} of a core; noisy "
+            f"{self.noisy_tokens_per_second:.0f} tokens/s, {self.noisy_admitted} admitted, "
+            f"{self.noisy_refused_429} × 429"
         )
 
 
@@ -258,14 +251,13 @@ def run_phases(config: BenchConfig, folder: Path, device: Device = Device("cpu")
             log_path=folder / "agent.log",
             env={"FLEETPILOT_REPLICA_DRAIN_SECONDS": "2", **device.agent_env()},
         )
-        with agent:
+        with agent, OpenLoopClient() as client:
             tenants = Tenants(server, config)
             wait_for_replicas(agent)
-            serve_url = agent.serve_url
-            assert serve_url is not None
+            assert agent.serve_url is not None
+            run = Run(agent, agent.serve_url, client)
             progress(f"agent and replicas ready ({POOLS}); warming the fast path")
-            with httpx.Client(timeout=30.0, headers=tenants.keys[FAST]) as client:
-                fast_load(client, serve_url, config.fast_rps, 1.0)
+            client.run(classify_plan(run.serve_url, "vision", tenants.keys[FAST], config.fast_rps, 1.0))
             names = list(windows)
             for number in range(config.rounds):
                 # each round starts one condition later (A U I, U I A, I A U, ...): none always runs last
@@ -273,7 +265,7 @@ def run_phases(config: BenchConfig, folder: Path, device: Device = Device("cpu")
                     if name != "alone":
                         tenants.isolate(name == "isolated")
                         wait_for_replicas(agent)  # under MPS a new share takes a new replica
-                    measure(windows[name], serve_url, config, tenants.keys, flood=name != "alone")
+                    measure(windows[name], run, config, tenants.keys, flood=name != "alone")
                 progress(f"round {number + 1}/{config.rounds} done")
             progress("stopping the agent (its replicas drain)")
     for line in (folder / "agent.log").read_text().splitlines():
@@ -287,16 +279,29 @@ def run_phases(config: BenchConfig, folder: Path, device: Device = Device("cpu")
 
 def figures(config: BenchConfig, phases: list[Phase], load_average: list[float], device: str) -> dict[str, Any]:
     alone, unisolated, isolated = phases
-    inflation_unisolated = unisolated.p99_ms / alone.p99_ms - 1
-    inflation_isolated = isolated.p99_ms / alone.p99_ms - 1
+    spread = {p.name: bootstrap_inflation(p.rounds, alone.rounds, 99, draws=BOOTSTRAP_DRAWS) for p in phases[1:]}
+    targets = (TARGET_INFLATION_ISOLATED, TARGET_INFLATION_UNISOLATED)
+    judged = judge(spread["isolated"], spread["unisolated"], *targets, rounds=len(alone.rounds))
+    per_round = {p.name: per_round_quantiles(p.rounds, 99) for p in phases}
     return {
         "bench": "isolation",
         "device": device,
         "p99_alone_ms": round(alone.p99_ms, 1),
         "p99_noisy_unisolated_ms": round(unisolated.p99_ms, 1),
         "p99_noisy_isolated_ms": round(isolated.p99_ms, 1),
-        "inflation_isolated": round(inflation_isolated, 3),
-        "inflation_unisolated": round(inflation_unisolated, 3),
+        "inflation_isolated": round(spread["isolated"].value, 3),
+        "inflation_unisolated": round(spread["unisolated"].value, 3),
+        # [low, value, high]: the central 90 % of the inflation over draws of paired rounds (tail_verdict.py)
+        "inflation_isolated_interval": spread["isolated"].rounded(),
+        "inflation_unisolated_interval": spread["unisolated"].rounded(),
+        "verdict": judged.verdict.value,
+        "verdict_reason": judged.reason,
+        "p99_pooled_ms": {p.name: round(p.p99_pooled_ms, 1) for p in phases},
+        "p99_per_round_ms": {name: [round(p, 1) for p in values] for name, values in per_round.items()},
+        "p99_per_round_range_ms": {name: [round(min(v), 1), round(max(v), 1)] for name, v in per_round.items()},
+        "replica_p99_ms": {p.name: round(p.replica_p99_ms, 1) if p.replica_p99_ms else None for p in phases},
+        "send_lag_p99_ms": {p.name: round(p.send_lag_p99_ms, 1) for p in phases},
+        "agent_cpu_share": {p.name: round(p.agent_cpu_share, 3) for p in phases},
         "noisy_tokens_per_second_unisolated": round(unisolated.noisy_tokens_per_second, 1),
         "noisy_tokens_per_second_isolated": round(isolated.noisy_tokens_per_second, 1),
         "noisy_throughput_cost": round(1 - isolated.noisy_tokens_per_second / unisolated.noisy_tokens_per_second, 3)
@@ -309,17 +314,16 @@ def figures(config: BenchConfig, phases: list[Phase], load_average: list[float],
         "noisy_admitted": {p.name: p.noisy_admitted for p in phases[1:]},
         "noisy_refused_429": {p.name: p.noisy_refused_429 for p in phases[1:]},
         "baseline": "p99_alone_ms",
-        "ratio": round(inflation_isolated, 3),
+        "ratio": round(spread["isolated"].value, 3),
         "config": config.__dict__,
         "load_average_1m": load_average,
-        "target_met": inflation_isolated <= TARGET_INFLATION_ISOLATED
-        and inflation_unisolated >= TARGET_INFLATION_UNISOLATED,
+        "target_met": judged.verdict is Verdict.MET,
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.isolation", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="one round of 7 s windows instead of 6 of 10 s")
+    parser.add_argument("--quick", action="store_true", help="one round of 5 s windows instead of 12 of 8 s")
     parser.add_argument(
         "--device", choices=["cpu", "cuda", "auto"], default="cpu",
         help="where the replicas run (auto: cuda when torch sees a GPU); cpu by default, the figures' baseline",

@@ -231,6 +231,7 @@ def _agent_flags(parser: argparse.ArgumentParser) -> None:
 def run_agent(args: argparse.Namespace) -> int:
     from inference_agent.config import AgentConfig
     from inference_agent.daemon import Agent, open_probes, read_engines
+    from inference_agent.heap import settle_heap
     from inference_agent.serving.frontend.tenant_identity import GatewayTrust
     from inference_agent.settings import AgentSettings
 
@@ -277,7 +278,9 @@ def run_agent(args: argparse.Namespace) -> int:
     except KubeApiError as exc:  # --kubernetes-pods outside a pod
         print(f"fleetpilot agent: --kubernetes-pods: {exc}", file=sys.stderr)
         return 2
-    return Agent(settings, probes, config=config).run()
+    agent = Agent(settings, probes, config=config)
+    settle_heap()  # the imports and the agent built here live as long as it: full collections need not walk them
+    return agent.run()
 
 
 # the flags a server command may give its settings

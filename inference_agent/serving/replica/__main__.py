@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from inference_agent.heap import settle_heap
 from inference_agent.http_server import MAX_BODY_BYTES, ConnectionLimits, Server
 from inference_agent.serving.replica.app import ReplicaApp, ReplicaState
 from inference_agent.serving.replica.engine_factory import (
@@ -97,11 +98,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         engine = text_engine = build_text_engine(options)
         text_engine.start()
         text_engine.warm_up()
+        settle_heap()
         app.ready(text_engine=text_engine)
     else:
         engine = classifier = build_classifier(options)
         classifier.start()
         classifier.warm_up()
+        settle_heap()
         app.ready(classifier=classifier)
     log.info(
         "ready on port %d after %.1f s (%s engine on %s)",

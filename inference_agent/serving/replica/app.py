@@ -13,6 +13,7 @@ import uuid
 from enum import StrEnum
 from typing import Any
 
+from inference_agent.heap import heap_stats
 from inference_agent.isolation.tenant_usage import TenantUsage
 from inference_agent.serving.replica.ledger import RequestLedger
 from inference_agent.serving.replica.metrics import ReplicaMetrics
@@ -120,4 +121,5 @@ class ReplicaApp:
             else {**dataclasses.asdict(engine_stats), "kv_utilization_ratio": engine_stats.kv_utilization_ratio},
             **self.ledger.snapshot(),
             "tenants": self.usage.snapshot(kv_blocks_used),
+            "heap": heap_stats(),
         }

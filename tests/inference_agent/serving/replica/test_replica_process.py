@@ -187,6 +187,9 @@ def test_a_real_torch_classifier_replica() -> None:
         assert answer.status_code == 200, answer.text
         results = answer.json()["results"]
         assert len(results) == 2 and results[0] == results[1] and 0 <= results[0]["score"] <= 1
+        # torch and the model are frozen once warm: a full collection no longer walks them (~173,000 objects,
+        # 72 ms and more a collection), so it stalls no request (inference_agent/heap.py)
+        assert httpx.get(f"{replica.url}/stats").json()["heap"]["frozen_objects"] > 100_000
     finally:
         replica.process.kill()
         replica.process.wait(10)
