@@ -2,8 +2,8 @@
 the standard library alone, so the agent needs nothing more to send it.
 
 A collector that takes it says so in every ingest answer (``Accept-Post`` lists ``MEDIA_TYPE``); the agent sends it
-only once offered, and a compact batch refused ``422`` (an older collector behind the same address) again as JSON. The layout, all
-little-endian:
+only once offered, and a compact batch refused ``422`` (an older collector behind the same address) again as JSON.
+The layout, all little-endian:
 
     b"FPC1"                         magic and version
     uint32  H                       length of the header
