@@ -9,7 +9,7 @@ evaluator reads only the series written since its last tick (a full read each mi
 
 Revision ID: 0021
 Revises: 0020
-Create Date: 2026-12-20 20:00:00.000000
+Create Date: 2026-12-07 21:30:00.000000
 """
 
 from collections.abc import Sequence
