@@ -38,7 +38,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import psutil
@@ -69,6 +69,7 @@ from inference_agent.probes.replay import Recording, ReplayProbe, load_recording
 from inference_agent.push_body import offers_compact, push_body
 from inference_agent.pusher import backoff_delay, retry_after_s
 from inference_agent.sampler import wire_sample
+from wire.samples import SampleJson
 
 PUSH_MAX_SAMPLES = 2000  # the agent's push_max_samples
 REQUEST_TIMEOUT_S = 10.0  # the agent's pusher timeout
@@ -146,7 +147,8 @@ class SoakNode(SimulatedNode):
         inventory = None
         if not self.registered:
             inventory = {**self.inventory(), "gpus": [vars(g) for g in self._probe.inventory()]}
-        content_type, raw = push_body(self.node_id, rows, report=None, inventory=inventory, compact=compact)  # type: ignore[arg-type]
+        samples = cast(list[SampleJson], rows)  # the simulated agent's rows are the wire's samples
+        content_type, raw = push_body(self.node_id, samples, report=None, inventory=inventory, compact=compact)
         self.unacknowledged = (raw, len(rows), self.seq, content_type)
         return self.unacknowledged
 

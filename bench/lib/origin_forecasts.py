@@ -97,8 +97,8 @@ def fitted_table(history: History, horizon: int, name: str, refit_every: int = 1
     for t in range(len(history)):
         past = History(history.values[max(0, t + 1 - window) : t + 1], history.step_seconds)
         try:
-            fresh = model is None or t % refit_every == 0
-            model = make_forecaster(name).fit(past) if fresh else absorb(model, past)  # type: ignore[arg-type]
+            refit = t % refit_every == 0
+            model = make_forecaster(name).fit(past) if model is None or refit else absorb(model, past)
             forecast = model.predict(horizon)
         except ForecastError:
             model = None
