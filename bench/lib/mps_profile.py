@@ -159,7 +159,8 @@ def one_share(f: Fleet, pool: str, window_s: float) -> dict[str, Any]:
         raise TimeoutError(f"no warm replica of {pool} within {READY_TIMEOUT_S:g} s:\n{f.agent.log_tail()}")
     engine, share = (pool_state(f, pool) or {}).get("engine"), replica_share(f, pool)
     rates, start, end = saturate(f, [pool], window_s)
-    wait_until(lambda: adapter_tokens_per_second(f, pool, start, end) is not None, 5.0)  # the agent's next push
+    # the agent's next push: a second away, longer when a loaded server answers 503 and the spool holds it
+    wait_until(lambda: adapter_tokens_per_second(f, pool, start, end) is not None, 20.0)
     adapter = adapter_tokens_per_second(f, pool, start, end)
     progress(f"{pool} at {share} %: clients {rates[pool]:.1f} tokens/s, through the adapter {adapter}")
     call(f.api, "DELETE", f"/pools/{pool}")
